@@ -1,0 +1,112 @@
+"""Event types: the only things the log stores.
+
+Every event is a frozen, tagged msgspec Struct; the union :data:`Event` is decoded by one reused
+typed decoder. Schema evolution follows msgspec's rules: new fields get defaults, field types never
+change, tags never change.
+
+Identity: a fact's id is the ``seq`` of the event that created it (``FactRemembered`` or
+``FactRevised``), so ids are deterministic under replay and need no separate generator.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Union
+
+import msgspec
+
+__all__ = [
+    "EPOCH",
+    "EventBase",
+    "FactRemembered",
+    "FactRevised",
+    "FactForgotten",
+    "EmbeddingRecorded",
+    "Event",
+    "EVENT_TYPES",
+    "encode",
+    "decode",
+]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
+    """Fields every event carries. ``seq`` and ``tx_at`` are stamped when the log appends."""
+
+    seq: int = 0
+    tx_at: datetime = EPOCH
+    namespace: str = "default"
+    source_agent: str | None = None
+    source_ref: str | None = None
+
+
+class FactRemembered(EventBase, tag="remembered"):
+    """A new belief. ``valid_from=None`` means "since tx_at" (it became true when we learned it)."""
+
+    subject: str
+    text: str
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    confidence: float = 1.0
+    entities: tuple[str, ...] = ()
+
+
+class FactRevised(EventBase, tag="revised"):
+    """A new version of ``fact_id``; its own id is this event's seq.
+
+    With ``valid_from`` the world changed: the old fact stays believed for its earlier valid
+    period, which now ends at ``valid_from``. Without it this is a correction: the old statement is
+    no longer believed at all from ``tx_at`` on, and the new one takes over its valid period.
+    ``subject=None`` keeps the old subject.
+    """
+
+    fact_id: int
+    text: str
+    subject: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    confidence: float = 1.0
+    entities: tuple[str, ...] = ()
+    reason: str | None = None
+
+
+class FactForgotten(EventBase, tag="forgotten"):
+    """A tombstone: ``fact_id`` is no longer believed from ``tx_at`` on; nothing is deleted."""
+
+    fact_id: int
+    reason: str | None = None
+
+
+class EmbeddingRecorded(EventBase, tag="embedding"):
+    """A vector for ``fact_id`` computed by ``model``: little-endian float32, ``dims`` values.
+
+    Recorded as an event so that replay never calls a model.
+    """
+
+    fact_id: int
+    model: str
+    dims: int
+    vector: bytes
+
+
+Event = Union[FactRemembered, FactRevised, FactForgotten, EmbeddingRecorded]
+EVENT_TYPES: tuple[type[EventBase], ...] = (
+    FactRemembered,
+    FactRevised,
+    FactForgotten,
+    EmbeddingRecorded,
+)
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Event)
+
+
+def encode(event: EventBase) -> bytes:
+    """Encode one event as a msgpack payload."""
+    return _encoder.encode(event)
+
+
+def decode(payload: bytes | memoryview) -> Event:
+    """Decode one msgpack payload; raises ``msgspec.DecodeError``/``ValidationError`` if invalid."""
+    return _decoder.decode(payload)

@@ -1,0 +1,456 @@
+"""The ``Memory`` facade: the library API over one store and one namespace."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from eventlog.events import (
+    EmbeddingRecorded,
+    EventBase,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+)
+from eventlog.log import FsyncPolicy
+from hmem.errors import InvalidInput, InvalidTime, StoreClosed
+from hmem.recall import RecallConfig, RecallResult, run_recall
+from hmem.store import Store, default_root
+from hmem.timeparse import TimeLike, parse_time, parse_time_opt
+from hmem.views import Belief, Diff, FactView, Stats, Why, fact_view
+from projections.state import subject_key
+from projections.timeutil import from_us, to_us
+from replay import as_of as _as_of
+from replay import diff as _diff
+from replay import seq_at, snapshot_query, verify_projection
+from replay.rebuild import Progress
+from replay.verify import ProjectionDiff
+
+__all__ = ["Memory", "Clock", "utc_now"]
+
+Clock = Callable[[], datetime]
+TxPoint = datetime | str | int  # a transaction time, or a seq
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Memory:
+    """What an agent believes, in one namespace of a store, with full history.
+
+    ``Memory(path)`` opens (or creates) the store at ``path`` as its single writer;
+    ``Memory()`` uses ``$HMEM_HOME`` or the XDG data dir. ``read_only=True`` never writes, never
+    takes the writer lock and works beside a live writer in another process: every read first
+    picks up what the writer has appended.
+
+    Time-travel arguments are keyword-only: ``as_of`` is a transaction time (what we believed
+    then; a datetime, ISO string or seq) and ``valid_at`` a world time (what was true then).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        namespace: str = "default",
+        read_only: bool = False,
+        fsync: FsyncPolicy = "always",
+        clock: Clock = utc_now,
+        source_agent: str | None = None,
+        recall_config: RecallConfig | None = None,
+        flush_every: int = 256,
+        _store: Store | None = None,
+        _lock: threading.RLock | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.clock = clock
+        self.source_agent = source_agent
+        self.recall_config = recall_config or RecallConfig()
+        self._lock = _lock or threading.RLock()
+        if _store is None:
+            root = Path(path) if path is not None else default_root()
+            _store = Store(root, read_only=read_only, fsync=fsync, flush_every=flush_every)
+            self._owner = True
+        else:
+            self._owner = False
+        self._store: Store | None = _store
+        if not namespace or not isinstance(namespace, str):
+            raise InvalidInput("namespace must be a non-empty string")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def path(self) -> Path:
+        return self._open().root
+
+    @property
+    def read_only(self) -> bool:
+        return self._open().read_only
+
+    @property
+    def notes(self) -> list[str]:
+        """What opening the store found and repaired (torn log tail, rebuilt projection)."""
+        return list(self._open().notes)
+
+    def in_namespace(self, namespace: str) -> Memory:
+        """A view of the same open store in another namespace (shares the writer)."""
+        return Memory(
+            namespace=namespace, clock=self.clock, source_agent=self.source_agent,
+            recall_config=self.recall_config, _store=self._open(), _lock=self._lock,
+        )
+
+    def close(self) -> None:
+        """Write the projection, sync the log, release the writer lock. Idempotent."""
+        with self._lock:
+            if self._store is not None and self._owner:
+                self._store.close()
+            self._store = None
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> Store:
+        if self._store is None:
+            raise StoreClosed("this Memory is closed; open a new one")
+        return self._store
+
+    def _read(self) -> Store:
+        store = self._open()
+        if store.read_only:
+            store.catch_up()
+        return store
+
+    # ------------------------------------------------------------------ writes
+
+    def _now(self, store: Store) -> datetime:
+        now = self.clock()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise InvalidTime("the clock must return an aware datetime (e.g. in UTC)")
+        now = now.astimezone(timezone.utc)
+        last = store.log.last_tx_at
+        return now if now > last else last
+
+    def _append(self, make: Callable[[datetime], EventBase]) -> int:
+        with self._lock:
+            store = self._open()
+            return store.append(make(self._now(store))).seq
+
+    def remember(
+        self,
+        subject: str,
+        text: str,
+        *,
+        valid_from: TimeLike | None = None,
+        valid_to: TimeLike | None = None,
+        confidence: float = 1.0,
+        entities: Iterable[str] = (),
+        source_agent: str | None = None,
+        source_ref: str | None = None,
+    ) -> int:
+        """Store a new belief about ``subject``; returns its id.
+
+        ``valid_from`` (when it became true in the world) defaults to now; ``valid_to`` to
+        "still true". Entities default to the proper nouns of ``text`` (plus the subject).
+        """
+        vf = parse_time_opt(valid_from, "valid_from")
+        vt = parse_time_opt(valid_to, "valid_to")
+        ents = _entities(entities)
+        return self._append(
+            lambda tx: FactRemembered(
+                tx_at=tx, namespace=self.namespace, subject=_strip(subject), text=_strip(text),
+                valid_from=vf, valid_to=vt, confidence=confidence, entities=ents,
+                source_agent=source_agent or self.source_agent, source_ref=source_ref,
+            )
+        )
+
+    def revise(
+        self,
+        fact_id: int,
+        text: str,
+        *,
+        valid_from: TimeLike | None = None,
+        valid_to: TimeLike | None = None,
+        subject: str | None = None,
+        confidence: float = 1.0,
+        entities: Iterable[str] = (),
+        reason: str | None = None,
+        source_agent: str | None = None,
+        source_ref: str | None = None,
+    ) -> int:
+        """Replace fact ``fact_id`` with a new version; returns the new id. Nothing is overwritten.
+
+        With ``valid_from`` the world changed at that time: the old fact stays believed as true
+        until then. Without it this is a correction: the old statement is no longer believed at
+        all (``as_of`` earlier times still shows it). Only the newest version of a chain can be
+        revised. ``source_agent`` defaults to the old fact's.
+        """
+        fid = _fact_id(fact_id)
+        vf = parse_time_opt(valid_from, "valid_from")
+        vt = parse_time_opt(valid_to, "valid_to")
+        ents = _entities(entities)
+        with self._lock:
+            store = self._open()
+            old = store.projector.state.lookup(fid, self.namespace)
+            agent = source_agent or self.source_agent or old.source_agent
+            return self._append(
+                lambda tx: FactRevised(
+                    tx_at=tx, namespace=self.namespace, fact_id=fid, text=_strip(text),
+                    subject=None if subject is None else _strip(subject), valid_from=vf,
+                    valid_to=vt, confidence=confidence, entities=ents, reason=reason,
+                    source_agent=agent, source_ref=source_ref,
+                )
+            )
+
+    def forget(
+        self,
+        fact_id: int,
+        *,
+        reason: str | None = None,
+        source_agent: str | None = None,
+        source_ref: str | None = None,
+    ) -> int:
+        """Tombstone a fact: gone from recall from now on, still in history, why and as_of.
+
+        Returns the seq of the tombstone event. Nothing is deleted.
+        """
+        fid = _fact_id(fact_id)
+        return self._append(
+            lambda tx: FactForgotten(
+                tx_at=tx, namespace=self.namespace, fact_id=fid, reason=reason,
+                source_agent=source_agent or self.source_agent, source_ref=source_ref,
+            )
+        )
+
+    def record_embedding(self, fact_id: int, model: str, vector: Any) -> int:
+        """Record a vector for a fact as an event (replay never recomputes it); returns its seq."""
+        fid = _fact_id(fact_id)
+        arr = np.asarray(vector, dtype="<f4")
+        if arr.ndim != 1 or not len(arr) or not np.isfinite(arr).all():
+            raise InvalidInput("vector must be a non-empty 1-D array of finite numbers")
+        return self._append(
+            lambda tx: EmbeddingRecorded(
+                tx_at=tx, namespace=self.namespace, fact_id=fid, model=model,
+                dims=len(arr), vector=arr.tobytes(), source_agent=self.source_agent,
+            )
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def _tx_seq(self, store: Store, point: TxPoint, label: str) -> int:
+        """A transaction point as a seq: an int is a seq; a time means the last seq at or before it."""
+        if isinstance(point, bool):
+            raise InvalidInput(f"{label} must be a datetime, an ISO string or a seq")
+        if isinstance(point, int):
+            if not 0 <= point <= store.projector.last_seq:
+                raise InvalidInput(
+                    f"{label} seq {point} is outside the log (0..{store.projector.last_seq})"
+                )
+            return point
+        return seq_at(store.projector.tx_times, to_us(parse_time(point, label)))
+
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+        as_of: TxPoint | None = None,
+        valid_at: TimeLike | None = None,
+        subject: str | None = None,
+    ) -> RecallResult:
+        """The facts most relevant to ``query``, best first, within ``max_tokens`` (~4 chars each).
+
+        By default: current beliefs only (forgotten and superseded facts are left out, but each
+        hit shows the versions it replaced). ``as_of``: what was believed then. ``valid_at``:
+        what was true in the world then, including versions later superseded by a world change.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query is empty; ask about something, e.g. 'where does maya live'")
+        cfg = self.recall_config
+        limit = cfg.limit if limit is None else limit
+        max_tokens = cfg.max_tokens if max_tokens is None else max_tokens
+        if limit < 1 or max_tokens < 1:
+            raise InvalidInput("limit and max_tokens must be at least 1")
+        valid = parse_time_opt(valid_at, "valid_at")
+        with self._lock:
+            store = self._read()
+            seq = None if as_of is None else self._tx_seq(store, as_of, "as_of")
+            if valid is not None:
+                ref = to_us(valid)
+            elif seq is not None:
+                ref = store.projector.tx_times[seq - 1] if seq else 0
+            else:
+                ref = to_us(self._now(store))
+            return run_recall(
+                store.projector, self.namespace, query, config=cfg, limit=limit,
+                max_tokens=max_tokens, as_of_seq=seq,
+                valid_at_us=None if valid is None else to_us(valid), reference_us=ref,
+                subject=subject,
+            )
+
+    def get(self, fact_id: int) -> FactView:
+        """One fact with its provenance and every version row."""
+        with self._lock:
+            store = self._read()
+            return fact_view(store.projector.state.lookup(_fact_id(fact_id), self.namespace))
+
+    def why(self, fact_id: int) -> Why:
+        """How we came to believe this: source, the revision chain (oldest first), the events."""
+        with self._lock:
+            store = self._read()
+            state = store.projector.state
+            fact = state.lookup(_fact_id(fact_id), self.namespace)
+            chain = [state.facts[state.head_of(fact.id)]]
+            while chain[0].supersedes is not None:
+                chain.insert(0, state.facts[chain[0].supersedes])
+            ids = {f.id for f in chain}
+            con = store.tables()
+            seqs = [
+                r[0]
+                for r in con.execute(
+                    "SELECT seq FROM events WHERE namespace = ? AND fact_id IN "
+                    "(SELECT unnest(?::BIGINT[])) ORDER BY seq",
+                    [self.namespace, sorted(ids)],
+                ).fetchall()
+            ]
+            events = tuple(store.log.get(s) for s in seqs)
+            return Why(fact_view(fact), tuple(fact_view(f) for f in chain), events)
+
+    def history(self, subject: str) -> list[FactView]:
+        """Every fact ever stored about ``subject`` (case-insensitive), oldest first."""
+        key = subject_key(subject)
+        with self._lock:
+            state = self._read().projector.state
+            return [fact_view(f) for f in state.in_namespace(self.namespace) if f.subject_key == key]
+
+    def as_of(self, tx: TxPoint, *, valid_at: TimeLike | None = None) -> list[Belief]:
+        """Everything believed at transaction time ``tx`` (a time or a seq), optionally only
+        what was true at world time ``valid_at``. Includes superseded rows (flagged)."""
+        valid = parse_time_opt(valid_at, "valid_at")
+        with self._lock:
+            store = self._read()
+            seq = self._tx_seq(store, tx, "as_of")
+            return _as_of(store.tables(), self.namespace, seq, None if valid is None else to_us(valid))
+
+    def snapshot(
+        self,
+        as_of: TxPoint | None = None,
+        *,
+        valid_at: TimeLike | None = None,
+        parquet: str | os.PathLike[str] | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """The belief set at ``as_of`` (default now) as a DuckDB relation; with ``parquet``,
+        also written to that file. Use ``.df()``, ``.arrow()``, ``.fetchall()`` on the result."""
+        valid = parse_time_opt(valid_at, "valid_at")
+        with self._lock:
+            store = self._read()
+            seq = store.projector.last_seq if as_of is None else self._tx_seq(store, as_of, "as_of")
+            rel = snapshot_query(
+                store.tables(), self.namespace, seq, None if valid is None else to_us(valid)
+            )
+            if parquet is not None:
+                rel.write_parquet(str(parquet))
+            return rel
+
+    def diff(self, since: TxPoint, until: TxPoint | None = None) -> Diff:
+        """What was added, revised and forgotten after ``since`` up to and including ``until``
+        (default now). Each is a transaction time or a seq."""
+        with self._lock:
+            store = self._read()
+            lo = self._tx_seq(store, since, "since")
+            hi = store.projector.last_seq if until is None else self._tx_seq(store, until, "until")
+            if hi < lo:
+                raise InvalidTime("until is before since; swap them")
+            return _diff(store.tables(), store.projector.state, self.namespace, lo, hi)
+
+    def stats(self) -> Stats:
+        """Counts for this namespace and the state of the log and projection."""
+        with self._lock:
+            store = self._read()
+            state = store.projector.state
+            facts = list(state.in_namespace(self.namespace))
+            con = store.tables()
+            ns_events, first, last = con.execute(
+                "SELECT count(*), min(tx_at), max(tx_at) FROM events WHERE namespace = ?",
+                [self.namespace],
+            ).fetchone()
+            n_entities = con.execute(
+                "SELECT count(DISTINCT entity) FROM entities WHERE namespace = ?", [self.namespace]
+            ).fetchone()[0]
+            return Stats(
+                path=str(store.root),
+                namespace=self.namespace,
+                facts=len(facts),
+                current=sum(f.superseded_by is None and f.forgotten_seq is None for f in facts),
+                superseded=sum(f.superseded_by is not None for f in facts),
+                forgotten=sum(f.forgotten_seq is not None for f in facts),
+                subjects=len({f.subject_key for f in facts}),
+                entities=n_entities,
+                vectors=sum(v.namespace == self.namespace for v in state.vectors),
+                namespace_events=ns_events,
+                log_events=store.log.last_seq,
+                log_bytes=store.log.size_bytes,
+                log_segments=len(store.log.segment_paths),
+                projection_seq=store.projector.last_seq,
+                first_tx=first,
+                last_tx=last,
+                fsync=store.log.fsync_policy,
+                read_only=store.read_only,
+            )
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the newest event in the store (all namespaces)."""
+        with self._lock:
+            return self._read().projector.last_seq
+
+    def tx_time(self, seq: int) -> datetime:
+        """The transaction time of an event."""
+        with self._lock:
+            store = self._read()
+            if not 1 <= seq <= store.projector.last_seq:
+                raise InvalidInput(f"seq {seq} is outside the log (1..{store.projector.last_seq})")
+            return from_us(store.projector.tx_times[seq - 1])
+
+    # ------------------------------------------------------------------ maintenance
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Drop the projection and replay the whole log; returns the number of events replayed."""
+        with self._lock:
+            return self._open().rebuild(progress)
+
+    def verify(self) -> ProjectionDiff:
+        """Replay the log into a fresh database and compare it with the live projection."""
+        with self._lock:
+            store = self._read()
+            store.tables()
+            return verify_projection(store.log, store.db)
+
+
+def _strip(value: str) -> str:
+    return value.strip() if isinstance(value, str) else value
+
+
+def _entities(entities: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(entities, str):
+        raise InvalidInput("entities must be a list of names, not one string")
+    return tuple(entities)
+
+
+def _fact_id(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, str) and value.strip().lstrip("#").isdigit():
+            return int(value.strip().lstrip("#"))
+        raise InvalidInput(f"a fact id is an integer (e.g. 42), not {value!r}")
+    return int(value)
+

@@ -1,0 +1,134 @@
+"""A store on disk: the event log plus its projection, opened as the writer or as a reader.
+
+Layout of a store directory::
+
+    log/                 segment files (*.hlog) and the writer LOCK: the source of truth
+    projection.duckdb    the writer's projection (disposable; rebuilt from the log when needed)
+    backups/             what `hmem log repair` cut off
+
+DuckDB lets only one process open a database file while it is written, so a reader (another
+process, e.g. the CLI while an agent's server writes) never touches ``projection.duckdb``: it
+replays the log into an in-memory projection and follows the log as it grows.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from eventlog.events import Event, EventBase
+from eventlog.log import EventLog, FsyncPolicy
+from hmem.errors import HmemError
+from projections.duck import DuckProjection
+from projections.projector import Projector
+from replay.rebuild import Progress, rebuild_projection
+
+__all__ = ["Store", "StoreNotFound", "default_root"]
+
+PROJECTION_FILE = "projection.duckdb"
+
+
+class StoreNotFound(HmemError, FileNotFoundError):
+    """No store exists at this path (and it was opened read-only, so none was created)."""
+
+
+def default_root() -> Path:
+    """``$HMEM_HOME``, else ``$XDG_DATA_HOME/hmem``, else ``~/.local/share/hmem``."""
+    if os.environ.get("HMEM_HOME"):
+        return Path(os.environ["HMEM_HOME"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "hmem"
+
+
+class Store:
+    """The log and its projection, kept in step. Not thread-safe: the facade serialises calls."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        fsync: FsyncPolicy = "always",
+        flush_every: int = 256,
+        segment_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.root = Path(root)
+        self.read_only = read_only
+        self.notes: list[str] = []
+        if read_only and not (self.root / "log").is_dir():
+            raise StoreNotFound(
+                f"no hmem store at {self.root}; create one by writing to it "
+                f"(e.g. `hmem --path {self.root} remember SUBJECT TEXT`)"
+            )
+        self.log = EventLog(
+            self.root / "log",
+            read_only=read_only,
+            fsync=fsync,
+            segment_bytes=segment_bytes,
+            lock_label=f"store {self.root}",
+        )
+        try:
+            if not self.log.recovery.clean:
+                self.notes.append(f"log recovery: {self.log.recovery}")
+            if read_only:
+                db = DuckProjection(None)
+            else:
+                db = DuckProjection(self.root / PROJECTION_FILE)
+                if db.recreated:
+                    self.notes.append(db.recreated)
+                self._check_cursor(db)
+            self.projector = Projector(db, self.log.chain_at, flush_every=flush_every)
+            self.catch_up()
+            if not read_only:
+                self.projector.flush()
+        except BaseException:
+            self.log.close()
+            raise
+
+    def _check_cursor(self, db: DuckProjection) -> None:
+        """Reset a projection that is ahead of the log or was built from a different log."""
+        seq, chain = db.cursor()
+        if seq == 0:
+            return
+        if seq > self.log.last_seq or self.log.chain_at(seq).hex() != chain:
+            self.notes.append(
+                f"projection was built from a different log (at seq {seq}); rebuilt from the log"
+            )
+            db.reset()
+
+    @property
+    def db(self) -> DuckProjection:
+        return self.projector.db
+
+    def catch_up(self) -> int:
+        """Apply events the projection has not seen (a reader first looks for new ones)."""
+        if self.read_only:
+            self.log.refresh()
+        return self.projector.apply_all(self.log.read(self.projector.last_seq + 1), bulk=True)
+
+    def append(self, event: EventBase) -> Event:
+        """Validate, log (durably, per the fsync policy) and apply one event."""
+        self.projector.state.validate(event)
+        stamped = self.log.append(event)
+        self.projector.apply(stamped)
+        return stamped
+
+    def tables(self):  # type: ignore[no-untyped-def]
+        """The DuckDB connection, with every applied event written to it."""
+        self.projector.flush()
+        return self.db.con
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Drop the projection and replay the whole log into it; returns events replayed."""
+        self.projector = rebuild_projection(
+            self.log, self.db, flush_every=self.projector.flush_every, progress=progress
+        )
+        return self.projector.last_seq
+
+    def close(self) -> None:
+        try:
+            if not self.read_only:
+                self.projector.flush()
+            self.db.close()
+        finally:
+            self.log.close()

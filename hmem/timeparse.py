@@ -1,0 +1,55 @@
+"""Parsing of time arguments: aware datetimes, dates and ISO 8601 strings; never naive times."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timezone
+
+from hmem.errors import InvalidTime
+
+__all__ = ["parse_time", "parse_time_opt", "TimeLike"]
+
+TimeLike = datetime | date | str
+
+_MIN = datetime(1, 1, 2, tzinfo=timezone.utc)
+_MAX = datetime(9999, 12, 30, tzinfo=timezone.utc)
+
+
+def parse_time(value: TimeLike, label: str) -> datetime:
+    """An aware UTC datetime from a datetime, a date (midnight UTC) or an ISO 8601 string.
+
+    Naive datetimes are rejected: a time without a zone is ambiguous, and guessing would make
+    as_of answers silently wrong.
+    """
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, date):
+        dt = datetime.combine(value, time(), tzinfo=timezone.utc)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if len(text) == 10:
+                dt = datetime.combine(date.fromisoformat(text), time(), tzinfo=timezone.utc)
+            else:
+                dt = datetime.fromisoformat(text)
+        except ValueError as e:
+            raise InvalidTime(
+                f"{label} {value!r} is not a date or time; use ISO 8601, e.g. '2025-01-01' or "
+                f"'2025-01-01T09:30:00Z'"
+            ) from e
+    else:
+        raise InvalidTime(
+            f"{label} must be a datetime, a date or an ISO 8601 string, not {type(value).__name__}"
+        )
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise InvalidTime(
+            f"{label} {value!r} has no time zone; add one (e.g. '2025-01-01T09:30:00Z' or "
+            f"datetime(..., tzinfo=timezone.utc)), or give a plain date"
+        )
+    dt = dt.astimezone(timezone.utc)
+    if not _MIN <= dt <= _MAX:
+        raise InvalidTime(f"{label} {value!r} is outside the supported years 1-9999")
+    return dt
+
+
+def parse_time_opt(value: TimeLike | None, label: str) -> datetime | None:
+    return None if value is None else parse_time(value, label)

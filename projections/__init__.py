@@ -1,0 +1,1 @@
+"""Projections: DuckDB tables and in-memory indexes derived from the event log."""

@@ -1,0 +1,49 @@
+"""Entities of a fact: given by the caller, else found by a simple proper-noun rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["normalize_entity", "extract_entities", "fact_entities"]
+
+# A run of capitalised words ("New York", "Maya"), allowing inner apostrophes and hyphens.
+_PROPER = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
+# Capitalised only because they start a sentence, or pronoun-like: not entities.
+_COMMON = frozenset(
+    """a an the i i'm i've i'd i'll we you he she it they this that these those my our your his
+    her its their there here what when where who why how yes no ok okay hi hello hey thanks thank
+    but and or so if then also just maybe please sure well oh wow yeah today tomorrow yesterday
+    monday tuesday wednesday thursday friday saturday sunday""".split()
+)
+
+
+def normalize_entity(name: str) -> str:
+    """Entities match case-insensitively and ignore surrounding whitespace and possessives."""
+    name = " ".join(name.split()).casefold()
+    for suffix in ("'s", "’s"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def extract_entities(text: str) -> list[str]:
+    """Proper nouns in ``text`` by capitalisation, normalised, in order of first appearance."""
+    found: dict[str, None] = {}
+    for match in _PROPER.finditer(text):
+        words = match.group(0).split()
+        while words and words[0].casefold().strip("'’") in _COMMON:
+            words = words[1:]
+        if words:
+            name = normalize_entity(" ".join(words))
+            if name:
+                found[name] = None
+    return list(found)
+
+
+def fact_entities(subject: str, text: str, given: Iterable[str] = ()) -> tuple[str, ...]:
+    """The subject plus the caller's entities, or the proper nouns of ``text`` when none are given."""
+    names = [normalize_entity(subject)]
+    given = [g for g in given if g.strip()]
+    names += [normalize_entity(g) for g in given] if given else extract_entities(text)
+    return tuple(dict.fromkeys(n for n in names if n))

@@ -1,0 +1,322 @@
+"""The fold: events -> facts with bi-temporal version rows. The single home of the semantics.
+
+A fact is one statement; its id is the seq of the event that created it. Each fact has one or
+two *version rows*, each a rectangle in the bi-temporal plane::
+
+    valid_from <= world time < valid_to        (valid_to None = still true / open-ended)
+    tx_from_seq <= belief seq < tx_to_seq      (tx_to_seq None = still believed)
+
+* remember at seq s: one row [vf, vt) x [s, inf). ``valid_from`` defaults to the tx time.
+* revise with valid_from V (the world changed) at seq s: the old row closes at s and the old fact
+  gets a new row [vf, min(vt, V)) x [s, inf): it stays believed for its earlier period. The new
+  fact gets [V, vt') x [s, inf).
+* revise without valid_from (a correction) at seq s: the old row closes at s and the old fact is
+  not believed at all from then on; the new fact takes over the old valid period [vf, vt) x [s, inf)
+  (or [vf, vt') with an explicit valid_to).
+* forget at seq s: the open row closes at s. Nothing is deleted.
+
+A fact is *superseded at seq S* if ``superseded_by <= S``. Rows are never removed and
+``tx_from`` never changes once written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import msgspec
+
+from eventlog.events import (
+    EmbeddingRecorded,
+    Event,
+    EventBase,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+)
+from hmem.errors import (
+    FactForgotten as FactForgottenError,
+)
+from hmem.errors import (
+    FactNotFound,
+    FactSuperseded,
+    InvalidInput,
+    InvalidTime,
+    ProjectionError,
+)
+from projections.entities import fact_entities
+from projections.timeutil import from_us, to_us
+
+__all__ = ["Row", "Fact", "Vector", "FactState", "MAX_TEXT_CHARS"]
+
+MAX_TEXT_CHARS = 100_000
+MAX_NAME_CHARS = 500
+
+
+class Row(msgspec.Struct, gc=False):
+    """One version row of a fact (times in microseconds since the epoch)."""
+
+    valid_from: int
+    valid_to: int | None
+    tx_from_seq: int
+    tx_from: int
+    tx_to_seq: int | None = None
+    tx_to: int | None = None
+
+    def believed_at(self, seq: int) -> bool:
+        return self.tx_from_seq <= seq and (self.tx_to_seq is None or seq < self.tx_to_seq)
+
+    def valid_at(self, us: int) -> bool:
+        return self.valid_from <= us and (self.valid_to is None or us < self.valid_to)
+
+
+class Fact(msgspec.Struct):
+    """A fact and everything the log says about it."""
+
+    id: int
+    namespace: str
+    subject: str
+    text: str
+    confidence: float
+    source_agent: str | None
+    source_ref: str | None
+    entities: tuple[str, ...]
+    created_at: int
+    rows: list[Row]
+    supersedes: int | None = None
+    revision: str | None = None  # how this fact replaced `supersedes`: "world" or "correction"
+    reason: str | None = None  # the reason given when this fact was created by a revise
+    superseded_by: int | None = None
+    superseded_at: int | None = None
+    forgotten_seq: int | None = None
+    forgotten_at: int | None = None
+    forget_reason: str | None = None
+    doc_len: int = 0  # number of index tokens in text (set by the projector)
+
+    @property
+    def open_row(self) -> Row | None:
+        last = self.rows[-1]
+        return last if last.tx_to_seq is None else None
+
+    @property
+    def subject_key(self) -> str:
+        return subject_key(self.subject)
+
+    def visible_row(self, seq: int, valid_at: int | None) -> Row | None:
+        """The row believed at ``seq`` (and valid at ``valid_at`` if given), if any."""
+        for row in self.rows:
+            if row.believed_at(seq) and (valid_at is None or row.valid_at(valid_at)):
+                return row
+        return None
+
+    def is_head_at(self, seq: int) -> bool:
+        return self.superseded_by is None or self.superseded_by > seq
+
+
+class Vector(msgspec.Struct, gc=False):
+    fact_id: int
+    namespace: str
+    model: str
+    dims: int
+    vector: bytes
+    seq: int
+
+
+def subject_key(subject: str) -> str:
+    return " ".join(subject.split()).casefold()
+
+
+class FactState:
+    """All facts folded from events, with validation of new events against them.
+
+    ``apply`` returns the ids of facts whose rows changed, so projections can write them.
+    """
+
+    def __init__(self) -> None:
+        self.facts: dict[int, Fact] = {}
+        self.vectors: list[Vector] = []
+        self.last_seq = 0
+
+    # ------------------------------------------------------------------ validation
+
+    def lookup(self, fact_id: int, namespace: str) -> Fact:
+        """The fact with this id in this namespace; foreign ids are not found, not resolved."""
+        fact = self.facts.get(fact_id) if isinstance(fact_id, int) else None
+        if fact is None or fact.namespace != namespace:
+            raise FactNotFound(fact_id, namespace)
+        return fact
+
+    def validate(self, ev: EventBase) -> None:
+        """Raise a typed error if ``ev`` (stamped with its tx_at) may not be appended now."""
+        _check_name("namespace", ev.namespace)
+        for label, value in (("source_agent", ev.source_agent), ("source_ref", ev.source_ref)):
+            if value is not None:
+                _check_text(label, value, MAX_NAME_CHARS, allow_empty=True)
+        tx = to_us(ev.tx_at)
+        if isinstance(ev, FactRemembered):
+            _check_name("subject", ev.subject)
+            _check_statement(ev.text, ev.confidence, ev.entities)
+            vf = tx if ev.valid_from is None else to_us(ev.valid_from)
+            _check_period(vf, ev.valid_to)
+        elif isinstance(ev, FactRevised):
+            old = self.lookup(ev.fact_id, ev.namespace)
+            if old.forgotten_seq is not None:
+                raise FactForgottenError(
+                    f"fact {old.id} was forgotten; it cannot be revised. Remember a new fact instead"
+                )
+            if old.superseded_by is not None:
+                raise FactSuperseded(old.id, self.head_of(old.id))
+            if ev.subject is not None:
+                _check_name("subject", ev.subject)
+            _check_statement(ev.text, ev.confidence, ev.entities)
+            _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+            row = old.open_row
+            assert row is not None  # a head that was not forgotten is believed
+            if ev.valid_from is None:
+                _check_period(row.valid_from, ev.valid_to)
+            else:
+                vf = to_us(ev.valid_from)
+                if vf <= row.valid_from:
+                    raise InvalidTime(
+                        f"valid_from {ev.valid_from.isoformat()} is not after fact {old.id}'s "
+                        f"valid_from {from_us(row.valid_from).isoformat()}: a change in the world "
+                        f"must come after the old fact became true. To correct the old fact "
+                        f"instead, revise without valid_from"
+                    )
+                _check_period(vf, ev.valid_to)
+        elif isinstance(ev, FactForgotten):
+            fact = self.lookup(ev.fact_id, ev.namespace)
+            if fact.forgotten_seq is not None:
+                raise FactForgottenError(f"fact {fact.id} is already forgotten")
+            _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+        elif isinstance(ev, EmbeddingRecorded):
+            self.lookup(ev.fact_id, ev.namespace)
+            _check_name("model", ev.model)
+            if ev.dims <= 0 or len(ev.vector) != 4 * ev.dims:
+                raise InvalidInput(
+                    f"vector has {len(ev.vector)} bytes but dims={ev.dims} needs {4 * ev.dims} "
+                    f"(little-endian float32)"
+                )
+        else:
+            raise InvalidInput(f"unknown event type {type(ev).__name__}")
+
+    def head_of(self, fact_id: int) -> int:
+        """The newest version of the chain that ``fact_id`` belongs to."""
+        fact = self.facts[fact_id]
+        while fact.superseded_by is not None:
+            fact = self.facts[fact.superseded_by]
+        return fact.id
+
+    # ------------------------------------------------------------------ fold
+
+    def apply(self, ev: Event) -> list[int]:
+        """Fold one logged event; returns the ids of facts it created or changed."""
+        if ev.seq != self.last_seq + 1:
+            raise ProjectionError(
+                f"event seq {ev.seq} applied after seq {self.last_seq}; the projection is out of "
+                f"step with the log. Rebuild it with `hmem replay rebuild`"
+            )
+        try:
+            self.validate(ev)
+        except InvalidInput as e:
+            raise ProjectionError(f"logged event {ev.seq} is invalid: {e}") from e
+        except (FactNotFound, FactForgottenError, FactSuperseded) as e:
+            raise ProjectionError(f"logged event {ev.seq} does not apply: {e}") from e
+        self.last_seq = ev.seq
+        seq, tx = ev.seq, to_us(ev.tx_at)
+        if isinstance(ev, FactRemembered):
+            vf = tx if ev.valid_from is None else to_us(ev.valid_from)
+            vt = None if ev.valid_to is None else to_us(ev.valid_to)
+            self.facts[seq] = self._new_fact(ev, ev.subject, [Row(vf, vt, seq, tx)])
+            return [seq]
+        if isinstance(ev, FactRevised):
+            old = self.facts[ev.fact_id]
+            row = old.open_row
+            assert row is not None
+            row.tx_to_seq, row.tx_to = seq, tx
+            old.superseded_by, old.superseded_at = seq, tx
+            new_vt = None if ev.valid_to is None else to_us(ev.valid_to)
+            if ev.valid_from is not None:
+                change = to_us(ev.valid_from)
+                kept_to = change if row.valid_to is None else min(row.valid_to, change)
+                old.rows.append(Row(row.valid_from, kept_to, seq, tx))
+                new_row = Row(change, new_vt, seq, tx)
+                kind = "world"
+            else:
+                new_row = Row(row.valid_from, row.valid_to if new_vt is None else new_vt, seq, tx)
+                kind = "correction"
+            new = self._new_fact(ev, ev.subject or old.subject, [new_row])
+            new.supersedes, new.revision, new.reason = old.id, kind, ev.reason
+            self.facts[seq] = new
+            return [old.id, seq]
+        if isinstance(ev, FactForgotten):
+            fact = self.facts[ev.fact_id]
+            row = fact.open_row
+            if row is not None:
+                row.tx_to_seq, row.tx_to = seq, tx
+            fact.forgotten_seq, fact.forgotten_at, fact.forget_reason = seq, tx, ev.reason
+            return [fact.id]
+        if isinstance(ev, EmbeddingRecorded):
+            self.vectors.append(
+                Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq)
+            )
+            return []
+        raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
+
+    @staticmethod
+    def _new_fact(ev: FactRemembered | FactRevised, subject: str, rows: list[Row]) -> Fact:
+        return Fact(
+            id=ev.seq,
+            namespace=ev.namespace,
+            subject=subject,
+            text=ev.text,
+            confidence=ev.confidence,
+            source_agent=ev.source_agent,
+            source_ref=ev.source_ref,
+            entities=fact_entities(subject, ev.text, ev.entities),
+            created_at=to_us(ev.tx_at),
+            rows=rows,
+        )
+
+    def in_namespace(self, namespace: str) -> Iterable[Fact]:
+        return (f for f in self.facts.values() if f.namespace == namespace)
+
+
+def _check_text(label: str, value: str, limit: int, *, allow_empty: bool = False) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{label} must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise InvalidInput(f"{label} is empty; give a non-empty {label}")
+    if len(value) > limit:
+        raise InvalidInput(f"{label} has {len(value)} characters; the limit is {limit}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInput(f"{label} is not valid Unicode text ({e.reason} at {e.start})") from e
+
+
+def _check_name(label: str, value: str) -> None:
+    _check_text(label, value, MAX_NAME_CHARS)
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInput(f"{label} {value!r} contains control characters; remove them")
+
+
+def _check_statement(text: str, confidence: float, entities: tuple[str, ...]) -> None:
+    _check_text("text", text, MAX_TEXT_CHARS)
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not math.isfinite(confidence)
+        or not 0.0 <= confidence <= 1.0
+    ):
+        raise InvalidInput(f"confidence must be a number from 0 to 1, not {confidence!r}")
+    for name in entities:
+        _check_name("entity", name)
+
+
+def _check_period(valid_from: int, valid_to: object) -> None:
+    if valid_to is not None and to_us(valid_to) <= valid_from:  # type: ignore[arg-type]
+        raise InvalidTime(
+            f"valid_to {valid_to.isoformat()} is not after valid_from "  # type: ignore[attr-defined]
+            f"{from_us(valid_from).isoformat()}; a fact must be true for some time"
+        )

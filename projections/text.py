@@ -1,0 +1,103 @@
+"""Tokenizer and an incrementally updated in-memory BM25 index (one per namespace)."""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections import Counter
+
+import numpy as np
+
+__all__ = ["tokenize", "TextIndex", "STOPWORDS"]
+
+_WORD = re.compile(r"[^\W_]+")
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves s t don""".split()
+)
+
+
+def _stem(word: str) -> str:
+    """A deliberately light English stemmer: plural and third-person -s only."""
+    n = len(word)
+    if n > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if n > 4 and word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if n > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """Lower-cased, lightly stemmed word tokens; stopwords dropped unless asked to keep them."""
+    words = _WORD.findall(text.casefold())
+    if not keep_stopwords:
+        words = [w for w in words if w not in STOPWORDS]
+    return [_stem(w) for w in words]
+
+
+class _Postings:
+    __slots__ = ("docs", "tfs", "_cache")
+
+    def __init__(self) -> None:
+        self.docs = array("i")
+        self.tfs = array("f")
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._cache is None or len(self._cache[0]) != len(self.docs):
+            self._cache = (np.array(self.docs, dtype=np.int64), np.array(self.tfs, dtype=np.float32))
+        return self._cache
+
+
+class TextIndex:
+    """BM25 over documents numbered 0, 1, 2... in the order they were added; append-only."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = k1
+        self.b = b
+        self._terms: dict[str, _Postings] = {}
+        self._doc_len = array("f")
+        self._total_len = 0.0
+
+    def __len__(self) -> int:
+        return len(self._doc_len)
+
+    def add(self, tokens: list[str]) -> int:
+        """Index one document; returns its number."""
+        doc = len(self._doc_len)
+        for term, tf in Counter(tokens).items():
+            p = self._terms.get(term)
+            if p is None:
+                p = self._terms[term] = _Postings()
+            p.docs.append(doc)
+            p.tfs.append(tf)
+        self._doc_len.append(len(tokens))
+        self._total_len += len(tokens)
+        return doc
+
+    def score(self, query_tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(doc numbers, BM25 scores) of every document sharing a term with the query."""
+        n = len(self._doc_len)
+        postings = [self._terms[t] for t in dict.fromkeys(query_tokens) if t in self._terms]
+        if not n or not postings:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        avgdl = self._total_len / n or 1.0
+        doc_len = np.frombuffer(self._doc_len, dtype=np.float32, count=n)
+        scores = np.zeros(n, dtype=np.float32)
+        k1, b = self.k1, self.b
+        for p in postings:
+            docs, tfs = p.arrays()
+            df = len(docs)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl)
+            scores[docs] += idf * tfs * (k1 + 1.0) / (tfs + norm)
+        hit = np.flatnonzero(scores)
+        return hit, scores[hit]

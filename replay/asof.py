@@ -1,0 +1,76 @@
+"""Time travel on both axes: what was believed at a transaction time, true at a valid time.
+
+Bounds: a row is believed at seq S when ``tx_from_seq <= S < tx_to_seq``; it is valid at V when
+``valid_from <= V < valid_to``. A transaction *time* T means the last seq whose tx_at <= T.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+import duckdb
+
+from hmem.views import Belief
+from projections.timeutil import from_us, from_us_opt
+
+__all__ = ["as_of", "seq_at", "snapshot_query"]
+
+_SELECT = """
+SELECT f.id, f.subject, f.text, epoch_us(v.valid_from), epoch_us(v.valid_to),
+       epoch_us(v.tx_from), f.confidence,
+       coalesce(f.superseded_by <= $seq, false) AS superseded, f.source_agent, f.source_ref
+FROM fact_versions v JOIN facts f ON f.id = v.fact_id
+WHERE v.namespace = $ns
+  AND v.tx_from_seq <= $seq AND (v.tx_to_seq IS NULL OR v.tx_to_seq > $seq)
+"""
+_VALID = """
+  AND epoch_us(v.valid_from) <= $valid AND (v.valid_to IS NULL OR epoch_us(v.valid_to) > $valid)
+"""
+
+_SNAPSHOT = """
+SELECT f.id, f.namespace, f.subject, f.text, f.confidence, v.valid_from, v.valid_to,
+       v.tx_from AS recorded_at, v.tx_from_seq AS recorded_seq,
+       coalesce(f.superseded_by <= $seq, false) AS superseded,
+       f.supersedes, f.revision, f.source_agent, f.source_ref, f.entities
+FROM fact_versions v JOIN facts f ON f.id = v.fact_id
+WHERE v.namespace = $ns
+  AND v.tx_from_seq <= $seq AND (v.tx_to_seq IS NULL OR v.tx_to_seq > $seq)
+"""
+
+
+def seq_at(tx_times: Sequence[int], time_us: int) -> int:
+    """The last seq whose tx_at <= time_us (0 if none); tx_times[i] is the tx_at of seq i + 1."""
+    return bisect.bisect_right(tx_times, time_us)
+
+
+def as_of(
+    con: duckdb.DuckDBPyConnection, namespace: str, seq: int, valid_at_us: int | None = None
+) -> list[Belief]:
+    """Rows believed at ``seq`` (and valid at ``valid_at_us`` if given), ordered by fact id."""
+    params: dict[str, object] = {"ns": namespace, "seq": seq}
+    sql = _SELECT
+    if valid_at_us is not None:
+        sql += _VALID
+        params["valid"] = valid_at_us
+    rows = con.execute(sql + " ORDER BY f.id", params).fetchall()
+    return [
+        Belief(
+            id=r[0], subject=r[1], text=r[2], valid_from=from_us(r[3]),
+            valid_to=from_us_opt(r[4]), recorded_at=from_us(r[5]), confidence=r[6],
+            superseded=r[7], source_agent=r[8], source_ref=r[9],
+        )
+        for r in rows
+    ]
+
+
+def snapshot_query(
+    con: duckdb.DuckDBPyConnection, namespace: str, seq: int, valid_at_us: int | None = None
+) -> duckdb.DuckDBPyRelation:
+    """The belief set at ``seq`` as a lazy DuckDB relation (to_df(), arrow(), to_parquet()...)."""
+    params: dict[str, object] = {"ns": namespace, "seq": seq}
+    sql = _SNAPSHOT
+    if valid_at_us is not None:
+        sql += _VALID
+        params["valid"] = valid_at_us
+    return con.query(sql + " ORDER BY f.id", params=params)  # type: ignore[call-arg]

@@ -1,0 +1,31 @@
+"""diff(t1, t2): what was added, revised and forgotten by events with t1 < seq <= t2."""
+
+from __future__ import annotations
+
+import duckdb
+
+from hmem.views import Diff, Revision, fact_view
+from projections.state import FactState
+
+__all__ = ["diff"]
+
+
+def diff(
+    con: duckdb.DuckDBPyConnection, state: FactState, namespace: str, since: int, until: int
+) -> Diff:
+    """Fact views show each fact as it stands now (its versions say what happened when)."""
+    rows = con.execute(
+        "SELECT type, fact_id, target_id FROM events WHERE namespace = ? AND seq > ? "
+        "AND seq <= ? AND type IN ('remembered', 'revised', 'forgotten') ORDER BY seq",
+        [namespace, since, until],
+    ).fetchall()
+    added, revised, forgotten = [], [], []
+    for kind, fact_id, target_id in rows:
+        view = fact_view(state.facts[fact_id])
+        if kind == "remembered":
+            added.append(view)
+        elif kind == "revised":
+            revised.append(Revision(fact_view(state.facts[target_id]), view, view.revision or ""))
+        else:
+            forgotten.append(view)
+    return Diff(since, until, tuple(added), tuple(revised), tuple(forgotten))
