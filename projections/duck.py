@@ -17,7 +17,9 @@ always exactly "the log folded up to ``last_seq``".
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,7 +35,7 @@ __all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES"]
 SCHEMA_VERSION = 1
 
 _DDL = """
-CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR NOT NULL, value VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS facts (
     id BIGINT NOT NULL,
     namespace VARCHAR NOT NULL,
@@ -110,19 +112,46 @@ def _ints(values: Sequence[int | None]) -> np.ndarray:
     return np.ma.masked_array([0 if v is None else v for v in values], mask=mask, dtype=np.int64)
 
 
+# In-memory projections (readers, verify) are databases attached to one shared in-memory
+# DuckDB instance: attaching costs ~1 ms where a new instance costs ~25 ms.
+_shared: duckdb.DuckDBPyConnection | None = None
+_shared_lock = threading.Lock()
+_shared_count = itertools.count()
+
+
+def _attach_memory_db() -> tuple[str, duckdb.DuckDBPyConnection]:
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = duckdb.connect(":memory:")
+        name = f"projection_{next(_shared_count)}"
+        _shared.execute(f"ATTACH ':memory:' AS {name}")
+        con = _shared.cursor()
+    con.execute(f"USE {name}")
+    return name, con
+
+
+def _detach_memory_db(name: str) -> None:
+    with _shared_lock:
+        if _shared is not None:
+            _shared.execute(f"DETACH {name}")
+
+
 class DuckProjection:
     """A DuckDB database holding the projection (a file, or in memory when ``path`` is None)."""
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self.path = None if path is None else Path(path)
         self.recreated = ""
+        self._attached: tuple[str, duckdb.DuckDBPyConnection] | None = None
         self.con = self._connect()
         self.con.execute("SET TimeZone = 'UTC'")
         self._ensure_schema()
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         if self.path is None:
-            return duckdb.connect(":memory:")
+            self._attached = _attach_memory_db()
+            return self._attached[1]
         try:
             return duckdb.connect(str(self.path))
         except duckdb.Error as e:
@@ -139,20 +168,21 @@ class DuckProjection:
     def _ensure_schema(self) -> None:
         con = self.con
         has_meta = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta' "
+            "AND database_name = current_database() AND schema_name = 'main'"
         ).fetchone()[0]
         if has_meta:
             row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else None
-            if version != SCHEMA_VERSION:
-                self.recreated = (
-                    f"projection schema {version} differs from {SCHEMA_VERSION}; rebuilt from log"
-                )
-                self.drop_all()
+            if version == SCHEMA_VERSION:
+                return
+            self.recreated = (
+                f"projection schema {version} differs from {SCHEMA_VERSION}; rebuilt from log"
+            )
+            self.drop_all()
         con.execute(_DDL)
         con.execute(
-            "INSERT INTO meta VALUES ('schema_version', ?), ('last_seq', '0'), ('chain', '') "
-            "ON CONFLICT DO NOTHING",
+            "INSERT INTO meta VALUES ('schema_version', ?), ('last_seq', '0'), ('chain', '')",
             [str(SCHEMA_VERSION)],
         )
 
@@ -277,6 +307,9 @@ class DuckProjection:
 
     def close(self) -> None:
         self.con.close()
+        if self._attached is not None:
+            _detach_memory_db(self._attached[0])
+            self._attached = None
 
 
 _TIME_SUFFIXES = ("_at", "valid_from", "valid_to", "tx_from", "tx_to")

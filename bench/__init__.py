@@ -1,0 +1,1 @@
+"""Benchmarks for hmem (run ``python -m bench.core --help``)."""

@@ -1,0 +1,10 @@
+"""``python -m hmem``: the same as the ``hmem`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from hmem.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,457 @@
+"""The ``hmem`` command line: a thin adapter over :class:`hmem.memory.Memory`.
+
+Each command opens the store, calls one library method, prints, and closes. Library errors
+(:class:`hmem.errors.HmemError`) become one ``error: ...`` line on stderr and exit code 1; usage
+errors exit 2. Read commands open the store read-only, so they work beside a live writer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hmem import __version__
+from hmem import cli_format as fmt
+from hmem.errors import HmemError
+
+if TYPE_CHECKING:
+    from hmem.memory import Memory
+
+__all__ = ["main", "build_parser", "iter_parsers"]
+
+FSYNC_CHOICES = ("always", "batch", "never")
+
+DESCRIPTION = """\
+hmem: memory for AI agents as a boring, trustworthy database.
+
+Every change is an event in an append-only log: nothing is overwritten, so hmem can say what
+is believed now, what was believed at any earlier time (--as-of), what was true in the world
+at any time (--valid-at), and why (where a fact came from and what it replaced)."""
+
+EPILOG = """\
+First steps:
+  hmem demo                      a one-minute tour in a temporary store
+  hmem remember maya "Maya lives in London" --valid-from 2025-01-01
+  hmem recall "where does maya live"
+
+Times are ISO 8601 with a zone ('2025-01-01', '2025-01-01T09:30:00Z'); --as-of and diff also
+take a log seq (e.g. 42). The store is --path, else $HMEM_HOME, else ~/.local/share/hmem.
+Add --json to any command for one JSON document on stdout. `hmem COMMAND --help` for more."""
+
+
+# ---------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 error, 2 usage error)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version and usage errors
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:  # `hmem` or `hmem log` without a subcommand
+        getattr(args, "group_parser", parser).print_help()
+        return 0
+    try:
+        return handler(args)
+    except HmemError as e:
+        return _fail(str(e) or type(e).__name__)
+    except BrokenPipeError:  # e.g. `hmem log show | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:  # e.g. permission denied on --path
+        return _fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str) -> int:
+    print("error: " + " ".join(message.splitlines()), file=sys.stderr)
+    return 1
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _root(args: argparse.Namespace) -> Path:
+    from hmem.store import default_root  # lazy, like every heavy import: `hmem --help` stays fast
+
+    return Path(args.path).expanduser() if args.path else default_root()
+
+
+def _log_dir(args: argparse.Namespace) -> Path:
+    from hmem.store import StoreNotFound
+
+    root = _root(args)
+    if not (root / "log").is_dir():
+        raise StoreNotFound(
+            f"no hmem store at {root}; create one by writing to it "
+            f"(e.g. `hmem --path {root} remember SUBJECT TEXT`)"
+        )
+    return root / "log"
+
+
+@contextmanager
+def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
+    from hmem.memory import Memory
+
+    mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync)
+    try:
+        for note in mem.notes:
+            print(f"note: {note}", file=sys.stderr)
+        yield mem
+    finally:
+        mem.close()
+
+
+def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
+    """Print ``value`` as one JSON document with --json, else the human ``lines``."""
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+    else:
+        for line in lines:
+            print(line)
+
+
+def _tx_point(value: str | None) -> int | str | None:
+    """A transaction point from the command line: digits are a seq, anything else a time."""
+    if value is None:
+        return None
+    return int(value.strip()) if value.strip().isdigit() else value
+
+
+def _fact_id(value: str) -> int:
+    text = value.strip().lstrip("#")
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a fact id is a number like 42 or #42, not {value!r}")
+    return int(text)
+
+
+def _namespace(value: str) -> str:
+    # Checked here too: Memory() rejects an empty namespace only after taking the writer lock.
+    if not value.strip():
+        raise argparse.ArgumentTypeError("a namespace is a non-empty name, e.g. 'default'")
+    return value
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {n}")
+    return n
+
+
+# ---------------------------------------------------------------------------- fact commands
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        new = m.remember(
+            args.subject, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
+            confidence=args.confidence, entities=args.entity or (),
+            source_agent=args.source_agent, source_ref=args.source_ref,
+        )
+    _emit(args, {"id": new}, [fmt.fact_id(new)])
+    return 0
+
+
+def cmd_revise(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        new = m.revise(
+            args.id, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
+            subject=args.subject, confidence=args.confidence, entities=args.entity or (),
+            reason=args.reason, source_agent=args.source_agent, source_ref=args.source_ref,
+        )
+    _emit(args, {"id": new, "revises": args.id}, [fmt.fact_id(new)])
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        seq = m.forget(args.id, reason=args.reason)
+    _emit(args, {"id": args.id, "seq": seq}, [f"forgot {fmt.fact_id(args.id)} (log seq {seq})"])
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        result = m.recall(
+            args.query, limit=args.limit, max_tokens=args.max_tokens,
+            as_of=_tx_point(args.as_of), valid_at=args.valid_at, subject=args.subject,
+        )
+    _emit(args, result, fmt.recall_lines(result))
+    return 0
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        why = m.why(args.id)
+    _emit(args, why, fmt.why_lines(why))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        diff = m.diff(_tx_point(args.since), _tx_point(args.until))
+    _emit(args, diff, fmt.diff_lines(diff))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        facts = m.history(args.subject)
+    _emit(args, facts, fmt.history_lines(args.subject, facts))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        stats = m.stats()
+    _emit(args, stats, fmt.stats_lines(stats))
+    return 0
+
+
+# ---------------------------------------------------------------------------- log and replay
+
+
+def cmd_log_verify(args: argparse.Namespace) -> int:
+    from eventlog.repair import verify_log
+
+    report = verify_log(_log_dir(args))
+    _emit(args, report, fmt.log_verify_lines(report, _root(args)))
+    return 0 if report.ok else 1
+
+
+def cmd_log_repair(args: argparse.Namespace) -> int:
+    from eventlog.repair import repair_log
+
+    report = repair_log(_log_dir(args), _root(args) / "backups")
+    _emit(args, report, fmt.log_repair_lines(report))
+    return 0
+
+
+def cmd_log_show(args: argparse.Namespace) -> int:
+    from eventlog.log import EventLog
+
+    with EventLog(_log_dir(args), read_only=True) as log:
+        last = log.last_seq
+        stop = last if args.limit is None else min(last, args.from_seq + args.limit - 1)
+        events = list(log.read(args.from_seq, stop))
+    _emit(args, events, [fmt.event_line(ev) for ev in events])
+    if not args.json and stop < last:
+        print(f"({last - stop} more; continue with --from {stop + 1})", file=sys.stderr)
+    return 0
+
+
+def _progress(done: int, total: int) -> None:
+    print(f"\rreplayed {done}/{total} events", end="", file=sys.stderr, flush=True)
+
+
+def cmd_replay_rebuild(args: argparse.Namespace) -> int:
+    tty = sys.stderr.isatty()
+    with _memory(args, read_only=False) as m:
+        n = m.rebuild(_progress if tty else None)
+    if tty:
+        print(file=sys.stderr)
+    _emit(args, {"events": n}, [f"rebuilt the projection from {n} events"])
+    return 0
+
+
+def cmd_replay_verify(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        report = m.verify()
+    lines = fmt.projection_diff_lines(report)
+    value = {"ok": report.ok, "events": report.events, "tables": report.tables,
+             "examples": report.examples}
+    _emit(args, value, lines)
+    return 0 if report.ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from hmem.demo import run_demo
+
+    return run_demo(Path(args.path).expanduser() if args.path else None)
+
+
+# ---------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hmem", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hmem {__version__}")
+    parser.add_argument("--path", metavar="DIR", default=None,
+                        help="store directory (default: $HMEM_HOME, else ~/.local/share/hmem)")
+    parser.add_argument("--namespace", metavar="NS", type=_namespace,
+                        default=os.environ.get("HMEM_NAMESPACE") or "default",
+                        help="namespace (default: $HMEM_NAMESPACE, else 'default')")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--fsync", choices=FSYNC_CHOICES, default="always",
+                        help="log durability for writes (default: always)")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _fact_commands(sub)
+    _log_commands(sub)
+    _replay_commands(sub)
+    demo = _command(sub, "demo", cmd_demo, "a one-minute tour: revise, time travel, why, forget",
+                    ["hmem demo", "hmem demo --path /tmp/hmem-demo   # keep the store afterwards"],
+                    common=False)
+    demo.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS,
+                      help="store to use (default: a temporary one, deleted afterwards)")
+    return parser
+
+
+def _command(
+    sub: argparse._SubParsersAction, name: str, handler: Callable[[argparse.Namespace], int] | None,
+    summary: str, examples: list[str], *, description: str | None = None, common: bool = True,
+    writes: bool = False,
+) -> argparse.ArgumentParser:
+    """Add a subcommand with a one-line summary, a description and an Examples: epilog."""
+    p = sub.add_parser(
+        name, help=summary, description=description or summary[0].upper() + summary[1:] + ".",
+        epilog="Examples:\n" + "\n".join(f"  {ex}" for ex in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if handler is not None:
+        p.set_defaults(handler=handler)
+    else:
+        p.set_defaults(group_parser=p)
+    if common:  # also accepted after the command; SUPPRESS keeps the global value otherwise
+        p.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, help="store directory")
+        p.add_argument("--namespace", metavar="NS", type=_namespace, default=argparse.SUPPRESS,
+                       help="namespace")
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="print one JSON document")
+    if writes:
+        p.add_argument("--fsync", choices=FSYNC_CHOICES, default=argparse.SUPPRESS,
+                       help="log durability (default: always)")
+    return p
+
+
+def _provenance(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source-agent", metavar="AGENT", help="who said it (e.g. chat, planner)")
+    p.add_argument("--source-ref", metavar="REF", help="where exactly (e.g. session:turn)")
+
+
+def _statement(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--valid-from", metavar="TIME", help="when it became true (default: now)")
+    p.add_argument("--valid-to", metavar="TIME", help="when it stopped being true (default: open)")
+    p.add_argument("--confidence", metavar="X", type=float, default=1.0, help="0 to 1 (default: 1)")
+    p.add_argument("--entity", metavar="E", action="append",
+                   help="an entity it mentions (repeatable; default: proper nouns of TEXT)")
+
+
+def _fact_commands(sub: argparse._SubParsersAction) -> None:
+    p = _command(sub, "remember", cmd_remember, "store a new fact; prints its id", [
+        'hmem remember maya "Maya lives in London" --valid-from 2025-01-01',
+        'hmem remember maya "Maya is vegetarian" --source-agent chat --source-ref s1:t3',
+    ], writes=True)
+    p.add_argument("subject", help="who or what the fact is about")
+    p.add_argument("text", help="the fact, as a sentence")
+    _statement(p)
+    _provenance(p)
+
+    p = _command(sub, "revise", cmd_revise, "replace a fact with a new version; prints the new id", [
+        'hmem revise 1 "Maya lives in Paris" --valid-from 2026-03-01   # the world changed',
+        'hmem revise 1 "Maya lives in Leeds" --reason "misheard"        # a correction',
+    ], description="Replace a fact with a new version; prints the new id. With --valid-from the "
+       "world changed then (the old fact stays true before it); without it this is a correction.",
+       writes=True)
+    p.add_argument("id", type=_fact_id, help="the fact to revise (its newest version)")
+    p.add_argument("text", help="the new statement")
+    _statement(p)
+    p.add_argument("--subject", metavar="S", help="move the fact to another subject")
+    p.add_argument("--reason", metavar="TEXT", help="why it was revised")
+    _provenance(p)
+
+    p = _command(sub, "forget", cmd_forget, "stop believing a fact (kept in history and why)", [
+        'hmem forget 2 --reason "user asked"',
+    ], writes=True)
+    p.add_argument("id", type=_fact_id, help="the fact to forget")
+    p.add_argument("--reason", metavar="TEXT", help="why it was forgotten")
+
+    p = _command(sub, "recall", cmd_recall, "the facts most relevant to a query, best first", [
+        'hmem recall "where does maya live"',
+        'hmem recall "where does maya live" --as-of 2026-03-01T12:00:00Z   # believed then',
+        'hmem recall "where does maya live" --as-of 1                      # at log seq 1',
+        'hmem recall "where does maya live" --valid-at 2025-06-01          # true then',
+    ])
+    p.add_argument("query", help="what to ask about")
+    p.add_argument("--limit", metavar="N", type=_positive, help="at most N hits (default: 10)")
+    p.add_argument("--max-tokens", metavar="N", type=_positive, help="token budget (default: 1000)")
+    p.add_argument("--as-of", metavar="TIME|SEQ", help="what was believed at that time or seq")
+    p.add_argument("--valid-at", metavar="TIME", help="what was true in the world then")
+    p.add_argument("--subject", metavar="S", help="only facts about this subject")
+
+    p = _command(sub, "why", cmd_why, "where a fact came from: source, revision chain, events", [
+        "hmem why 2",
+    ])
+    p.add_argument("id", type=_fact_id, help="a fact id (any version of the chain)")
+
+    p = _command(sub, "diff", cmd_diff, "what was added, revised and forgotten between two points", [
+        "hmem diff 1              # everything after log seq 1",
+        "hmem diff 2026-03-01 2026-03-08T12:00:00Z",
+    ])
+    p.add_argument("since", metavar="SINCE", help="a time or seq (exclusive)")
+    p.add_argument("until", metavar="UNTIL", nargs="?", help="a time or seq (inclusive; default now)")
+
+    p = _command(sub, "history", cmd_history, "every fact ever stored about a subject, with versions",
+                 ["hmem history maya"])
+    p.add_argument("subject", help="the subject (case-insensitive)")
+
+    _command(sub, "stats", cmd_stats, "counts and the state of the log and projection",
+             ["hmem stats", "hmem --path ./agent-memory stats --json"])
+
+
+def _log_commands(sub: argparse._SubParsersAction) -> None:
+    group = _command(sub, "log", None, "check, repair or show the event log",
+                     ["hmem log verify", "hmem log show --from 100 --limit 20"], common=False)
+    lsub = group.add_subparsers(title="log commands", metavar="COMMAND")
+    _command(lsub, "verify", cmd_log_verify, "read and check every record (safe beside a writer)",
+             ["hmem log verify", "hmem --path ./agent-memory log verify --json"])
+    _command(lsub, "repair", cmd_log_repair,
+             "cut a damaged log back to its last good record, keeping a backup",
+             ["hmem log repair", "hmem --path ./agent-memory log repair"],
+             description="Cut a damaged log back to its last good record. Everything cut is "
+             "copied to <store>/backups first; events after the damage are lost from the log. "
+             "Stop the writer first.")
+    p = _command(lsub, "show", cmd_log_show, "print decoded events, one per line",
+                 ["hmem log show", "hmem log show --from 100 --limit 20", "hmem log show --json"])
+    p.add_argument("--from", dest="from_seq", metavar="SEQ", type=_positive, default=1,
+                   help="first seq (default: 1)")
+    p.add_argument("--limit", metavar="N", type=_positive, default=100,
+                   help="at most N events (default: 100)")
+
+
+def _replay_commands(sub: argparse._SubParsersAction) -> None:
+    group = _command(sub, "replay", None, "rebuild or verify the projection from the log",
+                     ["hmem replay verify", "hmem replay rebuild"], common=False)
+    rsub = group.add_subparsers(title="replay commands", metavar="COMMAND")
+    _command(rsub, "rebuild", cmd_replay_rebuild, "drop the projection and replay the whole log",
+             ["hmem replay rebuild"], writes=True)
+    _command(rsub, "verify", cmd_replay_verify,
+             "replay the log into a fresh database and compare it with the projection",
+             ["hmem replay verify", "hmem replay verify --json"], writes=True)
+
+
+def iter_parsers(
+    parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every (command path, parser) below ``parser``, e.g. (("log", "verify"), <parser>)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield (*prefix, name), child
+                yield from iter_parsers(child, (*prefix, name))

@@ -1,0 +1,343 @@
+"""The CLI, run in-process through ``main([...])`` (and once as ``python -m hmem``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hmem.cli import build_parser, iter_parsers, main
+from hmem.memory import Memory
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("HMEM_NAMESPACE", raising=False)
+    monkeypatch.setenv("HMEM_HOME", str(tmp_path / "not-this-one"))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def run(store: Path, capsys: pytest.CaptureFixture[str]):
+    """Run ``hmem --path STORE ARGS...``; returns (exit code, stdout, stderr)."""
+
+    def _run(*args: str, path: Path | None = store) -> tuple[int, str, str]:
+        argv = (["--path", str(path)] if path is not None else []) + list(args)
+        code = main(argv)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+def _json(run, *args: str):  # type: ignore[no-untyped-def]
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _events(run) -> int:  # type: ignore[no-untyped-def]
+    return _json(run, "stats")["log_events"]
+
+
+@pytest.fixture
+def maya(run) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+    """London (remembered), then Paris (a world change); returns (london, seq after it, paris)."""
+    code, out, err = run("remember", "maya", "Maya lives in London", "--valid-from", "2025-01-01",
+                         "--source-agent", "chat", "--source-ref", "s1:t3")
+    assert code == 0, err
+    london = int(out.strip().lstrip("#"))
+    seq = _events(run)
+    code, out, err = run("revise", f"#{london}", "Maya lives in Paris",
+                         "--valid-from", "2026-03-01", "--source-ref", "s9:t2")
+    assert code == 0, err
+    return london, seq, int(out.strip().lstrip("#"))
+
+
+# ---------------------------------------------------------------------------- round trip
+
+
+def test_round_trip(run, maya) -> None:  # type: ignore[no-untyped-def]
+    london, seq, paris = maya
+    assert (london, seq, paris) == (1, 1, 2)
+
+    code, out, _ = run("recall", "where does maya live")
+    assert code == 0
+    assert "Maya lives in Paris" in out and f"[#{paris}]" in out
+    assert 'replaced "Maya lives in London", 2025-01-01 to 2026-03-01' in out
+
+    code, out, _ = run("recall", "where does maya live", "--as-of", str(seq))
+    assert code == 0 and "Maya lives in London" in out and "Paris" not in out
+
+    code, out, _ = run("recall", "where does maya live", "--valid-at", "2025-06-01")
+    assert code == 0 and "Maya lives in London (2025-01-01 to 2026-03-01)" in out
+
+    code, out, _ = run("why", str(paris))
+    assert code == 0
+    assert "source chat s9:t2" in out
+    assert out.index('#1 maya: "Maya lives in London"') < out.index('#2 maya: "Maya lives in Paris"')
+    assert "valid 2025-01-01 to 2026-03-01" in out and "seq 2  revised" in out
+
+    code, out, _ = run("diff", str(seq))
+    assert code == 0
+    assert 'revised    #1 "Maya lives in London" -> #2 "Maya lives in Paris" (world change)' in out
+
+    code, out, _ = run("forget", str(paris), "--reason", "user asked")
+    assert code == 0 and out.strip() == "forgot #2 (log seq 3)"
+
+    code, out, _ = run("recall", "where does maya live")
+    assert code == 0 and out.strip() == "(no matching facts)"
+
+    code, out, _ = run("history", "Maya")
+    assert code == 0
+    assert "[superseded by #2]" in out and "[forgotten" in out and "user asked" in out
+
+    code, out, _ = run("diff", "2")
+    assert "forgotten  #2" in out
+
+    code, out, _ = run("stats")
+    assert code == 0
+    assert "2 (0 current, 1 superseded, 1 forgotten)" in out and "3 in log" in out
+
+
+def test_json_output(run, maya) -> None:  # type: ignore[no-untyped-def]
+    london, seq, paris = maya
+    assert _json(run, "remember", "bob", "Bob drinks tea") == {"id": 3}
+    assert _json(run, "revise", "3", "Bob drinks coffee") == {"id": 4, "revises": 3}
+
+    hits = _json(run, "recall", "where does maya live")["hits"]
+    assert [h["id"] for h in hits] == [paris]
+    assert hits[0]["history"][0]["id"] == london
+    assert hits[0]["valid_from"] == "2026-03-01T00:00:00Z"
+
+    why = _json(run, "why", str(paris))
+    assert [f["id"] for f in why["chain"]] == [london, paris]
+    assert [e["type"] for e in why["events"]] == ["remembered", "revised"]
+
+    diff = _json(run, "diff", str(seq), "2")
+    assert [(r["old"]["id"], r["new"]["id"], r["kind"]) for r in diff["revised"]] == [
+        (london, paris, "world")
+    ]
+    assert [f["id"] for f in _json(run, "history", "maya")] == [london, paris]
+    assert [e["seq"] for e in _json(run, "log", "show")] == [1, 2, 3, 4]
+    assert _json(run, "log", "verify")["ok"] is True
+    assert _json(run, "replay", "verify")["ok"] is True
+
+    assert _json(run, "forget", str(paris)) == {"id": paris, "seq": 5}
+    stats = _json(run, "stats")
+    assert (stats["facts"], stats["forgotten"], stats["log_events"]) == (4, 1, 5)
+
+    # --json before the command works as well as after it
+    code, out, _ = run("--json", "stats")
+    assert code == 0 and json.loads(out)["log_events"] == 5
+
+
+def test_namespace_and_option_order(run, store: Path) -> None:  # type: ignore[no-untyped-def]
+    assert run("--namespace", "work", "remember", "maya", "Maya manages the Lisbon office")[0] == 0
+    code, out, _ = run("recall", "lisbon")
+    assert out.strip() == "(no matching facts)"
+    code, out, _ = run("recall", "lisbon", "--namespace", "work")
+    assert "Lisbon" in out
+    code, out, _ = run("stats", "--path", str(store), "--namespace", "work", path=None)
+    assert code == 0 and "namespace   work" in out
+
+
+def test_env_defaults(run, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HMEM_HOME", str(store))
+    monkeypatch.setenv("HMEM_NAMESPACE", "env-ns")
+    assert run("remember", "x", "X is here", path=None)[0] == 0
+    assert _json(run, "stats")["namespace"] == "env-ns"
+    assert _json(run, "stats")["facts"] == 1
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["revise", "99", "Maya lives in Rome"], "no fact 99"),
+        (["forget", "99"], "no fact 99"),
+        (["remember", "maya", "   "], "text is empty"),
+        (["remember", "maya", "Maya is here", "--valid-from", "2025-01-01T10:00"], "no time zone"),
+        (["revise", "2", "Maya lives in Rome", "--valid-to", "2020-01-01"], "valid"),
+        (["revise", "1", "Maya lives in Rome"], "already revised"),
+        (["remember", "maya", "Maya is here", "--confidence", "7"], "confidence"),
+    ],
+)
+def test_errors_are_one_line_and_append_nothing(run, maya, args, message) -> None:  # type: ignore[no-untyped-def]
+    before = _events(run)
+    code, out, err = run(*args)
+    assert code == 1
+    assert out == ""
+    assert err.startswith("error: ") and err.endswith("\n") and err.count("\n") == 1
+    assert message in err
+    assert "Traceback" not in err
+    assert _events(run) == before
+
+
+def test_read_errors(run, maya, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for args in (["why", "99"], ["recall", "x", "--as-of", "2025-01-01T10:00"],
+                 ["recall", "x", "--as-of", "999"], ["diff", "2", "1"]):
+        code, out, err = run(*args)
+        assert code == 1 and out == "" and err.startswith("error: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [["stats"], ["recall", "x"], ["why", "1"], ["log", "verify"],
+                                  ["log", "show"], ["history", "maya"]])
+def test_missing_store_is_a_clean_error(run, tmp_path: Path, args) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "nowhere"
+    code, out, err = run(*args, path=missing)
+    assert code == 1 and out == ""
+    assert err.startswith(f"error: no hmem store at {missing}")
+    assert not missing.exists()  # a read never creates a store
+
+
+def test_usage_errors_exit_2(run, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert run("revise", "abc", "text")[0] == 2
+    assert run("recall", "x", "--limit", "0")[0] == 2
+    assert run("--fsync", "sometimes", "stats")[0] == 2
+    assert run("nonsense")[0] == 2
+    assert run("--namespace", "", "remember", "a", "A b")[0] == 2
+    assert run("remember", "a", "A b", "--namespace", " ")[0] == 2
+    assert run("remember", "a", "A b")[0] == 0  # no writer lock was left behind
+
+
+def test_writer_lock_is_a_clean_error(run, store: Path) -> None:  # type: ignore[no-untyped-def]
+    with Memory(store):
+        code, out, err = run("remember", "maya", "Maya lives in Oslo")
+    assert code == 1
+    assert err.startswith("error: ") and "open for writing by another process" in err
+    assert err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------- log and replay
+
+
+def test_log_and_replay(run, maya) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("log", "verify")
+    assert code == 0 and out.startswith("ok: 2 events in 1 segment(s)")
+
+    code, out, _ = run("log", "repair")
+    assert code == 0 and "nothing to repair" in out
+
+    code, out, err = run("log", "show", "--from", "2", "--limit", "1")
+    assert code == 0
+    assert len(out.splitlines()) == 1
+    assert "revised" in out and '#1 -> #2 "Maya lives in Paris"' in out
+
+    code, out, err = run("log", "show", "--limit", "1")
+    assert len(out.splitlines()) == 1 and "continue with --from 2" in err
+
+    code, out, err = run("replay", "rebuild")
+    assert code == 0 and out.strip() == "rebuilt the projection from 2 events"
+    assert err == ""  # stderr is not a TTY: no progress output
+
+    code, out, _ = run("replay", "verify")
+    assert code == 0 and out.startswith("ok: the projection matches a replay of 2 events")
+
+
+def test_log_verify_finds_corruption(run, maya, store: Path) -> None:  # type: ignore[no-untyped-def]
+    segment = next((store / "log").glob("*.hlog"))
+    data = bytearray(segment.read_bytes())
+    data[-30] ^= 0xFF  # damage the last record
+    segment.write_bytes(bytes(data))
+    code, out, _ = run("log", "verify")
+    assert code == 1 and "corrupted" in out and "log repair" in out
+
+    code, out, _ = run("log", "repair")
+    assert code == 0 and "backup of the cut bytes" in out and "kept 1 events" in out
+    assert run("log", "verify")[0] == 0
+
+
+# ---------------------------------------------------------------------------- help
+
+
+def _all_parsers():  # type: ignore[no-untyped-def]
+    return list(iter_parsers(build_parser()))
+
+
+def test_every_command_has_examples(capsys) -> None:  # type: ignore[no-untyped-def]
+    parsers = _all_parsers()
+    names = {" ".join(path) for path, _ in parsers}
+    assert {"remember", "revise", "forget", "recall", "why", "diff", "history", "stats", "log",
+            "log verify", "log repair", "log show", "replay", "replay rebuild", "replay verify",
+            "demo"} <= names
+    for path, parser in parsers:
+        assert "Examples:\n  hmem " in parser.format_help(), f"`hmem {' '.join(path)}` has no examples"
+        assert main([*path, "--help"]) == 0
+        out, _ = capsys.readouterr()
+        assert "Examples:" in out, path
+
+
+def test_top_level_help(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["--help"]) == 0
+    out, _ = capsys.readouterr()
+    for name in ("remember", "revise", "forget", "recall", "why", "diff", "history", "stats",
+                 "log", "replay", "demo"):
+        assert f"\n    {name} " in out, name
+    assert "hmem demo" in out and "hmem remember maya" in out
+    assert main([]) == 0
+    assert "First steps:" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- demo
+
+
+def test_demo(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run("demo", path=None)
+    assert code == 0, err
+    assert "Maya lives in London" in out and "Maya lives in Paris" in out
+    assert "revision chain, oldest first:" in out
+    assert "[superseded by #2]" in out and "world change after #1" in out
+    assert "forgotten 2026-03-10T09:" in out
+    assert 30 <= len(out.splitlines()) <= 70
+    assert not (tmp_path / "not-this-one").exists()  # never touches $HMEM_HOME
+
+
+def test_demo_with_path_keeps_the_store(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    kept = tmp_path / "demo"
+    code, out, _ = run("demo", "--path", str(kept), path=None)
+    assert code == 0 and str(kept) in out
+    code, out, _ = run("history", "maya", path=kept)
+    assert code == 0 and "Maya lives in Paris" in out
+
+
+# ---------------------------------------------------------------------------- beside a live writer
+
+
+def test_reader_cli_beside_live_writer(store: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with Memory(store) as writer:
+        fid = writer.remember("maya", "Maya lives in Lisbon")
+        stats = subprocess.run(
+            [sys.executable, "-m", "hmem", "stats", "--path", str(store), "--json"],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+        assert stats.returncode == 0, stats.stderr
+        assert json.loads(stats.stdout)["facts"] == 1
+
+        writer.remember("maya", "Maya speaks Portuguese")  # appended after the reader started
+        recall = subprocess.run(
+            [sys.executable, "-m", "hmem", "--path", str(store), "recall", "maya lisbon"],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+        assert recall.returncode == 0, recall.stderr
+        assert "Maya lives in Lisbon (since" in recall.stdout and f"[#{fid}]" in recall.stdout
+
+        write = subprocess.run(
+            [sys.executable, "-m", "hmem", "--path", str(store), "remember", "x", "X y"],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+        assert write.returncode == 1
+        assert write.stderr.startswith("error: ") and "Traceback" not in write.stderr
