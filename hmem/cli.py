@@ -246,7 +246,7 @@ def cmd_log_show(args: argparse.Namespace) -> int:
 
     with EventLog(_log_dir(args), read_only=True) as log:
         last = log.last_seq
-        stop = last if args.limit is None else min(last, args.from_seq + args.limit - 1)
+        stop = min(last, args.from_seq + args.limit - 1)
         events = list(log.read(args.from_seq, stop))
     _emit(args, events, [fmt.event_line(ev) for ev in events])
     if not args.json and stop < last:
@@ -363,12 +363,12 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
     _statement(p)
     _provenance(p)
 
-    p = _command(sub, "revise", cmd_revise, "replace a fact with a new version; prints the new id", [
-        'hmem revise 1 "Maya lives in Paris" --valid-from 2026-03-01   # the world changed',
-        'hmem revise 1 "Maya lives in Leeds" --reason "misheard"        # a correction',
-    ], description="Replace a fact with a new version; prints the new id. With --valid-from the "
-       "world changed then (the old fact stays true before it); without it this is a correction.",
-       writes=True)
+    p = _command(sub, "revise", cmd_revise, "replace a fact with a new version; prints the new id",
+                 ['hmem revise 1 "Maya lives in Paris" --valid-from 2026-03-01  # world changed',
+                  'hmem revise 2 "Maya lives in Lyon" --reason "misheard"        # a correction'],
+                 description="Replace a fact with a new version; prints the new id. With "
+                 "--valid-from the world changed then (the old fact stays true before it); "
+                 "without it this is a correction.", writes=True)
     p.add_argument("id", type=_fact_id, help="the fact to revise (its newest version)")
     p.add_argument("text", help="the new statement")
     _statement(p)
@@ -400,15 +400,15 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
     ])
     p.add_argument("id", type=_fact_id, help="a fact id (any version of the chain)")
 
-    p = _command(sub, "diff", cmd_diff, "what was added, revised and forgotten between two points", [
-        "hmem diff 1              # everything after log seq 1",
-        "hmem diff 2026-03-01 2026-03-08T12:00:00Z",
-    ])
+    p = _command(sub, "diff", cmd_diff, "what was added, revised and forgotten between two points",
+                 ["hmem diff 1              # everything after log seq 1",
+                  "hmem diff 2026-03-01 2026-03-08T12:00:00Z"])
     p.add_argument("since", metavar="SINCE", help="a time or seq (exclusive)")
-    p.add_argument("until", metavar="UNTIL", nargs="?", help="a time or seq (inclusive; default now)")
+    p.add_argument("until", metavar="UNTIL", nargs="?",
+                   help="a time or seq (inclusive; default now)")
 
-    p = _command(sub, "history", cmd_history, "every fact ever stored about a subject, with versions",
-                 ["hmem history maya"])
+    p = _command(sub, "history", cmd_history,
+                 "every fact ever stored about a subject, with versions", ["hmem history maya"])
     p.add_argument("subject", help="the subject (case-insensitive)")
 
     _command(sub, "stats", cmd_stats, "counts and the state of the log and projection",

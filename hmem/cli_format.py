@@ -103,7 +103,8 @@ def fact_lines(f: FactView, *, indent: str = "") -> list[str]:
 
 def event_line(ev: Event) -> str:
     """One event in aligned columns: seq, tx time, type, namespace, what it says."""
-    return f"{ev.seq:>6}  {tx(ev.tx_at)}  {_event_type(ev):<10}  {ev.namespace:<8}  {_event_body(ev)}"
+    columns = f"{ev.seq:>6}  {tx(ev.tx_at)}  {_event_type(ev):<10}  {ev.namespace:<8}"
+    return f"{columns}  {_event_body(ev)}"
 
 
 def _event_body(ev: Event) -> str:
@@ -211,7 +212,9 @@ def stats_lines(s: Stats) -> list[str]:
 
 def log_verify_lines(report: VerifyReport, root: object) -> list[str]:
     if report.ok:
-        lines = [f"ok: {report.events} events in {report.segments} segment(s), {report.bytes} bytes"]
+        lines = [
+            f"ok: {report.events} events in {report.segments} segment(s), {report.bytes} bytes"
+        ]
         return lines + ([f"note: {report.torn_tail}"] if report.torn_tail else [])
     return [
         f"corrupted: {report.problem} in {report.segment} at byte {report.offset}",
@@ -224,7 +227,8 @@ def log_repair_lines(report: RepairReport) -> list[str]:
     if not report.cuts:
         return [f"nothing to repair: the log is intact ({report.events_kept} events)"]
     lines = [f"cut {cut}" for cut in report.cuts]
-    return lines + [f"backup of the cut bytes: {report.backup}", f"kept {report.events_kept} events"]
+    lines.append(f"backup of the cut bytes: {report.backup}")
+    return lines + [f"kept {report.events_kept} events"]
 
 
 def projection_diff_lines(report: ProjectionDiff) -> list[str]:

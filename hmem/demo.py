@@ -72,7 +72,8 @@ def _scenario(path: Path, out: TextIO, *, temporary: bool) -> None:
                        source_agent="chat", source_ref="s1:t3")
         before = m.last_seq
         show([f"{fmt.fact_id(a)}  (log seq {before}, recorded {fmt.tx(clock.now)})"])
-        note("a key-value store keeps a value, not when it became true, when we learned it or who said it")
+        note("a key-value store keeps a value, not when it became true, when we learned it "
+             "or who said it")
 
         step(2, "She moves: revise, never overwrite",
              f'revise {a} "Maya lives in Paris" --valid-from 2026-03-01 --source-ref s9:t2')

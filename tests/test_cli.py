@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +17,8 @@ from hmem.cli import build_parser, iter_parsers, main
 from hmem.memory import Memory
 
 REPO = Path(__file__).resolve().parents[1]
+Run = Callable[..., tuple[int, str, str]]
+Maya = tuple[int, int, int]
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +33,7 @@ def store(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def run(store: Path, capsys: pytest.CaptureFixture[str]):
+def run(store: Path, capsys: pytest.CaptureFixture[str]) -> Run:
     """Run ``hmem --path STORE ARGS...``; returns (exit code, stdout, stderr)."""
 
     def _run(*args: str, path: Path | None = store) -> tuple[int, str, str]:
@@ -40,18 +45,18 @@ def run(store: Path, capsys: pytest.CaptureFixture[str]):
     return _run
 
 
-def _json(run, *args: str):  # type: ignore[no-untyped-def]
+def _json(run: Run, *args: str) -> Any:
     code, out, err = run(*args, "--json")
     assert code == 0, err
     return json.loads(out)
 
 
-def _events(run) -> int:  # type: ignore[no-untyped-def]
+def _events(run: Run) -> int:
     return _json(run, "stats")["log_events"]
 
 
 @pytest.fixture
-def maya(run) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+def maya(run: Run) -> Maya:
     """London (remembered), then Paris (a world change); returns (london, seq after it, paris)."""
     code, out, err = run("remember", "maya", "Maya lives in London", "--valid-from", "2025-01-01",
                          "--source-agent", "chat", "--source-ref", "s1:t3")
@@ -67,7 +72,7 @@ def maya(run) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------------------- round trip
 
 
-def test_round_trip(run, maya) -> None:  # type: ignore[no-untyped-def]
+def test_round_trip(run: Run, maya: Maya) -> None:
     london, seq, paris = maya
     assert (london, seq, paris) == (1, 1, 2)
 
@@ -85,7 +90,8 @@ def test_round_trip(run, maya) -> None:  # type: ignore[no-untyped-def]
     code, out, _ = run("why", str(paris))
     assert code == 0
     assert "source chat s9:t2" in out
-    assert out.index('#1 maya: "Maya lives in London"') < out.index('#2 maya: "Maya lives in Paris"')
+    london_at = out.index('#1 maya: "Maya lives in London"')
+    assert london_at < out.index('#2 maya: "Maya lives in Paris"')
     assert "valid 2025-01-01 to 2026-03-01" in out and "seq 2  revised" in out
 
     code, out, _ = run("diff", str(seq))
@@ -110,7 +116,7 @@ def test_round_trip(run, maya) -> None:  # type: ignore[no-untyped-def]
     assert "2 (0 current, 1 superseded, 1 forgotten)" in out and "3 in log" in out
 
 
-def test_json_output(run, maya) -> None:  # type: ignore[no-untyped-def]
+def test_json_output(run: Run, maya: Maya) -> None:
     london, seq, paris = maya
     assert _json(run, "remember", "bob", "Bob drinks tea") == {"id": 3}
     assert _json(run, "revise", "3", "Bob drinks coffee") == {"id": 4, "revises": 3}
@@ -142,7 +148,7 @@ def test_json_output(run, maya) -> None:  # type: ignore[no-untyped-def]
     assert code == 0 and json.loads(out)["log_events"] == 5
 
 
-def test_namespace_and_option_order(run, store: Path) -> None:  # type: ignore[no-untyped-def]
+def test_namespace_and_option_order(run: Run, store: Path) -> None:
     assert run("--namespace", "work", "remember", "maya", "Maya manages the Lisbon office")[0] == 0
     code, out, _ = run("recall", "lisbon")
     assert out.strip() == "(no matching facts)"
@@ -152,7 +158,7 @@ def test_namespace_and_option_order(run, store: Path) -> None:  # type: ignore[n
     assert code == 0 and "namespace   work" in out
 
 
-def test_env_defaults(run, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_env_defaults(run: Run, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HMEM_HOME", str(store))
     monkeypatch.setenv("HMEM_NAMESPACE", "env-ns")
     assert run("remember", "x", "X is here", path=None)[0] == 0
@@ -175,7 +181,9 @@ def test_env_defaults(run, store: Path, monkeypatch: pytest.MonkeyPatch) -> None
         (["remember", "maya", "Maya is here", "--confidence", "7"], "confidence"),
     ],
 )
-def test_errors_are_one_line_and_append_nothing(run, maya, args, message) -> None:  # type: ignore[no-untyped-def]
+def test_errors_are_one_line_and_append_nothing(
+    run: Run, maya: Maya, args: list[str], message: str
+) -> None:
     before = _events(run)
     code, out, err = run(*args)
     assert code == 1
@@ -186,7 +194,7 @@ def test_errors_are_one_line_and_append_nothing(run, maya, args, message) -> Non
     assert _events(run) == before
 
 
-def test_read_errors(run, maya, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_read_errors(run: Run, maya: Maya, tmp_path: Path) -> None:
     for args in (["why", "99"], ["recall", "x", "--as-of", "2025-01-01T10:00"],
                  ["recall", "x", "--as-of", "999"], ["diff", "2", "1"]):
         code, out, err = run(*args)
@@ -195,7 +203,7 @@ def test_read_errors(run, maya, tmp_path: Path) -> None:  # type: ignore[no-unty
 
 @pytest.mark.parametrize("args", [["stats"], ["recall", "x"], ["why", "1"], ["log", "verify"],
                                   ["log", "show"], ["history", "maya"]])
-def test_missing_store_is_a_clean_error(run, tmp_path: Path, args) -> None:  # type: ignore[no-untyped-def]
+def test_missing_store_is_a_clean_error(run: Run, tmp_path: Path, args: list[str]) -> None:
     missing = tmp_path / "nowhere"
     code, out, err = run(*args, path=missing)
     assert code == 1 and out == ""
@@ -203,7 +211,7 @@ def test_missing_store_is_a_clean_error(run, tmp_path: Path, args) -> None:  # t
     assert not missing.exists()  # a read never creates a store
 
 
-def test_usage_errors_exit_2(run, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_usage_errors_exit_2(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("revise", "abc", "text")[0] == 2
     assert run("recall", "x", "--limit", "0")[0] == 2
     assert run("--fsync", "sometimes", "stats")[0] == 2
@@ -213,7 +221,7 @@ def test_usage_errors_exit_2(run, capsys) -> None:  # type: ignore[no-untyped-de
     assert run("remember", "a", "A b")[0] == 0  # no writer lock was left behind
 
 
-def test_writer_lock_is_a_clean_error(run, store: Path) -> None:  # type: ignore[no-untyped-def]
+def test_writer_lock_is_a_clean_error(run: Run, store: Path) -> None:
     with Memory(store):
         code, out, err = run("remember", "maya", "Maya lives in Oslo")
     assert code == 1
@@ -224,7 +232,7 @@ def test_writer_lock_is_a_clean_error(run, store: Path) -> None:  # type: ignore
 # ---------------------------------------------------------------------------- log and replay
 
 
-def test_log_and_replay(run, maya) -> None:  # type: ignore[no-untyped-def]
+def test_log_and_replay(run: Run, maya: Maya) -> None:
     code, out, _ = run("log", "verify")
     assert code == 0 and out.startswith("ok: 2 events in 1 segment(s)")
 
@@ -247,7 +255,7 @@ def test_log_and_replay(run, maya) -> None:  # type: ignore[no-untyped-def]
     assert code == 0 and out.startswith("ok: the projection matches a replay of 2 events")
 
 
-def test_log_verify_finds_corruption(run, maya, store: Path) -> None:  # type: ignore[no-untyped-def]
+def test_log_verify_finds_corruption(run: Run, maya: Maya, store: Path) -> None:
     segment = next((store / "log").glob("*.hlog"))
     data = bytearray(segment.read_bytes())
     data[-30] ^= 0xFF  # damage the last record
@@ -263,24 +271,25 @@ def test_log_verify_finds_corruption(run, maya, store: Path) -> None:  # type: i
 # ---------------------------------------------------------------------------- help
 
 
-def _all_parsers():  # type: ignore[no-untyped-def]
+def _all_parsers() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     return list(iter_parsers(build_parser()))
 
 
-def test_every_command_has_examples(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_every_command_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
     parsers = _all_parsers()
     names = {" ".join(path) for path, _ in parsers}
     assert {"remember", "revise", "forget", "recall", "why", "diff", "history", "stats", "log",
             "log verify", "log repair", "log show", "replay", "replay rebuild", "replay verify",
             "demo"} <= names
     for path, parser in parsers:
-        assert "Examples:\n  hmem " in parser.format_help(), f"`hmem {' '.join(path)}` has no examples"
+        command = "hmem " + " ".join(path)
+        assert "Examples:\n  hmem " in parser.format_help(), f"`{command}` has no examples"
         assert main([*path, "--help"]) == 0
         out, _ = capsys.readouterr()
         assert "Examples:" in out, path
 
 
-def test_top_level_help(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out, _ = capsys.readouterr()
     for name in ("remember", "revise", "forget", "recall", "why", "diff", "history", "stats",
@@ -294,7 +303,7 @@ def test_top_level_help(capsys) -> None:  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------------------- demo
 
 
-def test_demo(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_demo(run: Run, tmp_path: Path) -> None:
     code, out, err = run("demo", path=None)
     assert code == 0, err
     assert "Maya lives in London" in out and "Maya lives in Paris" in out
@@ -305,7 +314,7 @@ def test_demo(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     assert not (tmp_path / "not-this-one").exists()  # never touches $HMEM_HOME
 
 
-def test_demo_with_path_keeps_the_store(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_demo_with_path_keeps_the_store(run: Run, tmp_path: Path) -> None:
     kept = tmp_path / "demo"
     code, out, _ = run("demo", "--path", str(kept), path=None)
     assert code == 0 and str(kept) in out
@@ -341,3 +350,12 @@ def test_reader_cli_beside_live_writer(store: Path) -> None:
         )
         assert write.returncode == 1
         assert write.stderr.startswith("error: ") and "Traceback" not in write.stderr
+
+
+def test_rebuild_progress_only_on_a_tty(
+    run: Run, maya: Maya, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = run("replay", "rebuild")
+    assert code == 0 and "rebuilt the projection from 2 events" in out
+    assert "replayed 2/2 events" in err
