@@ -39,6 +39,7 @@ from hmem.errors import (
     LogWriteFailed,
     ReadOnlyStore,
     StoreClosed,
+    StoreNotFound,
     UnsupportedFormat,
 )
 
@@ -135,6 +136,8 @@ class EventLog:
         self._flusher: threading.Thread | None = None
         self._stop_flusher = threading.Event()
 
+        if read_only and not self.directory.is_dir():
+            raise StoreNotFound(f"no event log at {self.directory}")
         if not read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._lock = WriterLock(

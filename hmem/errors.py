@@ -15,6 +15,7 @@ __all__ = [
     "FactForgotten",
     "FactSuperseded",
     "StoreLocked",
+    "StoreNotFound",
     "ReadOnlyStore",
     "StoreClosed",
     "LogError",
@@ -66,6 +67,10 @@ class FactSuperseded(HmemError):
 
 class StoreLocked(HmemError):
     """Another process holds this store open for writing."""
+
+
+class StoreNotFound(HmemError, FileNotFoundError):
+    """No store exists at this path (and it was opened read-only, so none was created)."""
 
 
 class ReadOnlyStore(HmemError):

@@ -26,7 +26,7 @@ from hmem.store import Store, default_root
 from hmem.timeparse import TimeLike, parse_time, parse_time_opt
 from hmem.views import Belief, Diff, FactView, Stats, Why, fact_view
 from projections.state import subject_key
-from projections.timeutil import from_us, to_us
+from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as _as_of
 from replay import diff as _diff
 from replay import seq_at, snapshot_query, verify_projection
@@ -69,6 +69,7 @@ class Memory:
         _store: Store | None = None,
         _lock: threading.RLock | None = None,
     ) -> None:
+        _check_namespace(namespace)
         self.namespace = namespace
         self.clock = clock
         self.source_agent = source_agent
@@ -81,8 +82,6 @@ class Memory:
         else:
             self._owner = False
         self._store: Store | None = _store
-        if not namespace or not isinstance(namespace, str):
-            raise InvalidInput("namespace must be a non-empty string")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -371,7 +370,10 @@ class Memory:
             hi = store.projector.last_seq if until is None else self._tx_seq(store, until, "until")
             if hi < lo:
                 raise InvalidTime("until is before since; swap them")
-            return _diff(store.tables(), store.projector.state, self.namespace, lo, hi)
+            return _diff(
+                store.tables(), store.projector.state, self.namespace, lo, hi,
+                store.projector.tx_times,
+            )
 
     def stats(self) -> Stats:
         """Counts for this namespace and the state of the log and projection."""
@@ -381,7 +383,8 @@ class Memory:
             facts = list(state.in_namespace(self.namespace))
             con = store.tables()
             ns_events, first, last = con.execute(
-                "SELECT count(*), min(tx_at), max(tx_at) FROM events WHERE namespace = ?",
+                "SELECT count(*), min(epoch_us(tx_at)), max(epoch_us(tx_at)) FROM events "
+                "WHERE namespace = ?",
                 [self.namespace],
             ).fetchone()
             n_entities = con.execute(
@@ -402,8 +405,8 @@ class Memory:
                 log_bytes=store.log.size_bytes,
                 log_segments=len(store.log.segment_paths),
                 projection_seq=store.projector.last_seq,
-                first_tx=first,
-                last_tx=last,
+                first_tx=from_us_opt(first),
+                last_tx=from_us_opt(last),
                 fsync=store.log.fsync_policy,
                 read_only=store.read_only,
             )
@@ -430,11 +433,21 @@ class Memory:
             return self._open().rebuild(progress)
 
     def verify(self) -> ProjectionDiff:
-        """Replay the log into a fresh database and compare it with the live projection."""
+        """Replay the log into a fresh database and compare it with the live projection.
+
+        On a writer this checks the projection file that was updated incrementally (and across
+        reopens); on a read-only Memory, the in-memory projection that followed the log."""
         with self._lock:
             store = self._read()
             store.tables()
             return verify_projection(store.log, store.db)
+
+
+def _check_namespace(namespace: object) -> None:
+    if not isinstance(namespace, str) or not namespace.strip():
+        raise InvalidInput("namespace must be a non-empty string, e.g. 'default'")
+    if any(ord(c) < 32 or ord(c) == 127 for c in namespace) or len(namespace) > 500:
+        raise InvalidInput(f"namespace {namespace!r} has control characters or is too long")
 
 
 def _strip(value: str) -> str:

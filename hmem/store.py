@@ -18,7 +18,7 @@ from pathlib import Path
 
 from eventlog.events import Event, EventBase
 from eventlog.log import EventLog, FsyncPolicy
-from hmem.errors import HmemError
+from hmem.errors import StoreNotFound
 from projections.duck import DuckProjection
 from projections.projector import Projector
 from replay.rebuild import Progress, rebuild_projection
@@ -26,10 +26,6 @@ from replay.rebuild import Progress, rebuild_projection
 __all__ = ["Store", "StoreNotFound", "default_root"]
 
 PROJECTION_FILE = "projection.duckdb"
-
-
-class StoreNotFound(HmemError, FileNotFoundError):
-    """No store exists at this path (and it was opened read-only, so none was created)."""
 
 
 def default_root() -> Path:

@@ -100,6 +100,8 @@ class Diff(msgspec.Struct, frozen=True):
 
     since_seq: int
     until_seq: int
+    since_tx: datetime | None  # tx time of since_seq (None for seq 0)
+    until_tx: datetime | None
     added: tuple[FactView, ...]
     revised: tuple[Revision, ...]
     forgotten: tuple[FactView, ...]

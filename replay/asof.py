@@ -67,10 +67,22 @@ def as_of(
 def snapshot_query(
     con: duckdb.DuckDBPyConnection, namespace: str, seq: int, valid_at_us: int | None = None
 ) -> duckdb.DuckDBPyRelation:
-    """The belief set at ``seq`` as a lazy DuckDB relation (to_df(), arrow(), to_parquet()...)."""
+    """The belief set at ``seq``, materialized as table ``snapshot`` in a new in-memory DuckDB
+    database (independent of the store: it stays valid after the store changes or closes).
+    Use ``.df()``, ``.fetchall()``, ``.write_parquet(path)`` on the returned relation."""
     params: dict[str, object] = {"ns": namespace, "seq": seq}
     sql = _SNAPSHOT
     if valid_at_us is not None:
         sql += _VALID
         params["valid"] = valid_at_us
-    return con.query(sql + " ORDER BY f.id", params=params)  # type: ignore[call-arg]
+    data = con.execute(sql + " ORDER BY f.id", params).fetchnumpy()
+    out = duckdb.connect(":memory:")
+    out.execute("SET TimeZone = 'UTC'")
+    out.register("_snapshot", data)
+    casts = ", ".join(f"{c}::TIMESTAMPTZ AS {c}" for c in _SNAPSHOT_TIMES)
+    out.execute(f"CREATE TABLE snapshot AS SELECT * REPLACE ({casts}) FROM _snapshot")
+    out.unregister("_snapshot")
+    return out.table("snapshot")
+
+
+_SNAPSHOT_TIMES = ("valid_from", "valid_to", "recorded_at")

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+
 import duckdb
 
 from hmem.views import Diff, Revision, fact_view
 from projections.state import FactState
+from projections.timeutil import from_us
 
 __all__ = ["diff"]
 
 
 def diff(
-    con: duckdb.DuckDBPyConnection, state: FactState, namespace: str, since: int, until: int
+    con: duckdb.DuckDBPyConnection,
+    state: FactState,
+    namespace: str,
+    since: int,
+    until: int,
+    tx_times: Sequence[int],
 ) -> Diff:
     """Fact views show each fact as it stands now (its versions say what happened when)."""
     rows = con.execute(
@@ -28,4 +37,7 @@ def diff(
             revised.append(Revision(fact_view(state.facts[target_id]), view, view.revision or ""))
         else:
             forgotten.append(view)
-    return Diff(since, until, tuple(added), tuple(revised), tuple(forgotten))
+    def tx(seq: int) -> datetime | None:
+        return from_us(tx_times[seq - 1]) if seq else None
+
+    return Diff(since, until, tx(since), tx(until), tuple(added), tuple(revised), tuple(forgotten))
