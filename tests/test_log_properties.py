@@ -57,7 +57,7 @@ EVENT_STRATEGIES = {
 events = st.one_of(*EVENT_STRATEGIES.values())
 
 
-@settings(max_examples=examples(dev=300, ci=4000))
+@settings(max_examples=examples(dev=300, ci=5000))
 @given(events)
 def test_codec_round_trip(ev):
     assert decode(encode(ev)) == ev
@@ -98,7 +98,7 @@ def tmp(tmp_path):
 
 # ---------------------------------------------------------------------------------- truncation
 
-@settings(max_examples=examples(dev=100, ci=2000))
+@settings(max_examples=examples(dev=100, ci=3000))
 @given(n=st.integers(0, 12), seed=st.integers(0, 2**32), cut=st.floats(0, 1))
 def test_truncating_at_any_byte_yields_a_prefix(n, seed, cut):
     with tempfile.TemporaryDirectory() as d:
@@ -114,8 +114,8 @@ def test_truncating_at_any_byte_yields_a_prefix(n, seed, cut):
             # Every record wholly before the cut survives.
             ends = _record_ends(written, size)
             assert len(got) == sum(1 for e in ends if e <= offset)
-            if offset < size:
-                assert not log.recovery.clean or offset <= fmt.SEGMENT_HEADER_SIZE
+            # A cut on a record boundary is a clean log; anywhere else is a reported torn tail.
+            assert log.recovery.clean == (offset in {fmt.SEGMENT_HEADER_SIZE, *ends})
             # And the log accepts writes again, continuing the chain.
             log.append(FactForgotten(tx_at=T0 + timedelta(days=1), fact_id=1))
         with EventLog(directory, read_only=True) as log:
