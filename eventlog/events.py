@@ -42,7 +42,11 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=
 
 
 class FactRemembered(EventBase, tag="remembered"):
-    """A new belief. ``valid_from=None`` means "since tx_at" (it became true when we learned it)."""
+    """A new belief. ``valid_from=None`` means "since tx_at" (it became true when we learned it).
+
+    ``entities`` are the fact's entities, normalised, subject included, as resolved when the
+    event was written (so replay never re-runs entity extraction); empty means "derive them".
+    """
 
     subject: str
     text: str

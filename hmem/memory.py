@@ -25,6 +25,7 @@ from hmem.recall import RecallConfig, RecallResult, run_recall
 from hmem.store import Store, default_root
 from hmem.timeparse import TimeLike, parse_time, parse_time_opt
 from hmem.views import Belief, Diff, FactView, Stats, Why, fact_view
+from projections.entities import fact_entities
 from projections.state import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as _as_of
@@ -163,10 +164,11 @@ class Memory:
         """
         vf = parse_time_opt(valid_from, "valid_from")
         vt = parse_time_opt(valid_to, "valid_to")
-        ents = _entities(entities)
+        subject, text = _strip(subject, "subject"), _strip(text, "text")
+        ents = fact_entities(subject, text, _entities(entities))
         return self._append(
             lambda tx: FactRemembered(
-                tx_at=tx, namespace=self.namespace, subject=_strip(subject), text=_strip(text),
+                tx_at=tx, namespace=self.namespace, subject=subject, text=text,
                 valid_from=vf, valid_to=vt, confidence=confidence, entities=ents,
                 source_agent=source_agent or self.source_agent, source_ref=source_ref,
             )
@@ -196,15 +198,17 @@ class Memory:
         fid = _fact_id(fact_id)
         vf = parse_time_opt(valid_from, "valid_from")
         vt = parse_time_opt(valid_to, "valid_to")
-        ents = _entities(entities)
+        text = _strip(text, "text")
+        subject = None if subject is None else _strip(subject, "subject")
         with self._lock:
             store = self._open()
             old = store.projector.state.lookup(fid, self.namespace)
             agent = source_agent or self.source_agent or old.source_agent
+            ents = fact_entities(subject or old.subject, text, _entities(entities))
             return self._append(
                 lambda tx: FactRevised(
-                    tx_at=tx, namespace=self.namespace, fact_id=fid, text=_strip(text),
-                    subject=None if subject is None else _strip(subject), valid_from=vf,
+                    tx_at=tx, namespace=self.namespace, fact_id=fid, text=text,
+                    subject=subject, valid_from=vf,
                     valid_to=vt, confidence=confidence, entities=ents, reason=reason,
                     source_agent=agent, source_ref=source_ref,
                 )
@@ -450,14 +454,19 @@ def _check_namespace(namespace: object) -> None:
         raise InvalidInput(f"namespace {namespace!r} has control characters or is too long")
 
 
-def _strip(value: str) -> str:
-    return value.strip() if isinstance(value, str) else value
+def _strip(value: object, label: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{label} must be a string, not {type(value).__name__}")
+    return value.strip()
 
 
 def _entities(entities: Iterable[str]) -> tuple[str, ...]:
     if isinstance(entities, str):
         raise InvalidInput("entities must be a list of names, not one string")
-    return tuple(entities)
+    names = tuple(entities)
+    for name in names:
+        _strip(name, "entity")
+    return names
 
 
 def _fact_id(value: object) -> int:

@@ -106,7 +106,7 @@ class Store:
         """Validate, log (durably, per the fsync policy) and apply one event."""
         self.projector.state.validate(event)
         stamped = self.log.append(event)
-        self.projector.apply(stamped)
+        self.projector.apply(stamped, validated=True)
         return stamped
 
     def tables(self):  # type: ignore[no-untyped-def]

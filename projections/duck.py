@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import itertools
 import os
+from itertools import chain
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import duckdb
+import msgspec
 import numpy as np
 
 from hmem.errors import ProjectionError
-from projections.state import Fact, FactState, Row, Vector
+from projections.state import Fact, FactState, Row, Vector, subject_key
 
 __all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES"]
 
@@ -106,10 +108,12 @@ def _objects(values: Sequence[Any]) -> np.ndarray:
 
 def _ints(values: Sequence[int | None]) -> np.ndarray:
     """int64 column; None becomes NULL."""
-    if all(v is not None for v in values):
+    if None not in values:
         return np.array(values, dtype=np.int64)
-    mask = [v is None for v in values]
-    return np.ma.masked_array([0 if v is None else v for v in values], mask=mask, dtype=np.int64)
+    arr = np.array(values, dtype=object)
+    mask = arr == None  # noqa: E711  (elementwise)
+    arr[mask] = 0
+    return np.ma.masked_array(arr.astype(np.int64), mask=mask)
 
 
 # In-memory projections (readers, verify) are databases attached to one shared in-memory
@@ -211,20 +215,25 @@ class DuckProjection:
         new_vectors: Sequence[Vector],
         last_seq: int,
         chain: bytes,
+        *,
+        written_seq: int,
     ) -> None:
         """Write one batch: new events, changed facts (replacing their rows), new postings,
-        entities and vectors, and the cursor, in one transaction."""
-        facts = [state.facts[i] for i in sorted(set(dirty))]
+        entities and vectors, and the cursor, in one transaction. Facts with ids up to
+        ``written_seq`` are already in the tables: their rows are replaced."""
+        ids = sorted(set(dirty))
+        facts = [state.facts[i] for i in ids]
+        old = [i for i in ids if i <= written_seq]
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
             self._insert("events", _event_columns(new_events))
-            if facts:
-                ids = {"id": np.array([f.id for f in facts], dtype=np.int64)}
-                con.register("_dirty", ids)
+            if old:
+                con.register("_dirty", {"id": np.array(old, dtype=np.int64)})
                 con.execute("DELETE FROM facts WHERE id IN (SELECT id FROM _dirty)")
                 con.execute("DELETE FROM fact_versions WHERE fact_id IN (SELECT id FROM _dirty)")
                 con.unregister("_dirty")
+            if facts:
                 self._insert("facts", _fact_columns(facts))
                 self._insert("fact_versions", _row_columns(facts))
             if new_facts:
@@ -343,78 +352,79 @@ def _event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
     }
 
 
+_FACT_FIELDS = tuple(Fact.__struct_fields__)
+_INT64 = {"id", "created_at"}
+_NULLABLE_INT64 = {"supersedes", "superseded_by", "superseded_at", "forgotten_seq", "forgotten_at"}
+
+
 def _fact_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
-    return {
-        "id": np.array([f.id for f in facts], dtype=np.int64),
-        "namespace": _objects([f.namespace for f in facts]),
-        "subject": _objects([f.subject for f in facts]),
-        "subject_key": _objects([f.subject_key for f in facts]),
-        "text": _objects([f.text for f in facts]),
-        "confidence": np.array([f.confidence for f in facts], dtype=np.float64),
-        "source_agent": _objects([f.source_agent for f in facts]),
-        "source_ref": _objects([f.source_ref for f in facts]),
-        "entities": _objects([list(f.entities) for f in facts]),
-        "created_at": np.array([f.created_at for f in facts], dtype=np.int64),
-        "supersedes": _ints([f.supersedes for f in facts]),
-        "revision": _objects([f.revision for f in facts]),
-        "reason": _objects([f.reason for f in facts]),
-        "superseded_by": _ints([f.superseded_by for f in facts]),
-        "superseded_at": _ints([f.superseded_at for f in facts]),
-        "forgotten_seq": _ints([f.forgotten_seq for f in facts]),
-        "forgotten_at": _ints([f.forgotten_at for f in facts]),
-        "forget_reason": _objects([f.forget_reason for f in facts]),
-        "doc_len": np.array([f.doc_len for f in facts], dtype=np.int32),
-    }
+    columns = zip(*map(msgspec.structs.astuple, facts))
+    cols: dict[str, np.ndarray] = {}
+    for name, column in zip(_FACT_FIELDS, columns):
+        if name == "rows":
+            continue
+        if name in _INT64:
+            cols[name] = np.array(column, dtype=np.int64)
+        elif name in _NULLABLE_INT64:
+            cols[name] = _ints(column)
+        elif name == "confidence":
+            cols[name] = np.array(column, dtype=np.float64)
+        elif name == "doc_len":
+            cols[name] = np.array(column, dtype=np.int32)
+        elif name == "entities":
+            cols[name] = _objects([list(e) for e in column])
+        else:
+            cols[name] = _objects(column)
+    cols["subject_key"] = _objects([subject_key(s) for s in cols["subject"]])
+    return cols
 
 
 def _row_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
-    rows = [(f, i, r) for f in facts for i, r in enumerate(f.rows)]
+    counts = np.array([len(f.rows) for f in facts], dtype=np.int64)
+    rows = list(chain.from_iterable(f.rows for f in facts))
+    vf, vt, tfs, tf, tts, tt = zip(*map(msgspec.structs.astuple, rows))
     return {
-        "fact_id": np.array([f.id for f, _, _ in rows], dtype=np.int64),
-        "row_no": np.array([i for _, i, _ in rows], dtype=np.int32),
-        "namespace": _objects([f.namespace for f, _, _ in rows]),
-        "valid_from": np.array([r.valid_from for _, _, r in rows], dtype=np.int64),
-        "valid_to": _ints([r.valid_to for _, _, r in rows]),
-        "tx_from_seq": np.array([r.tx_from_seq for _, _, r in rows], dtype=np.int64),
-        "tx_from": np.array([r.tx_from for _, _, r in rows], dtype=np.int64),
-        "tx_to_seq": _ints([r.tx_to_seq for _, _, r in rows]),
-        "tx_to": _ints([r.tx_to for _, _, r in rows]),
+        "fact_id": np.repeat(np.array([f.id for f in facts], dtype=np.int64), counts),
+        "row_no": np.fromiter(
+            chain.from_iterable(range(len(f.rows)) for f in facts), dtype=np.int32,
+            count=len(rows),
+        ),
+        "namespace": np.repeat(_objects([f.namespace for f in facts]), counts),
+        "valid_from": np.array(vf, dtype=np.int64),
+        "valid_to": _ints(vt),
+        "tx_from_seq": np.array(tfs, dtype=np.int64),
+        "tx_from": np.array(tf, dtype=np.int64),
+        "tx_to_seq": _ints(tts),
+        "tx_to": _ints(tt),
     }
 
 
 def _posting_columns(
     state: FactState, new_facts: Sequence[tuple[int, dict[str, int]]]
 ) -> dict[str, np.ndarray]:
-    ns, terms, ids, tfs = [], [], [], []
-    for fid, counts in new_facts:
-        namespace = state.facts[fid].namespace
-        for term, tf in counts.items():
-            ns.append(namespace)
-            terms.append(term)
-            ids.append(fid)
-            tfs.append(tf)
+    lengths = np.array([len(counts) for _, counts in new_facts], dtype=np.int64)
+    ids = np.array([fid for fid, _ in new_facts], dtype=np.int64)
+    namespaces = _objects([state.facts[fid].namespace for fid, _ in new_facts])
     return {
-        "namespace": _objects(ns),
-        "term": _objects(terms),
-        "fact_id": np.array(ids, dtype=np.int64),
-        "tf": np.array(tfs, dtype=np.int32),
+        "namespace": np.repeat(namespaces, lengths),
+        "term": _objects(list(chain.from_iterable(counts for _, counts in new_facts))),
+        "fact_id": np.repeat(ids, lengths),
+        "tf": np.fromiter(
+            chain.from_iterable(counts.values() for _, counts in new_facts),
+            dtype=np.int32, count=int(lengths.sum()),
+        ),
     }
 
 
 def _entity_columns(
     state: FactState, new_facts: Sequence[tuple[int, dict[str, int]]]
 ) -> dict[str, np.ndarray]:
-    ns, names, ids = [], [], []
-    for fid, _ in new_facts:
-        fact = state.facts[fid]
-        for name in fact.entities:
-            ns.append(fact.namespace)
-            names.append(name)
-            ids.append(fid)
+    facts = [state.facts[fid] for fid, _ in new_facts]
+    lengths = np.array([len(f.entities) for f in facts], dtype=np.int64)
     return {
-        "namespace": _objects(ns),
-        "entity": _objects(names),
-        "fact_id": np.array(ids, dtype=np.int64),
+        "namespace": np.repeat(_objects([f.namespace for f in facts]), lengths),
+        "entity": _objects(list(chain.from_iterable(f.entities for f in facts))),
+        "fact_id": np.repeat(np.array([f.id for f in facts], dtype=np.int64), lengths),
     }
 
 

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 from array import array
-from collections import Counter
 from collections.abc import Callable, Iterable
 
 from eventlog.events import EmbeddingRecorded, Event, FactRemembered, FactRevised
 from projections.duck import DuckProjection, EventRow
 from projections.hot import NamespaceIndex
 from projections.state import Vector
-from projections.text import tokenize
+from projections.text import term_counts
 from projections.timeutil import to_us
 
 __all__ = ["Projector", "BULK_FLUSH_EVENTS"]
 
-BULK_FLUSH_EVENTS = 20_000
+BULK_FLUSH_EVENTS = 50_000
 
 
 class Projector:
@@ -24,7 +24,7 @@ class Projector:
     Events are applied to memory at once and written to DuckDB in batches of ``flush_every``
     events (and whenever a reader needs the tables: call :meth:`flush`). The cursor is written
     in the same transaction as the rows, so a crash between batches only means the next open
-    catches up from the log.
+    catches up from the log. The recall indexes are built on first use.
     """
 
     def __init__(
@@ -38,15 +38,13 @@ class Projector:
         self.chain_at = chain_at
         self.flush_every = flush_every
         self.state = db.load_state()
-        self._db_seq = self.state.last_seq
-        self.indexes: dict[str, NamespaceIndex] = {}
         self.tx_times = array("q", db.tx_times().tobytes())
+        self._db_seq = self.state.last_seq
+        self._indexes: dict[str, NamespaceIndex] | None = None
         self._events: list[EventRow] = []
         self._dirty: set[int] = set()
         self._new: list[tuple[int, dict[str, int]]] = []
         self._new_vectors: list[Vector] = []
-        for fact in sorted(self.state.facts.values(), key=lambda f: f.id):
-            self._index(fact.namespace).add(fact, tokenize(fact.text))
 
     @property
     def last_seq(self) -> int:
@@ -57,49 +55,67 @@ class Projector:
         """Events applied in memory but not yet written to DuckDB."""
         return self.state.last_seq - self._db_seq
 
-    def _index(self, namespace: str) -> NamespaceIndex:
-        index = self.indexes.get(namespace)
-        if index is None:
-            index = self.indexes[namespace] = NamespaceIndex()
-        return index
+    @property
+    def indexes(self) -> dict[str, NamespaceIndex]:
+        """Per-namespace recall indexes (built from the fold state on first use)."""
+        if self._indexes is None:
+            indexes: dict[str, NamespaceIndex] = {}
+            for fid in sorted(self.state.facts):
+                fact = self.state.facts[fid]
+                index = indexes.get(fact.namespace)
+                if index is None:
+                    index = indexes[fact.namespace] = NamespaceIndex()
+                index.add(fact, term_counts(fact.text))  # type: ignore[arg-type]
+            self._indexes = indexes
+        return self._indexes
 
-    def apply(self, ev: Event) -> None:
-        """Fold one event (validated against the state first; a bad event raises, changing nothing)."""
-        changed = self.state.apply(ev)
+    def apply(self, ev: Event, *, validated: bool = False) -> None:
+        """Fold one event. It is validated against the state first (unless ``validated``), so
+        a bad event raises and changes nothing."""
+        changed = self.state.apply(ev, validated=validated)
         self.tx_times.append(to_us(ev.tx_at))
         self._events.append(_event_row(ev))
+        indexes = self._indexes
         if isinstance(ev, (FactRemembered, FactRevised)):
             fact = self.state.facts[ev.seq]
-            tokens = tokenize(fact.text)
-            fact.doc_len = len(tokens)
-            index = self._index(fact.namespace)
-            for fid in changed:
-                if fid != fact.id:
-                    index.update(self.state.facts[fid])
-            index.add(fact, tokens)
-            self._new.append((fact.id, dict(Counter(tokens))))
+            counts = term_counts(fact.text)
+            fact.doc_len = sum(counts.values())
+            self._new.append((fact.id, counts))
+            if indexes is not None:
+                index = indexes.get(fact.namespace)
+                if index is None:
+                    index = indexes[fact.namespace] = NamespaceIndex()
+                for fid in changed:
+                    if fid != fact.id:
+                        index.update(self.state.facts[fid])
+                index.add(fact, counts)  # type: ignore[arg-type]
         elif isinstance(ev, EmbeddingRecorded):
             self._new_vectors.append(self.state.vectors[-1])
-        else:
+        elif indexes is not None:
             for fid in changed:
                 other = self.state.facts[fid]
-                self._index(other.namespace).update(other)
+                indexes[other.namespace].update(other)
         self._dirty.update(changed)
         if self.pending >= self.flush_every:
             self.flush()
 
     def apply_all(self, events: Iterable[Event], *, bulk: bool = False) -> int:
-        """Apply events in order; ``bulk`` writes DuckDB in large batches (replay, catch-up)."""
+        """Apply events in order; ``bulk`` writes DuckDB in large batches and pauses the cyclic
+        garbage collector (replay, catch-up)."""
         n = 0
         saved = self.flush_every
+        gc_was_on = gc.isenabled()
         if bulk:
             self.flush_every = max(saved, BULK_FLUSH_EVENTS)
+            gc.disable()
         try:
             for ev in events:
                 self.apply(ev)
                 n += 1
         finally:
             self.flush_every = saved
+            if gc_was_on:
+                gc.enable()
         return n
 
     def flush(self) -> None:
@@ -109,7 +125,7 @@ class Projector:
             return
         self.db.write(
             self.state, self._dirty, self._events, self._new, self._new_vectors, seq,
-            self.chain_at(seq),
+            self.chain_at(seq), written_seq=self._db_seq,
         )
         self._db_seq = seq
         self._dirty = set()

@@ -22,7 +22,9 @@ A fact is *superseded at seq S* if ``superseded_by <= S``. Rows are never remove
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
+from datetime import datetime
 
 import msgspec
 
@@ -148,17 +150,16 @@ class FactState:
 
     def validate(self, ev: EventBase) -> None:
         """Raise a typed error if ``ev`` (stamped with its tx_at) may not be appended now."""
-        _check_name("namespace", ev.namespace)
-        for label, value in (("source_agent", ev.source_agent), ("source_ref", ev.source_ref)):
-            if value is not None:
-                _check_text(label, value, MAX_NAME_CHARS, allow_empty=True)
-        tx = to_us(ev.tx_at)
-        if isinstance(ev, FactRemembered):
-            _check_name("subject", ev.subject)
-            _check_statement(ev.text, ev.confidence, ev.entities)
-            vf = tx if ev.valid_from is None else to_us(ev.valid_from)
-            _check_period(vf, ev.valid_to)
-        elif isinstance(ev, FactRevised):
+        _check_fields(ev)
+        self.check_applies(ev)
+
+    def check_applies(self, ev: EventBase) -> None:
+        """The checks that depend on the state: what the fold needs to apply ``ev`` at all.
+
+        Replay runs only these: an event an older hmem accepted is never refused later because
+        a field rule got stricter.
+        """
+        if isinstance(ev, FactRevised):
             old = self.lookup(ev.fact_id, ev.namespace)
             if old.forgotten_seq is not None:
                 raise FactForgottenError(
@@ -166,10 +167,6 @@ class FactState:
                 )
             if old.superseded_by is not None:
                 raise FactSuperseded(old.id, self.head_of(old.id))
-            if ev.subject is not None:
-                _check_name("subject", ev.subject)
-            _check_statement(ev.text, ev.confidence, ev.entities)
-            _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
             row = old.open_row
             assert row is not None  # a head that was not forgotten is believed
             if ev.valid_from is None:
@@ -188,16 +185,9 @@ class FactState:
             fact = self.lookup(ev.fact_id, ev.namespace)
             if fact.forgotten_seq is not None:
                 raise FactForgottenError(f"fact {fact.id} is already forgotten")
-            _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
         elif isinstance(ev, EmbeddingRecorded):
             self.lookup(ev.fact_id, ev.namespace)
-            _check_name("model", ev.model)
-            if ev.dims <= 0 or len(ev.vector) != 4 * ev.dims:
-                raise InvalidInput(
-                    f"vector has {len(ev.vector)} bytes but dims={ev.dims} needs {4 * ev.dims} "
-                    f"(little-endian float32)"
-                )
-        else:
+        elif not isinstance(ev, FactRemembered):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
     def head_of(self, fact_id: int) -> int:
@@ -209,15 +199,20 @@ class FactState:
 
     # ------------------------------------------------------------------ fold
 
-    def apply(self, ev: Event) -> list[int]:
-        """Fold one logged event; returns the ids of facts it created or changed."""
+    def apply(self, ev: Event, *, validated: bool = False) -> list[int]:
+        """Fold one logged event; returns the ids of facts it created or changed.
+
+        ``validated=True`` skips the checks for an event that was just validated against this
+        state (the write path); replay runs :meth:`check_applies`.
+        """
         if ev.seq != self.last_seq + 1:
             raise ProjectionError(
                 f"event seq {ev.seq} applied after seq {self.last_seq}; the projection is out of "
                 f"step with the log. Rebuild it with `hmem replay rebuild`"
             )
         try:
-            self.validate(ev)
+            if not validated:
+                self.check_applies(ev)
         except InvalidInput as e:
             raise ProjectionError(f"logged event {ev.seq} is invalid: {e}") from e
         except (FactNotFound, FactForgottenError, FactSuperseded) as e:
@@ -273,13 +268,44 @@ class FactState:
             confidence=ev.confidence,
             source_agent=ev.source_agent,
             source_ref=ev.source_ref,
-            entities=fact_entities(subject, ev.text, ev.entities),
+            entities=ev.entities or fact_entities(subject, ev.text),
             created_at=to_us(ev.tx_at),
             rows=rows,
         )
 
     def in_namespace(self, namespace: str) -> Iterable[Fact]:
         return (f for f in self.facts.values() if f.namespace == namespace)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _check_fields(ev: EventBase) -> None:
+    """Checks of the event's own fields (the write path runs them before appending)."""
+    _check_name("namespace", ev.namespace)
+    for label, value in (("source_agent", ev.source_agent), ("source_ref", ev.source_ref)):
+        if value is not None:
+            _check_text(label, value, MAX_NAME_CHARS, allow_empty=True)
+    if isinstance(ev, FactRemembered):
+        _check_name("subject", ev.subject)
+        _check_statement(ev.text, ev.confidence, ev.entities)
+        vf = to_us(ev.tx_at) if ev.valid_from is None else to_us(ev.valid_from)
+        _check_period(vf, ev.valid_to)
+    elif isinstance(ev, FactRevised):
+        if ev.subject is not None:
+            _check_name("subject", ev.subject)
+        _check_statement(ev.text, ev.confidence, ev.entities)
+        _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+    elif isinstance(ev, FactForgotten):
+        _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+    elif isinstance(ev, EmbeddingRecorded):
+        _check_name("model", ev.model)
+        if ev.dims <= 0 or len(ev.vector) != 4 * ev.dims:
+            raise InvalidInput(
+                f"vector has {len(ev.vector)} bytes but dims={ev.dims} needs {4 * ev.dims} "
+                f"(little-endian float32)"
+            )
 
 
 def _check_text(label: str, value: str, limit: int, *, allow_empty: bool = False) -> None:
@@ -289,15 +315,17 @@ def _check_text(label: str, value: str, limit: int, *, allow_empty: bool = False
         raise InvalidInput(f"{label} is empty; give a non-empty {label}")
     if len(value) > limit:
         raise InvalidInput(f"{label} has {len(value)} characters; the limit is {limit}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InvalidInput(f"{label} is not valid Unicode text ({e.reason} at {e.start})") from e
+    bad = _SURROGATE.search(value)
+    if bad:
+        raise InvalidInput(
+            f"{label} is not valid Unicode text (a lone surrogate at {bad.start()}); "
+            f"decode it with errors='replace' first"
+        )
 
 
 def _check_name(label: str, value: str) -> None:
     _check_text(label, value, MAX_NAME_CHARS)
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if _CONTROL.search(value):
         raise InvalidInput(f"{label} {value!r} contains control characters; remove them")
 
 
@@ -314,9 +342,9 @@ def _check_statement(text: str, confidence: float, entities: tuple[str, ...]) ->
         _check_name("entity", name)
 
 
-def _check_period(valid_from: int, valid_to: object) -> None:
-    if valid_to is not None and to_us(valid_to) <= valid_from:  # type: ignore[arg-type]
+def _check_period(valid_from: int, valid_to: datetime | None) -> None:
+    if valid_to is not None and to_us(valid_to) <= valid_from:
         raise InvalidTime(
-            f"valid_to {valid_to.isoformat()} is not after valid_from "  # type: ignore[attr-defined]
+            f"valid_to {valid_to.isoformat()} is not after valid_from "
             f"{from_us(valid_from).isoformat()}; a fact must be true for some time"
         )

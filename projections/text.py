@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 
-__all__ = ["tokenize", "TextIndex", "STOPWORDS"]
+__all__ = ["tokenize", "term_counts", "TextIndex", "STOPWORDS"]
 
 _WORD = re.compile(r"[^\W_]+")
 STOPWORDS = frozenset(
@@ -35,12 +35,34 @@ def _stem(word: str) -> str:
     return word
 
 
+class _StemCache(dict[str, str]):
+    """word -> index token ('' for a stopword); computed once per distinct word."""
+
+    def __missing__(self, word: str) -> str:
+        token = "" if word in STOPWORDS else _stem(word)
+        if len(self) < 1_000_000:
+            self[word] = token
+        return token
+
+
+_TOKENS = _StemCache()
+
+
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     """Lower-cased, lightly stemmed word tokens; stopwords dropped unless asked to keep them."""
     words = _WORD.findall(text.casefold())
-    if not keep_stopwords:
-        words = [w for w in words if w not in STOPWORDS]
-    return [_stem(w) for w in words]
+    if keep_stopwords:
+        return [_stem(w) for w in words]
+    return [t for t in map(_TOKENS.__getitem__, words) if t]
+
+
+def term_counts(text: str) -> dict[str, int]:
+    """How often each index token occurs in ``text`` (the document's postings)."""
+    counts: dict[str, int] = {}
+    get = counts.get
+    for token in tokenize(text):
+        counts[token] = get(token, 0) + 1
+    return counts
 
 
 class _Postings:
@@ -70,17 +92,19 @@ class TextIndex:
     def __len__(self) -> int:
         return len(self._doc_len)
 
-    def add(self, tokens: list[str]) -> int:
-        """Index one document; returns its number."""
+    def add(self, tokens: list[str] | dict[str, int]) -> int:
+        """Index one document, given its tokens or its term counts; returns its number."""
         doc = len(self._doc_len)
-        for term, tf in Counter(tokens).items():
+        counts = tokens if isinstance(tokens, dict) else Counter(tokens)
+        length = sum(counts.values())
+        for term, tf in counts.items():
             p = self._terms.get(term)
             if p is None:
                 p = self._terms[term] = _Postings()
             p.docs.append(doc)
             p.tfs.append(tf)
-        self._doc_len.append(len(tokens))
-        self._total_len += len(tokens)
+        self._doc_len.append(length)
+        self._total_len += length
         return doc
 
     def score(self, query_tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
