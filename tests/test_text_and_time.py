@@ -1,0 +1,104 @@
+"""Table-driven tests of the tokenizer, the entity rule and time parsing."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from hmem.errors import InvalidTime
+from hmem.timeparse import parse_time
+from projections.entities import extract_entities, fact_entities, normalize_entity
+from projections.text import TextIndex, term_counts, tokenize
+
+UTC = timezone.utc
+
+
+@pytest.mark.parametrize(
+    "text,tokens",
+    [
+        ("Maya lives in London", ["maya", "live", "london"]),
+        ("Where does Maya live?", ["maya", "live"]),
+        ("The cities are busy", ["city", "busy"]),
+        ("boxes, glasses and dishes", ["box", "glass", "dish"]),
+        ("this is his bus", ["bus"]),  # stopwords dropped; "bus" keeps its s
+        ("Café déjà-vu 2025", ["café", "déjà", "vu", "2025"]),
+        ("snake_case word_split", ["snake", "case", "word", "split"]),
+        ("", []),
+    ],
+)
+def test_tokenize(text, tokens):
+    assert tokenize(text) == tokens
+
+
+def test_stopword_only_queries_can_keep_stopwords():
+    assert tokenize("who are you") == []
+    assert tokenize("who are you", keep_stopwords=True) == ["who", "are", "you"]
+
+
+def test_term_counts_match_tokens():
+    assert term_counts("tea, tea and more tea; coffee") == {"tea": 3, "coffee": 1}
+
+
+def test_bm25_prefers_rare_terms_and_shorter_documents():
+    index = TextIndex()
+    index.add(tokenize("maya likes tea"))
+    index.add(tokenize("maya likes coffee"))
+    index.add(tokenize("maya likes coffee very much and many other things besides"))
+    docs, scores = index.score(tokenize("coffee"))
+    ranked = [int(d) for _, d in sorted(zip(scores, docs), reverse=True)]
+    assert ranked == [1, 2]
+    docs, scores = index.score(tokenize("maya tea"))
+    assert int(docs[scores.argmax()]) == 0
+
+
+@pytest.mark.parametrize(
+    "text,entities",
+    [
+        ("Maya lives in London", ["maya", "london"]),
+        ("She moved to New York with Tom", ["new york", "tom"]),
+        ("The meeting is on Monday", []),
+        ("Yesterday I met Dr Chen at MIT", ["dr chen", "mit"]),
+        ("Maya's sister", ["maya"]),
+        ("no capitals here", []),
+    ],
+)
+def test_proper_noun_rule(text, entities):
+    assert extract_entities(text) == entities
+
+
+def test_fact_entities_prefers_the_callers_list():
+    assert fact_entities("Maya", "Maya met Tom in Paris") == ("maya", "tom", "paris")
+    assert fact_entities("Maya", "Maya met Tom", ["Acme  Corp"]) == ("maya", "acme corp")
+    assert normalize_entity("  New   York ") == "new york"
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("2025-01-01", datetime(2025, 1, 1, tzinfo=UTC)),
+        ("2025-01-01T09:30:00Z", datetime(2025, 1, 1, 9, 30, tzinfo=UTC)),
+        ("2025-01-01T09:30:00+02:00", datetime(2025, 1, 1, 7, 30, tzinfo=UTC)),
+        (date(2025, 1, 1), datetime(2025, 1, 1, tzinfo=UTC)),
+        (datetime(2025, 1, 1, 1, tzinfo=timezone(timedelta(hours=1))), datetime(2025, 1, 1, tzinfo=UTC)),
+    ],
+)
+def test_parse_time_accepts(value, expected):
+    got = parse_time(value, "t")
+    assert got == expected and got.tzinfo == UTC
+
+
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("2025-01-01T09:30", "no time zone"),
+        (datetime(2025, 1, 1), "no time zone"),
+        ("last tuesday", "ISO 8601"),
+        ("", "ISO 8601"),
+        (20250101, "must be a datetime"),
+        ("0001-01-01", "outside"),
+    ],
+)
+def test_parse_time_rejects(value, message):
+    with pytest.raises(InvalidTime, match=message):
+        parse_time(value, "t")
