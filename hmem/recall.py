@@ -12,6 +12,7 @@ else the ``as_of`` time, else now); facts from the future count as age 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -123,47 +124,62 @@ def run_recall(
     if index is None or not tokens:
         return RecallResult(query, (), 0, 0)
     docs, relevance = index.text.score(tokens)
-    fact_ids, current, recency, confidence = index.arrays(docs)
     state = projector.state
     seq = projector.last_seq if as_of_seq is None else as_of_seq
-    rows: dict[int, Row] = {}
     if as_of_seq is None and valid_at_us is None:
-        keep = current.astype(bool)
+        keep = index.current_mask(docs)
     else:
-        keep = np.zeros(len(docs), dtype=bool)
-        for i, fid in enumerate(fact_ids.tolist()):
-            fact = state.facts[fid]
-            row = fact.visible_row(seq, valid_at_us)
-            if row is not None and (valid_at_us is not None or fact.is_head_at(seq)):
-                keep[i] = True
-                rows[fid] = row
+        keep = index.visible_mask(docs, seq, valid_at_us)
     if subject is not None:
-        key = subject_key(subject)
-        keys = index.subject_keys
-        keep &= np.fromiter((keys[d] == key for d in docs.tolist()), dtype=bool, count=len(docs))
+        same = index.subject_mask(docs, subject_key(subject))
+        if same is None:
+            return RecallResult(query, (), 0, 0)
+        keep &= same
     idx = np.flatnonzero(keep)
     if not len(idx):
         return RecallResult(query, (), 0, 0)
-    age_days = np.maximum(reference_us - recency[idx], 0) / _DAY_US
+    ids, recency, confidence = index.ranking_arrays(docs[idx])
+    age_days = np.maximum(reference_us - recency, 0) / _DAY_US
     decay = np.power(0.5, age_days / config.half_life_days)
     w = config.recency_weight
-    score = relevance[idx] * confidence[idx] * ((1.0 - w) + w * decay)
-    ids = fact_ids[idx]
-    order = np.lexsort((-ids, -score))  # best score first; newer fact first on ties
+    score = relevance[idx] * confidence * ((1.0 - w) + w * decay)
     hits: list[Hit] = []
     used = 0
-    for rank in order.tolist():
+    for rank in _ranked(score, ids, max(4 * limit, _MIN_TOP)):
         if len(hits) >= limit:
             break
         fact = state.facts[int(ids[rank])]
-        row = rows.get(fact.id) or fact.visible_row(seq, valid_at_us) or fact.rows[-1]
+        row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
         hit = _hit(state.facts, fact, row, float(score[rank]), seq)
         cost = math.ceil(len(hit.render()) / config.chars_per_token)
         if used + cost > max_tokens:
             continue
         hits.append(hit)
         used += cost
-    return RecallResult(query, tuple(hits), used, len(order) - len(hits))
+    return RecallResult(query, tuple(hits), used, len(idx) - len(hits))
+
+
+_MIN_TOP = 32
+
+
+def _ranked(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:
+    """Positions in rank order (best score first; the newer fact, higher id, first on ties).
+
+    Only the ``top`` best are sorted up front; the rest are sorted if the caller gets that far
+    (the token budget skipped many hits). The order is that of a full
+    ``np.lexsort((-ids, -score))``: every position left for later scores strictly worse than
+    every position sorted first.
+    """
+    neg = -score
+    if len(neg) <= top:
+        yield from np.lexsort((-ids, neg)).tolist()
+        return
+    cut = np.partition(neg, top - 1)[top - 1]
+    first = neg <= cut  # at least `top` positions; more if the cut falls on a tie
+    chosen = np.flatnonzero(first)
+    yield from chosen[np.lexsort((-ids[chosen], neg[chosen]))].tolist()
+    rest = np.flatnonzero(~first)
+    yield from rest[np.lexsort((-ids[rest], neg[rest]))].tolist()
 
 
 def _hit(facts: dict[int, Fact], fact: Fact, row: Row, score: float, seq: int) -> Hit:

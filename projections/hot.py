@@ -2,6 +2,20 @@
 
 Rebuilt from the fold state on open and updated per event; never persisted (the DuckDB
 ``postings`` table is the durable text index).
+
+Time travel is answered from arrays too, exactly as :meth:`Fact.visible_row` and
+:meth:`Fact.is_head_at` would answer it, so recall never loops over candidates in Python:
+
+* ``heads``: per document the seqs ``[from, to)`` at which the fact is a *believed head* (some
+  row believed and not yet superseded). It is derived from the rows when they change.
+* ``rows``: per document the fact's version rows (at most two: a world-change revise adds the
+  second) as ``tx_from, tx_to, valid_from, valid_to`` with ``_NEVER`` for an open end; an
+  absent second row is ``0, 0, 0, 0`` (believed at no seq).
+
+A fact that does not fit (more than two rows, or a head period in pieces) is kept in
+``irregular`` and checked row by row; the fold as written never produces one. Both arrays are
+filled on the first time-travel query after documents were added (``_sync``), so building the
+index and recall of current beliefs do not pay for them.
 """
 
 from __future__ import annotations
@@ -15,6 +29,11 @@ from projections.text import TextIndex
 
 __all__ = ["NamespaceIndex"]
 
+_NEVER = 2**63 - 1  # an open end, in seqs or microseconds
+_ROW_SLOTS = 2
+_ROW_FIELDS = 4  # tx_from_seq, tx_to_seq, valid_from, valid_to
+_ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
+
 
 class NamespaceIndex:
     """Documents are facts of one namespace, numbered in creation order."""
@@ -27,21 +46,46 @@ class NamespaceIndex:
         self.recency = array("q")  # valid_from of the fact's first row, microseconds
         self.confidence = array("f")
         self.subject_keys: list[str] = []
+        self.subject_codes = array("q")  # subject_keys as small integers (see _subject_code)
+        self._subject_code: dict[str, int] = {}
+        self.heads = array("q")  # 2 per document: believed head for from <= seq < to
+        self.rows = array("q")  # _ROW_WIDTH per document, see the module docstring
+        self.irregular: dict[int, Fact] = {}  # doc -> fact, visibility checked in Python
+        self._unsynced: list[Fact] = []  # facts of the documents not yet in heads and rows
 
     def __len__(self) -> int:
         return len(self.fact_ids)
 
-    def add(self, fact: Fact, tokens: list[str]) -> None:
-        doc = self.text.add(tokens)
+    def add(self, fact: Fact, tokens: list[str] | dict[str, int]) -> None:
+        doc = self.text.add(tokens)  # type: ignore[arg-type]
         self.fact_ids.append(fact.id)
         self.doc_of[fact.id] = doc
         self.current.append(_is_current(fact))
         self.recency.append(fact.rows[0].valid_from)
         self.confidence.append(fact.confidence)
-        self.subject_keys.append(fact.subject_key)
+        key = fact.subject_key
+        self.subject_keys.append(key)
+        code = self._subject_code.get(key)
+        if code is None:
+            code = self._subject_code[key] = len(self._subject_code)
+        self.subject_codes.append(code)
+        self._unsynced.append(fact)
 
     def update(self, fact: Fact) -> None:
-        self.current[self.doc_of[fact.id]] = _is_current(fact)
+        doc = self.doc_of[fact.id]
+        self.current[doc] = _is_current(fact)
+        synced = len(self.heads) // 2
+        if doc >= synced:
+            self._unsynced[doc - synced] = fact
+            return
+        head, rows = _visibility(fact)
+        if head is None:
+            self.irregular[doc] = fact
+            head = (0, 0)
+        else:
+            self.irregular.pop(doc, None)
+        self.heads[2 * doc : 2 * doc + 2] = array("q", head)
+        self.rows[_ROW_WIDTH * doc : _ROW_WIDTH * (doc + 1)] = array("q", rows)
 
     def arrays(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(fact ids, current flags, recency, confidence) of the given documents."""
@@ -52,6 +96,113 @@ class NamespaceIndex:
             np.frombuffer(self.confidence, dtype=np.float32)[docs],
         )
 
+    def ranking_arrays(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(fact ids, recency, confidence) of the given documents."""
+        return (
+            np.frombuffer(self.fact_ids, dtype=np.int64)[docs],
+            np.frombuffer(self.recency, dtype=np.int64)[docs],
+            np.frombuffer(self.confidence, dtype=np.float32)[docs],
+        )
+
+    def current_mask(self, docs: np.ndarray) -> np.ndarray:
+        """Which documents are current beliefs (believed, unsuperseded heads now)."""
+        return np.frombuffer(self.current, dtype=np.bool_)[docs]
+
+    def visible_mask(self, docs: np.ndarray, seq: int, valid_at: int | None) -> np.ndarray:
+        """Which documents recall shows at ``seq``: without ``valid_at``, the believed heads
+        (``fact.visible_row(seq, None) is not None and fact.is_head_at(seq)``); with it, every
+        fact with a row believed at ``seq`` and valid at ``valid_at``."""
+        if self._unsynced:
+            self._sync()
+        if valid_at is None:
+            h = np.frombuffer(self.heads, dtype=np.int64).reshape(-1, 2)[docs]
+            keep = h[:, 0] <= seq
+            keep &= h[:, 1] > seq
+        else:
+            r = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, _ROW_WIDTH)[docs]
+            keep = np.zeros(len(docs), dtype=bool)
+            for base in range(0, _ROW_WIDTH, _ROW_FIELDS):
+                row = r[:, base] <= seq
+                row &= r[:, base + 1] > seq
+                row &= r[:, base + 2] <= valid_at
+                row &= r[:, base + 3] > valid_at
+                keep |= row
+        if self.irregular:
+            irregular = np.fromiter(self.irregular, dtype=np.int64, count=len(self.irregular))
+            for i in np.flatnonzero(np.isin(docs, irregular)).tolist():
+                fact = self.irregular[int(docs[i])]
+                keep[i] = fact.visible_row(seq, valid_at) is not None and (
+                    valid_at is not None or fact.is_head_at(seq)
+                )
+        return keep
+
+    def subject_mask(self, docs: np.ndarray, key: str) -> np.ndarray | None:
+        """Which documents have this subject key; None if no document has it."""
+        code = self._subject_code.get(key)
+        if code is None:
+            return None
+        return np.frombuffer(self.subject_codes, dtype=np.int64)[docs] == code
+
+    def _sync(self) -> None:
+        """Write heads and rows of the documents added since the last time-travel query."""
+        heads: list[int] = []
+        rows: list[int] = []
+        base = len(self.heads) // 2
+        for i, fact in enumerate(self._unsynced):
+            head, packed = _visibility(fact)
+            if head is None:
+                self.irregular[base + i] = fact
+                head = (0, 0)
+            heads += head
+            rows += packed
+        self.heads.extend(heads)
+        self.rows.extend(rows)
+        self._unsynced.clear()
+
 
 def _is_current(fact: Fact) -> int:
     return int(fact.superseded_by is None and fact.forgotten_seq is None)
+
+
+_NO_ROW = (0, 0, 0, 0)  # believed at no seq
+
+
+def _visibility(fact: Fact) -> tuple[tuple[int, int] | None, tuple[int, ...]]:
+    """(head period, packed rows) of ``fact``; the head period is None (and the fact must be
+    checked row by row) if it is not one period or the fact has more rows than the slots."""
+    packed: tuple[int, ...] = ()
+    for row in fact.rows[:_ROW_SLOTS]:
+        packed += (
+            row.tx_from_seq,
+            _NEVER if row.tx_to_seq is None else row.tx_to_seq,
+            row.valid_from,
+            _NEVER if row.valid_to is None else row.valid_to,
+        )
+    packed += _NO_ROW * (_ROW_SLOTS - len(fact.rows))
+    head = _head_period(fact) if len(fact.rows) <= _ROW_SLOTS else None
+    return head, packed
+
+
+def _head_period(fact: Fact) -> tuple[int, int] | None:
+    """The seqs at which ``fact`` is a believed head, as ``(from, to)``: ``(0, 0)`` if none,
+    None if they are not one period (then only a row-by-row check is exact)."""
+    stop = _NEVER if fact.superseded_by is None else fact.superseded_by
+    if len(fact.rows) == 1:
+        row = fact.rows[0]
+        lo, hi = row.tx_from_seq, min(stop, _NEVER if row.tx_to_seq is None else row.tx_to_seq)
+        return (lo, hi) if lo < hi else (0, 0)
+    spans = sorted(
+        (row.tx_from_seq, min(stop, _NEVER if row.tx_to_seq is None else row.tx_to_seq))
+        for row in fact.rows
+    )
+    start = end = 0
+    for lo, hi in spans:
+        if lo >= hi:
+            continue
+        if start == end:
+            start, end = lo, hi
+        elif lo <= end:
+            end = max(end, hi)
+        else:
+            return None
+    return start, end
