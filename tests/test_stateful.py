@@ -198,14 +198,22 @@ class MemoryMachine(RuleBasedStateMachine):
         }
         assert got == want
 
-    @rule(ns=namespaces, data=st.data())
-    def as_of_time_matches_model(self, ns, data):
-        times = [op.tx for op in self.model.ops] + [START - timedelta(days=1), self.clock.now]
-        t = data.draw(st.sampled_from(times), label="t")
+    @rule(ns=namespaces, data=st.data(), valid_at=opt_dates)
+    def as_of_time_matches_model(self, ns, data, valid_at):
+        """as_of at a transaction *time*: recorded times, one microsecond before them, and
+        arbitrary times around the history."""
+        recorded = [op.tx for op in self.model.ops]
+        t = data.draw(
+            st.sampled_from(recorded) if recorded and data.draw(st.booleans(), label="recorded")
+            else st.datetimes(min_value=datetime(2025, 12, 1), max_value=datetime(2028, 1, 1),
+                              timezones=st.just(timezone.utc)),
+            label="t",
+        )
         t += data.draw(st.sampled_from([timedelta(0), timedelta(microseconds=-1)]), label="dt")
         seq = self.model.seq_at(t)
-        got = {b.id for b in self.m(ns).as_of(t)}
-        assert got == {x[0] for x in self.model.as_of(ns, seq, None)}
+        got = {(b.id, b.valid_from, b.valid_to, b.superseded)
+               for b in self.m(ns).as_of(t, valid_at=valid_at)}
+        assert got == {x[:4] for x in self.model.as_of(ns, seq, valid_at)}
 
     @rule(ns=namespaces, data=st.data(), valid_at=opt_dates)
     def recall_matches_model(self, ns, data, valid_at):
