@@ -23,6 +23,8 @@ __all__ = [
     "UnsupportedFormat",
     "LogWriteFailed",
     "ProjectionError",
+    "EmbedderError",
+    "EmbedderUnavailable",
 ]
 
 
@@ -113,3 +115,13 @@ class LogWriteFailed(LogError):
 
 class ProjectionError(HmemError):
     """The DuckDB projection could not be read or written; it can be rebuilt from the log."""
+
+
+class EmbedderError(HmemError):
+    """An embedder failed (bad response, wrong dims, model mismatch, endpoint error)."""
+
+
+class EmbedderUnavailable(EmbedderError):
+    """The embedder cannot be used here: an extra is not installed or it is not configured.
+
+    The message names the install command or the settings to make."""
