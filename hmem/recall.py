@@ -1,17 +1,27 @@
-"""recall v1: BM25 from the in-memory index, times recency and confidence, within a token budget.
+"""Hybrid recall: ranked signals fused, then weighted by recency, confidence, entities and time.
 
-Ranking is a product of signals so that later signals (vectors, entities, time expressions) plug
-in as further factors or through a fusion step that replaces ``relevance``::
+1. Candidates come from two ranked lists over the facts visible to the query (current beliefs,
+   or those of ``as_of`` / ``valid_at``): BM25 over the text index and, when the store has
+   vectors of the configured model, dense cosine against the query's embedding.
+2. Fusion (``RecallConfig.fusion``): ``"rrf"`` sums ``weight / (rrf_k + rank)`` over the lists
+   a fact appears in; ``"weighted"`` sums each signal's score divided by its best score, times
+   its weight.
+3. The fused relevance is multiplied by factors::
 
-    score = relevance(BM25) * confidence * ((1 - w) + w * 0.5 ** (age_days / half_life_days))
+       confidence
+       * ((1 - w) + w * 0.5 ** (age_days / half_life_days))       recency
+       * (1 + entity_boost * share of the query's entities the fact names)
+       * (1 + time_boost) if the fact's valid period overlaps a time the query names
 
 ``age`` is measured from the fact's valid_from to the reference time (``valid_at`` if given,
-else the ``as_of`` time, else now); facts from the future count as age 0.
+else the ``as_of`` time, else now); facts from the future count as age 0. Every weight lives in
+:class:`RecallConfig`; ``explain=True`` returns each signal's contribution per hit.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,9 +29,11 @@ from datetime import datetime
 import msgspec
 import numpy as np
 
+from projections.entities import extract_entities, normalize_entity
+from projections.hot import NamespaceIndex
 from projections.projector import Projector
 from projections.state import Fact, Row, subject_key
-from projections.text import tokenize
+from projections.text import STOPWORDS, tokenize
 from projections.timeutil import from_us, from_us_opt
 
 __all__ = ["RecallConfig", "Hit", "PastVersion", "RecallResult", "run_recall"]
@@ -38,6 +50,13 @@ class RecallConfig:
     limit: int = 10
     max_tokens: int = 1000
     chars_per_token: float = 4.0
+    fusion: str = "rrf"  # or "weighted"
+    rrf_k: float = 60.0
+    bm25_weight: float = 1.0
+    dense_weight: float = 1.0
+    candidates: int = 100  # taken from each ranked list before fusion
+    entity_boost: float = 0.25
+    time_boost: float = 0.5
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -63,6 +82,7 @@ class Hit(msgspec.Struct, frozen=True):
     source_ref: str | None
     superseded_by: int | None
     history: tuple[PastVersion, ...]
+    explain: dict[str, float] | None = None  # each signal's contribution (explain=True)
 
     def render(self) -> str:
         """One line for a prompt: text, when it was true, what it replaced."""
@@ -118,31 +138,57 @@ def run_recall(
     valid_at_us: int | None,
     reference_us: int,
     subject: str | None,
+    query_vector: np.ndarray | None = None,
+    model: str | None = None,
+    time_range: tuple[int, int] | None = None,
+    explain: bool = False,
 ) -> RecallResult:
     index = projector.indexes.get(namespace)
     tokens = tokenize(query) or tokenize(query, keep_stopwords=True)
-    if index is None or not tokens:
+    if index is None or not len(index):
         return RecallResult(query, (), 0, 0)
-    docs, relevance = index.text.score(tokens)
     state = projector.state
     seq = projector.last_seq if as_of_seq is None else as_of_seq
-    if as_of_seq is None and valid_at_us is None:
-        keep = index.current_mask(docs)
-    else:
-        keep = index.visible_mask(docs, seq, valid_at_us)
-    if subject is not None:
-        same = index.subject_mask(docs, subject_key(subject))
-        if same is None:
-            return RecallResult(query, (), 0, 0)
-        keep &= same
-    idx = np.flatnonzero(keep)
-    if not len(idx):
+    key = None if subject is None else subject_key(subject)
+    if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
         return RecallResult(query, (), 0, 0)
-    ids, recency, confidence = index.ranking_arrays(docs[idx])
+
+    def visible(docs: np.ndarray) -> np.ndarray:
+        if as_of_seq is None and valid_at_us is None:
+            keep = index.current_mask(docs).copy()
+        else:
+            keep = index.visible_mask(docs, seq, valid_at_us)
+        if key is not None:
+            keep &= index.subject_mask(docs, key)  # type: ignore[operator]
+        return keep
+
+    depth = max(config.candidates, 4 * limit)
+    lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if tokens:
+        docs, scores = index.text.score(tokens)
+        keep = visible(docs)
+        lists["bm25"] = _top(docs[keep], scores[keep], depth)
+    vectors = index.vectors.get(model) if model is not None else None
+    if query_vector is not None and vectors is not None:
+        cosines, has = vectors.scores(query_vector, len(index))
+        docs = np.flatnonzero(has)
+        keep = visible(docs)
+        lists["dense"] = _top(docs[keep], cosines[docs[keep]], depth)
+    if not any(len(d) for d, _ in lists.values()):
+        return RecallResult(query, (), 0, 0)
+
+    cand, parts = _fuse(lists, config)
+    relevance = np.sum(list(parts.values()), axis=0)
+    ids, recency, confidence = index.ranking_arrays(cand)
     age_days = np.maximum(reference_us - recency, 0) / _DAY_US
-    decay = np.power(0.5, age_days / config.half_life_days)
     w = config.recency_weight
-    score = relevance[idx] * confidence * ((1.0 - w) + w * decay)
+    recency_factor = (1.0 - w) + w * np.power(0.5, age_days / config.half_life_days)
+    entity_factor = _entity_factor(index, cand, query, config.entity_boost)
+    time_factor = np.ones(len(cand))
+    if time_range is not None:
+        time_factor = _time_factor(state.facts, ids, seq, valid_at_us, time_range, config.time_boost)
+    score = relevance * confidence * recency_factor * entity_factor * time_factor
+
     hits: list[Hit] = []
     used = 0
     for rank in _ranked(score, ids, max(4 * limit, _MIN_TOP)):
@@ -150,13 +196,95 @@ def run_recall(
             break
         fact = state.facts[int(ids[rank])]
         row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
-        hit = _hit(state.facts, fact, row, float(score[rank]), seq)
+        why = None
+        if explain:
+            why = {name: round(float(c[rank]), 6) for name, c in parts.items()}
+            why.update(
+                recency=round(float(recency_factor[rank]), 6),
+                confidence=float(confidence[rank]),
+                entity=round(float(entity_factor[rank]), 6),
+                time=float(time_factor[rank]),
+            )
+        hit = _hit(state.facts, fact, row, float(score[rank]), seq, why)
         cost = math.ceil(len(hit.render()) / config.chars_per_token)
         if used + cost > max_tokens:
             continue
         hits.append(hit)
         used += cost
-    return RecallResult(query, tuple(hits), used, len(idx) - len(hits))
+    return RecallResult(query, tuple(hits), used, len(cand) - len(hits))
+
+
+def _top(docs: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``depth`` best (docs, scores), best first; the newer document first on ties."""
+    if len(docs) > depth:
+        cut = np.argpartition(-scores, depth - 1)[:depth]
+        floor = scores[cut].min()
+        chosen = np.flatnonzero(scores >= floor)  # keep every tie at the cut
+        docs, scores = docs[chosen], scores[chosen]
+    order = np.lexsort((-docs, -scores))[:depth]
+    return docs[order], scores[order]
+
+
+def _fuse(
+    lists: dict[str, tuple[np.ndarray, np.ndarray]], config: RecallConfig
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Candidate documents (sorted) and each signal's contribution to their relevance."""
+    cand = np.unique(np.concatenate([docs for docs, _ in lists.values()]))
+    weights = {"bm25": config.bm25_weight, "dense": config.dense_weight}
+    parts: dict[str, np.ndarray] = {}
+    for name, (docs, scores) in lists.items():
+        contribution = np.zeros(len(cand))
+        pos = np.searchsorted(cand, docs)
+        if config.fusion == "rrf":
+            # Equal scores share a rank (the best of their positions): ties stay ties.
+            ranks = np.searchsorted(-scores, -scores, side="left") + 1.0
+            contribution[pos] = weights[name] / (config.rrf_k + ranks)
+        elif config.fusion == "weighted":
+            best = float(scores.max()) if len(scores) else 0.0
+            if best > 0:
+                contribution[pos] = weights[name] * np.maximum(scores, 0) / best
+        else:
+            raise ValueError(f"unknown fusion {config.fusion!r}; use 'rrf' or 'weighted'")
+        parts[name] = contribution
+    return cand, parts
+
+
+_QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+
+
+def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: float) -> np.ndarray:
+    """1 + boost * (share of the query's entities each candidate names)."""
+    if boost <= 0 or not index.entity_docs:
+        return np.ones(len(cand))
+    words = [normalize_entity(w) for w in _QUERY_WORD.findall(query)]
+    named = set(extract_entities(query))
+    for n in (1, 2, 3):
+        for i in range(len(words) - n + 1):
+            gram = " ".join(words[i : i + n])
+            if gram in index.entity_docs and gram not in STOPWORDS:
+                named.add(gram)
+    named &= index.entity_docs.keys()
+    if not named:
+        return np.ones(len(cand))
+    hits = np.zeros(len(cand))
+    for name in named:
+        hits += np.isin(cand, np.frombuffer(index.entity_docs[name], dtype=np.int64))
+    return 1.0 + boost * hits / len(named)
+
+
+def _time_factor(
+    facts: dict[int, Fact], ids: np.ndarray, seq: int, valid_at_us: int | None,
+    time_range: tuple[int, int], boost: float,
+) -> np.ndarray:
+    """1 + boost for candidates whose valid period overlaps [start, end)."""
+    start, end = time_range
+    out = np.ones(len(ids))
+    for i, fid in enumerate(ids.tolist()):
+        fact = facts[fid]
+        row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
+        if row.valid_from < end and (row.valid_to is None or row.valid_to > start):
+            out[i] += boost
+    return out
 
 
 _MIN_TOP = 32
@@ -182,7 +310,10 @@ def _ranked(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:
     yield from rest[np.lexsort((-ids[rest], neg[rest]))].tolist()
 
 
-def _hit(facts: dict[int, Fact], fact: Fact, row: Row, score: float, seq: int) -> Hit:
+def _hit(
+    facts: dict[int, Fact], fact: Fact, row: Row, score: float, seq: int,
+    explain: dict[str, float] | None = None,
+) -> Hit:
     history = []
     prev_id, kind = fact.supersedes, fact.revision
     while prev_id is not None:
@@ -207,4 +338,5 @@ def _hit(facts: dict[int, Fact], fact: Fact, row: Row, score: float, seq: int) -
         source_ref=fact.source_ref,
         superseded_by=superseded_by,
         history=tuple(history),
+        explain=explain,
     )

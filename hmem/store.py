@@ -16,11 +16,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from eventlog.events import Event, EventBase
+from eventlog.events import (
+    EmbeddingRecorded,
+    Event,
+    EventBase,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+)
 from eventlog.log import EventLog, FsyncPolicy
-from hmem.errors import StoreNotFound
+from hmem.errors import InvalidInput, StoreNotFound
 from projections.duck import DuckProjection
 from projections.projector import Projector
+from projections.state import check_fields
 from replay.rebuild import Progress, rebuild_projection
 
 __all__ = ["Store", "StoreNotFound", "default_root"]
@@ -104,9 +112,36 @@ class Store:
 
     def append(self, event: EventBase) -> Event:
         """Validate, log (durably, per the fsync policy) and apply one event."""
-        self.projector.state.validate(event)
-        stamped = self.log.append(event)
-        self.projector.apply(stamped, validated=True)
+        return self.append_batch([event])[0]
+
+    def append_batch(self, events: list[EventBase]) -> list[Event]:
+        """Validate, then log as one write (one fsync) and apply, a batch of events.
+
+        Each event is validated against the state before the batch, except that an
+        ``EmbeddingRecorded`` may refer to a fact created earlier in the same batch (its id is
+        the seq that fact will get). A batch may revise or forget a fact only once. All or
+        nothing: an invalid event rejects the whole batch before anything is written.
+        """
+        state = self.projector.state
+        base = self.log.last_seq
+        created: dict[int, str] = {}  # seq -> namespace of facts the batch creates
+        touched: set[int] = set()
+        for i, ev in enumerate(events):
+            if isinstance(ev, EmbeddingRecorded) and ev.fact_id in created:
+                check_fields(ev)
+                if created[ev.fact_id] != ev.namespace:
+                    raise InvalidInput("an embedding must be in its fact's namespace")
+            else:
+                state.validate(ev)
+            if isinstance(ev, (FactRevised, FactForgotten)):
+                if ev.fact_id in touched:
+                    raise InvalidInput(f"fact {ev.fact_id} is revised or forgotten twice in one batch")
+                touched.add(ev.fact_id)
+            if isinstance(ev, (FactRemembered, FactRevised)):
+                created[base + i + 1] = ev.namespace
+        stamped = self.log.append_many(events)
+        for ev in stamped:
+            self.projector.apply(ev, validated=True)
         return stamped
 
     def tables(self):  # type: ignore[no-untyped-def]

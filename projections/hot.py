@@ -24,6 +24,7 @@ from array import array
 
 import numpy as np
 
+from projections.dense import DocVectors
 from projections.state import Fact
 from projections.text import TextIndex
 
@@ -52,6 +53,8 @@ class NamespaceIndex:
         self.rows = array("q")  # _ROW_WIDTH per document, see the module docstring
         self.irregular: dict[int, Fact] = {}  # doc -> fact, visibility checked in Python
         self._unsynced: list[Fact] = []  # facts of the documents not yet in heads and rows
+        self.entity_docs: dict[str, array] = {}  # entity -> documents mentioning it
+        self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
 
     def __len__(self) -> int:
         return len(self.fact_ids)
@@ -70,6 +73,18 @@ class NamespaceIndex:
             code = self._subject_code[key] = len(self._subject_code)
         self.subject_codes.append(code)
         self._unsynced.append(fact)
+        for name in fact.entities:
+            docs = self.entity_docs.get(name)
+            if docs is None:
+                docs = self.entity_docs[name] = array("q")
+            docs.append(doc)
+
+    def set_vector(self, fact_id: int, model: str, vector: np.ndarray) -> None:
+        """Record ``fact_id``'s vector from ``model`` (a later one replaces an earlier one)."""
+        vectors = self.vectors.get(model)
+        if vectors is None:
+            vectors = self.vectors[model] = DocVectors(model, len(vector))
+        vectors.set(self.doc_of[fact_id], vector)
 
     def update(self, fact: Fact) -> None:
         doc = self.doc_of[fact.id]

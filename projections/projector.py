@@ -6,14 +6,16 @@ import gc
 from array import array
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 from eventlog.events import EmbeddingRecorded, Event, FactRemembered, FactRevised
 from projections.duck import DuckProjection, EventRow
 from projections.hot import NamespaceIndex
 from projections.state import Vector
-from projections.text import term_counts
+from projections.text import term_counts, tokenize
 from projections.timeutil import to_us
 
-__all__ = ["Projector", "BULK_FLUSH_EVENTS"]
+__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_text"]
 
 BULK_FLUSH_EVENTS = 50_000
 
@@ -65,7 +67,9 @@ class Projector:
                 index = indexes.get(fact.namespace)
                 if index is None:
                     index = indexes[fact.namespace] = NamespaceIndex()
-                index.add(fact, term_counts(fact.text))  # type: ignore[arg-type]
+                index.add(fact, term_counts(index_text(fact.subject, fact.text)))  # type: ignore[arg-type]
+            for vec in self.state.vectors:
+                indexes[vec.namespace].set_vector(vec.fact_id, vec.model, _floats(vec.vector))
             self._indexes = indexes
         return self._indexes
 
@@ -78,7 +82,7 @@ class Projector:
         indexes = self._indexes
         if isinstance(ev, (FactRemembered, FactRevised)):
             fact = self.state.facts[ev.seq]
-            counts = term_counts(fact.text)
+            counts = term_counts(index_text(fact.subject, fact.text))
             fact.doc_len = sum(counts.values())
             self._new.append((fact.id, counts))
             if indexes is not None:
@@ -91,6 +95,8 @@ class Projector:
                 index.add(fact, counts)  # type: ignore[arg-type]
         elif isinstance(ev, EmbeddingRecorded):
             self._new_vectors.append(self.state.vectors[-1])
+            if indexes is not None:
+                indexes[ev.namespace].set_vector(ev.fact_id, ev.model, _floats(ev.vector))
         elif indexes is not None:
             for fid in changed:
                 other = self.state.facts[fid]
@@ -145,3 +151,16 @@ def _event_row(ev: Event) -> EventRow:
         ev.seq, ev.__struct_config__.tag, to_us(ev.tx_at), ev.namespace, fact_id, target,  # type: ignore[arg-type]
         ev.source_agent, ev.source_ref, reason,
     )
+
+
+def index_text(subject: str, text: str) -> str:
+    """What the text index (and embedders) see of a fact: its text, led by its subject when
+    the text does not already contain the subject's words."""
+    subject_words = set(tokenize(subject))
+    if subject_words and not subject_words <= set(tokenize(text)):
+        return f"{subject}: {text}"
+    return text
+
+
+def _floats(vector: bytes) -> np.ndarray:
+    return np.frombuffer(vector, dtype="<f4")

@@ -49,7 +49,7 @@ from hmem.errors import (
 from projections.entities import fact_entities
 from projections.timeutil import from_us, to_us
 
-__all__ = ["Row", "Fact", "Vector", "FactState", "MAX_TEXT_CHARS"]
+__all__ = ["Row", "Fact", "Vector", "FactState", "MAX_TEXT_CHARS", "check_fields"]
 
 MAX_TEXT_CHARS = 100_000
 MAX_NAME_CHARS = 500
@@ -150,7 +150,7 @@ class FactState:
 
     def validate(self, ev: EventBase) -> None:
         """Raise a typed error if ``ev`` (stamped with its tx_at) may not be appended now."""
-        _check_fields(ev)
+        check_fields(ev)
         self.check_applies(ev)
 
     def check_applies(self, ev: EventBase) -> None:
@@ -281,7 +281,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def _check_fields(ev: EventBase) -> None:
+def check_fields(ev: EventBase) -> None:
     """Checks of the event's own fields (the write path runs them before appending)."""
     _check_name("namespace", ev.namespace)
     for label, value in (("source_agent", ev.source_agent), ("source_ref", ev.source_ref)):
