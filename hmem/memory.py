@@ -20,12 +20,21 @@ from eventlog.events import (
     FactRevised,
 )
 from eventlog.log import FsyncPolicy
-from hmem.errors import InvalidInput, InvalidTime, StoreClosed
+from hmem.embedders import Embedder, check_output, resolve_embedder
+from hmem.errors import (
+    EmbedderError,
+    EmbedderUnavailable,
+    InvalidInput,
+    InvalidTime,
+    StoreClosed,
+)
 from hmem.recall import RecallConfig, RecallResult, run_recall
 from hmem.store import Store, default_root
+from hmem.timeexpr import parse_time_expression
 from hmem.timeparse import TimeLike, parse_time, parse_time_opt
 from hmem.views import Belief, Diff, FactView, Stats, Why, fact_view
 from projections.entities import fact_entities
+from projections.projector import index_text
 from projections.state import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as _as_of
@@ -66,6 +75,7 @@ class Memory:
         clock: Clock = utc_now,
         source_agent: str | None = None,
         recall_config: RecallConfig | None = None,
+        embedder: Embedder | str | None = "auto",
         flush_every: int = 256,
         _store: Store | None = None,
         _lock: threading.RLock | None = None,
@@ -73,6 +83,9 @@ class Memory:
         _check_namespace(namespace)
         self.namespace = namespace
         self.clock = clock
+        self._embedder_spec = embedder
+        self._embedder_resolved = False
+        self._embedder_obj: Embedder | None = None
         self.source_agent = source_agent
         self.recall_config = recall_config or RecallConfig()
         self._lock = _lock or threading.RLock()
@@ -100,11 +113,20 @@ class Memory:
         return list(self._open().notes)
 
     def in_namespace(self, namespace: str) -> Memory:
-        """A view of the same open store in another namespace (shares the writer)."""
+        """A view of the same open store in another namespace (shares the writer and embedder)."""
         return Memory(
             namespace=namespace, clock=self.clock, source_agent=self.source_agent,
-            recall_config=self.recall_config, _store=self._open(), _lock=self._lock,
+            recall_config=self.recall_config, embedder=self.embedder, _store=self._open(),
+            _lock=self._lock,
         )
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder new facts and queries are embedded with (resolved on first use)."""
+        if not self._embedder_resolved:
+            self._embedder_obj = resolve_embedder(self._embedder_spec)
+            self._embedder_resolved = True
+        return self._embedder_obj
 
     def close(self) -> None:
         """Write the projection, sync the log, release the writer lock. Idempotent."""
@@ -140,10 +162,40 @@ class Memory:
         last = store.log.last_tx_at
         return now if now > last else last
 
-    def _append(self, make: Callable[[datetime], EventBase]) -> int:
+    def _append(
+        self, make: Callable[[datetime], EventBase], vector: np.ndarray | None = None
+    ) -> int:
+        """Append one event (and, atomically with it, the new fact's vector); returns its seq."""
         with self._lock:
             store = self._open()
-            return store.append(make(self._now(store))).seq
+            tx = self._now(store)
+            events = [make(tx)]
+            if vector is not None:
+                events.append(self._embedding_event(tx, store.log.last_seq + 1, vector))
+            return store.append_batch(events)[0].seq
+
+    def _embedding_event(self, tx: datetime, fact_id: int, vector: np.ndarray) -> EmbeddingRecorded:
+        embedder = self.embedder
+        assert embedder is not None
+        return EmbeddingRecorded(
+            tx_at=tx, namespace=self.namespace, fact_id=fact_id, model=embedder.model,
+            dims=embedder.dims, vector=np.asarray(vector, dtype="<f4").tobytes(),
+            source_agent=self.source_agent,
+        )
+
+    def _embed(self, pairs: list[tuple[str, str]]) -> np.ndarray | None:
+        """Vectors of (subject, text) pairs with the configured embedder, or None without one."""
+        embedder = self.embedder
+        if embedder is None or not pairs:
+            return None
+        texts = [index_text(subject, text) for subject, text in pairs]
+        return check_output(embedder, texts, embedder.embed(texts))
+
+    def _embed_one(self, subject: str, text: str) -> np.ndarray | None:
+        if not isinstance(subject, str) or not isinstance(text, str) or not text.strip():
+            return None  # validation reports it; never send junk to a model
+        vectors = self._embed([(subject, text)])
+        return None if vectors is None else vectors[0]
 
     def remember(
         self,
@@ -166,13 +218,59 @@ class Memory:
         vt = parse_time_opt(valid_to, "valid_to")
         subject, text = _strip(subject, "subject"), _strip(text, "text")
         ents = fact_entities(subject, text, _entities(entities))
+        vector = self._embed_one(subject, text)
         return self._append(
             lambda tx: FactRemembered(
                 tx_at=tx, namespace=self.namespace, subject=subject, text=text,
                 valid_from=vf, valid_to=vt, confidence=confidence, entities=ents,
                 source_agent=source_agent or self.source_agent, source_ref=source_ref,
-            )
+            ),
+            vector,
         )
+
+    def remember_many(self, facts: Iterable[dict[str, Any]]) -> list[int]:
+        """Remember many facts as one write (one fsync; embeddings computed in one batch).
+
+        Each item holds ``remember``'s arguments by name, e.g.
+        ``{"subject": "maya", "text": "...", "valid_from": "2025-01-01"}``. All or nothing:
+        one invalid item rejects the batch. Returns the new ids in order.
+        """
+        items = [dict(item) for item in facts]
+        prepared = []
+        for item in items:
+            unknown = set(item) - _REMEMBER_ARGS
+            if unknown or not {"subject", "text"} <= set(item):
+                raise InvalidInput(
+                    f"each item needs subject and text and may have {sorted(_REMEMBER_ARGS)}; "
+                    f"got {sorted(item)}"
+                )
+            subject, text = _strip(item["subject"], "subject"), _strip(item["text"], "text")
+            prepared.append((
+                subject, text,
+                parse_time_opt(item.get("valid_from"), "valid_from"),
+                parse_time_opt(item.get("valid_to"), "valid_to"),
+                fact_entities(subject, text, _entities(item.get("entities", ()))),
+                item,
+            ))
+        vectors = self._embed([(p[0], p[1]) for p in prepared])
+        with self._lock:
+            store = self._open()
+            tx = self._now(store)
+            events: list[EventBase] = []
+            ids = []
+            for i, (subject, text, vf, vt, ents, item) in enumerate(prepared):
+                fid = store.log.last_seq + len(events) + 1
+                ids.append(fid)
+                events.append(FactRemembered(
+                    tx_at=tx, namespace=self.namespace, subject=subject, text=text,
+                    valid_from=vf, valid_to=vt, confidence=item.get("confidence", 1.0),
+                    entities=ents, source_agent=item.get("source_agent") or self.source_agent,
+                    source_ref=item.get("source_ref"),
+                ))
+                if vectors is not None:
+                    events.append(self._embedding_event(tx, fid, vectors[i]))
+            store.append_batch(events)
+            return ids
 
     def revise(
         self,
@@ -205,13 +303,15 @@ class Memory:
             old = store.projector.state.lookup(fid, self.namespace)
             agent = source_agent or self.source_agent or old.source_agent
             ents = fact_entities(subject or old.subject, text, _entities(entities))
+            vector = self._embed_one(subject or old.subject, text)
             return self._append(
                 lambda tx: FactRevised(
                     tx_at=tx, namespace=self.namespace, fact_id=fid, text=text,
                     subject=subject, valid_from=vf,
                     valid_to=vt, confidence=confidence, entities=ents, reason=reason,
                     source_agent=agent, source_ref=source_ref,
-                )
+                ),
+                vector,
             )
 
     def forget(
@@ -270,12 +370,17 @@ class Memory:
         as_of: TxPoint | None = None,
         valid_at: TimeLike | None = None,
         subject: str | None = None,
+        reference_time: TimeLike | None = None,
+        explain: bool = False,
     ) -> RecallResult:
         """The facts most relevant to ``query``, best first, within ``max_tokens`` (~4 chars each).
 
         By default: current beliefs only (forgotten and superseded facts are left out, but each
         hit shows the versions it replaced). ``as_of``: what was believed then. ``valid_at``:
         what was true in the world then, including versions later superseded by a world change.
+        Time expressions in the query ("last summer", "in March 2023") favour facts valid then,
+        read relative to ``reference_time`` (default: now). ``explain=True`` puts each signal's
+        contribution on every hit.
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty; ask about something, e.g. 'where does maya live'")
@@ -294,12 +399,69 @@ class Memory:
                 ref = store.projector.tx_times[seq - 1] if seq else 0
             else:
                 ref = to_us(self._now(store))
+            model, query_vector = self._query_vector(store, query)
+            when = parse_time_opt(reference_time, "reference_time") or self._now(store)
+            time_range = query_time_range(query, when)
+            if time_range is not None:
+                ref = min(ref, time_range[1])  # "last summer": age counts from then, not now
             return run_recall(
                 store.projector, self.namespace, query, config=cfg, limit=limit,
                 max_tokens=max_tokens, as_of_seq=seq,
                 valid_at_us=None if valid is None else to_us(valid), reference_us=ref,
-                subject=subject,
+                subject=subject, query_vector=query_vector, model=model,
+                time_range=time_range, explain=explain,
             )
+
+    def _query_vector(self, store: Store, query: str) -> tuple[str | None, np.ndarray | None]:
+        """(model, query vector) when this namespace has vectors of the configured model."""
+        embedder = self.embedder
+        if embedder is None:
+            return None, None
+        index = store.projector.indexes.get(self.namespace)
+        vectors = None if index is None else index.vectors.get(embedder.model)
+        if vectors is None:
+            return None, None
+        if vectors.dims != embedder.dims:
+            raise EmbedderError(
+                f"stored vectors of {embedder.model!r} have {vectors.dims} dims but the embedder "
+                f"makes {embedder.dims}; re-embed with `hmem reembed` or use the original model"
+            )
+        vector = check_output(embedder, [query], embedder.embed([query]))[0]
+        return embedder.model, vector
+
+    def reembed(
+        self, *, batch_size: int = 64, progress: Progress | None = None
+    ) -> int:
+        """Embed, with the configured embedder, every fact of this namespace that has no vector
+        from its model yet (history included, so time travel can use vectors too). Appends one
+        ``EmbeddingRecorded`` per fact; returns how many."""
+        embedder = self.embedder
+        if embedder is None:
+            raise EmbedderUnavailable(
+                "no embedder is configured; pass embedder='local' (pip install 'hmem[local]'), "
+                "'openai' or an Embedder"
+            )
+        with self._lock:
+            store = self._open()
+            state = store.projector.state
+            have = {v.fact_id for v in state.vectors if v.model == embedder.model}
+            todo = sorted(f.id for f in state.in_namespace(self.namespace) if f.id not in have)
+        done = 0
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            facts = [state.facts[i] for i in chunk]
+            vectors = self._embed([(f.subject, f.text) for f in facts])
+            assert vectors is not None
+            with self._lock:
+                store = self._open()
+                tx = self._now(store)
+                store.append_batch([
+                    self._embedding_event(tx, fid, vec) for fid, vec in zip(chunk, vectors)
+                ])
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(todo))
+        return done
 
     def get(self, fact_id: int) -> FactView:
         """One fact with its provenance and every version row."""
@@ -445,6 +607,20 @@ class Memory:
             store = self._read()
             store.tables()
             return verify_projection(store.log, store.db)
+
+
+_REMEMBER_ARGS = {
+    "subject", "text", "valid_from", "valid_to", "confidence", "entities", "source_agent",
+    "source_ref",
+}
+
+
+def query_time_range(query: str, reference: datetime) -> tuple[int, int] | None:
+    """The valid-time range a query names ("last summer"), in microseconds, if any."""
+    found = parse_time_expression(query, reference)
+    if found is None or found.asks_when:
+        return None  # "when did ..." names no period to favour
+    return to_us(found.start), to_us(found.end)
 
 
 def _check_namespace(namespace: object) -> None:

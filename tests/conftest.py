@@ -23,3 +23,6 @@ settings.load_profile(PROFILE)
 def examples(*, dev: int, ci: int) -> int:
     """Per-test example counts for the two profiles."""
     return ci if PROFILE == "ci" else dev
+
+# Tests choose their embedder explicitly; "auto" must not pick up an installed local model.
+os.environ.setdefault("HMEM_EMBEDDER", "none")

@@ -1,0 +1,142 @@
+"""Hybrid recall with an embedder: vectors as events, fusion, explain, reembed, mismatches."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from eventlog.events import EmbeddingRecorded
+from hmem import Memory, errors
+from hmem.embedders import HashEmbedder
+from hmem.recall import RecallConfig
+
+UTC = timezone.utc
+
+
+@pytest.fixture
+def mem(tmp_path):
+    with Memory(tmp_path / "s", embedder="hash-64") as m:
+        yield m
+
+
+def test_each_fact_is_logged_with_its_vector_in_one_write(mem):
+    a = mem.remember("maya", "Maya lives in London")
+    b = mem.revise(a, "Maya lives in Paris", valid_from="2030-01-01")
+    events = list(mem._store.log.read())
+    assert [type(e).__name__ for e in events] == [
+        "FactRemembered", "EmbeddingRecorded", "FactRevised", "EmbeddingRecorded"
+    ]
+    assert [e.fact_id for e in events if isinstance(e, EmbeddingRecorded)] == [a, b]
+    assert mem.stats().vectors == 2
+    assert any(isinstance(e, EmbeddingRecorded) for e in mem.why(b).events)
+    assert mem.verify().ok
+
+
+def test_dense_finds_what_bm25_cannot(mem):
+    target = mem.remember("tom", "Tom adores londoners")
+    mem.remember("tom", "Tom owns a bicycle")
+    # no shared token with "londoner's" after stemming? "londoners" -> "londoner"; query uses
+    # "london": BM25 has no match, the trigram vectors do.
+    hits = mem.recall("london", explain=True)
+    assert hits[0].id == target
+    assert hits[0].explain["dense"] > 0 and hits[0].explain.get("bm25", 0) == 0
+
+
+def test_explain_shows_every_signal(mem):
+    mem.remember("maya", "Maya lives in London", valid_from="2025-01-01")
+    hit = mem.recall("where does Maya live", explain=True)[0]
+    assert set(hit.explain) >= {"bm25", "dense", "recency", "confidence", "entity", "time"}
+    assert hit.explain["entity"] > 1.0  # the query names Maya
+
+
+def test_weighted_fusion_is_selectable(tmp_path):
+    cfg = RecallConfig(fusion="weighted", dense_weight=0.0)
+    with Memory(tmp_path / "s", embedder="hash-64", recall_config=cfg) as m:
+        a = m.remember("maya", "Maya likes tea")
+        m.remember("maya", "Maya likes coffee")
+        hit = m.recall("tea", explain=True)[0]
+        assert hit.id == a and hit.explain["dense"] == 0.0
+
+
+def test_remember_many_is_all_or_nothing(mem):
+    ids = mem.remember_many([
+        {"subject": "maya", "text": "Maya likes tea", "source_ref": "s1:t1"},
+        {"subject": "maya", "text": "Maya likes jazz", "valid_from": "2025-01-01"},
+    ])
+    assert ids == [1, 3]  # each fact followed by its vector
+    before = mem.last_seq
+    with pytest.raises(errors.InvalidInput):
+        mem.remember_many([{"subject": "maya", "text": "fine"}, {"subject": "maya", "text": ""}])
+    with pytest.raises(errors.InvalidInput):
+        mem.remember_many([{"subject": "maya", "text": "x", "colour": "red"}])
+    assert mem.last_seq == before
+    assert [h.id for h in mem.recall("maya likes", limit=5)] == [1, 3]  # 3 is older (valid_from)
+
+
+def test_reembed_fills_missing_vectors_once(tmp_path):
+    path = tmp_path / "s"
+    with Memory(path, embedder=None) as m:
+        a = m.remember("maya", "Maya likes tea")
+        m.revise(a, "Maya likes green tea")
+        m.in_namespace("other").remember("tom", "Tom likes rugby")
+    with Memory(path, embedder="hash-64") as m:
+        assert m.recall("tea", explain=True)[0].explain.get("dense") is None
+        assert m.reembed() == 2  # history included; the other namespace untouched
+        assert m.reembed() == 0
+        assert m.stats().vectors == 2
+        assert m.recall("tea", explain=True)[0].explain["dense"] > 0
+        assert m.in_namespace("other").reembed() == 1
+        assert m.verify().ok
+
+
+def test_reembed_without_an_embedder_is_a_clear_error(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        with pytest.raises(errors.EmbedderUnavailable, match="hmem\\[local\\]"):
+            m.reembed()
+
+
+def test_dims_mismatch_is_an_error_not_a_wrong_answer(tmp_path):
+    path = tmp_path / "s"
+    with Memory(path, embedder=HashEmbedder(64, model="shared-name")) as m:
+        m.remember("maya", "Maya likes tea")
+    with Memory(path, embedder=HashEmbedder(32, model="shared-name")) as m:
+        with pytest.raises(errors.EmbedderError, match="64 dims"):
+            m.recall("tea")
+
+
+def test_vectors_of_another_model_are_not_used(tmp_path):
+    path = tmp_path / "s"
+    with Memory(path, embedder=HashEmbedder(64, model="model-a")) as m:
+        m.remember("maya", "Maya likes tea")
+    with Memory(path, embedder=HashEmbedder(64, model="model-b")) as m:
+        hit = m.recall("tea", explain=True)[0]
+        assert "dense" not in hit.explain  # BM25 only until model-b vectors exist
+
+
+def test_bad_embedder_output_is_rejected_before_anything_is_written(tmp_path):
+    class Broken:
+        model, dims = "broken", 4
+
+        def embed(self, texts):
+            return np.full((len(texts), 4), np.nan, dtype=np.float32)
+
+    with Memory(tmp_path / "s", embedder=Broken()) as m:
+        with pytest.raises(errors.EmbedderError, match="NaN"):
+            m.remember("maya", "x")
+        assert m.last_seq == 0
+
+
+def test_time_expression_in_the_query_favours_facts_valid_then(tmp_path):
+    clock = lambda: datetime(2026, 6, 15, tzinfo=UTC)  # noqa: E731
+    with Memory(tmp_path / "s", embedder=None, clock=clock) as m:
+        old = m.remember("maya", "Maya went hiking", valid_from="2025-07-10",
+                         valid_to="2025-07-11")
+        new = m.remember("maya", "Maya went hiking", valid_from="2026-06-01",
+                         valid_to="2026-06-02")
+        assert m.recall("hiking")[0].id == new  # recency wins without a time phrase
+        hit = m.recall("hiking last summer", explain=True)[0]
+        assert hit.id == old and hit.explain["time"] > 1.0
+        hit = m.recall("hiking last summer", reference_time=datetime(2027, 3, 1, tzinfo=UTC))[0]
+        assert hit.id == new  # relative to 2027, last summer is 2026
