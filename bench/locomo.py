@@ -1,0 +1,256 @@
+"""LoCoMo retrieval benchmark (no LLM): evidence recall@k of hmem's recall.
+
+    python -m bench.locomo                       # hybrid with the local embedder (if installed)
+    python -m bench.locomo --configs bm25,dense,hybrid,best --out bench/out/locomo.json
+
+Each conversation goes into its own namespace, one fact per turn: subject = speaker,
+valid_from = the session's date, source_ref = dia_id, the image caption appended when present.
+Each question (categories 1-4; 5 is adversarial and excluded) is asked with the conversation's
+last session date as the reference time. Metric: |evidence ∩ dia_ids of the top-k hits| /
+|evidence|, for k = 5, 10, 25, by category and overall, for the development split (conv-26,
+conv-30: the only conversations any knob was tuned on) and the eight held-out conversations,
+reported separately.
+
+Categories follow LoCoMo's own code: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop
+(Mem0's paper labels the same numbers differently).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hmem import Memory
+from hmem.recall import RecallConfig
+
+DEV = ("conv-26", "conv-30")
+KS = (5, 10, 25)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
+
+# name -> (embedder spec, RecallConfig); "best" is the configuration chosen on the dev split.
+CONFIGS: dict[str, tuple[str | None, RecallConfig]] = {
+    "bm25": (None, RecallConfig()),
+    "dense": ("local", RecallConfig(bm25_weight=0.0)),
+    "hybrid": ("local", RecallConfig()),
+}
+
+
+@dataclass
+class Question:
+    sample: str
+    text: str
+    category: int
+    evidence: frozenset[str]
+
+
+@dataclass
+class Scores:
+    hits: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
+    tokens: dict[int, list[int]] = field(default_factory=lambda: {k: [] for k in KS})
+
+
+def parse_session_date(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> an aware UTC datetime."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+
+
+def parse_evidence(items: list[str]) -> frozenset[str]:
+    """Normalise LoCoMo's evidence ids, including its known warts ('D8:6; D9:17', 'D:11:26',
+    'D30:05', several ids in one string); unparseable fragments are dropped."""
+    out = set()
+    for item in items:
+        for piece in re.split(r"[;,\s]+", str(item)):
+            m = _EVIDENCE.fullmatch(piece.strip())
+            if m:
+                out.add(f"D{int(m.group(1))}:{int(m.group(2))}")
+    return frozenset(out)
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    text = str(turn.get("text", "")).strip()
+    caption = turn.get("blip_caption")
+    if caption:
+        text = f"{text} [shares a photo: {caption}]".strip()
+    return text
+
+
+def sessions(conv: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
+    """(date, turns) of every session that has turns (conv-26 lists dates without sessions)."""
+    out = []
+    n = 1
+    while f"session_{n}_date_time" in conv:
+        turns = conv.get(f"session_{n}") or []
+        if turns:
+            out.append((parse_session_date(conv[f"session_{n}_date_time"]), turns))
+        n += 1
+    return out
+
+
+def load(path: Path) -> tuple[list[dict[str, Any]], list[Question], int]:
+    data = json.loads(path.read_text())
+    questions, skipped = [], 0
+    for sample in data:
+        for qa in sample["qa"]:
+            if qa["category"] not in CATEGORIES:
+                continue
+            evidence = parse_evidence(qa.get("evidence", []))
+            if not evidence:
+                skipped += 1
+                continue
+            questions.append(Question(sample["sample_id"], qa["question"], qa["category"], evidence))
+    return data, questions, skipped
+
+
+def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
+    """Store every turn of a conversation in its namespace; returns the last session's date."""
+    ns = m.in_namespace(sample["sample_id"])
+    last = None
+    for date, turns in sessions(sample["conversation"]):
+        ns.remember_many([
+            {
+                "subject": t["speaker"], "text": turn_text(t), "valid_from": date,
+                "source_ref": t["dia_id"], "source_agent": "locomo",
+            }
+            for t in turns if turn_text(t)
+        ])
+        last = date
+    assert last is not None
+    return last
+
+
+def evaluate(
+    m: Memory, data: list[dict[str, Any]], questions: list[Question], config: RecallConfig,
+    reference: dict[str, datetime],
+) -> tuple[dict[str, dict[int, Scores]], list[float]]:
+    """Scores by split and category, and recall latencies in seconds."""
+    by: dict[str, dict[int, Scores]] = {"dev": {}, "held-out": {}}
+    latencies = []
+    views = {s["sample_id"]: m.in_namespace(s["sample_id"]) for s in data}
+    for q in questions:
+        mem = views[q.sample]
+        mem.recall_config = config
+        t0 = time.perf_counter()
+        result = mem.recall(q.text, limit=max(KS), max_tokens=10**9,
+                            reference_time=reference[q.sample])
+        latencies.append(time.perf_counter() - t0)
+        split = "dev" if q.sample in DEV else "held-out"
+        scores = by[split].setdefault(q.category, Scores())
+        for k in KS:
+            top = result.hits[:k]
+            found = {h.source_ref for h in top} & q.evidence
+            scores.hits[k].append(len(found) / len(q.evidence))
+            scores.tokens[k].append(sum(math.ceil(len(h.render()) / 4) for h in top))
+    return by, latencies
+
+
+def summarize(by: dict[str, dict[int, Scores]], latencies: list[float]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for split, cats in by.items():
+        rows: dict[str, Any] = {}
+        every = Scores()
+        for cat, sc in sorted(cats.items()):
+            rows[CATEGORIES[cat]] = _row(sc)
+            for k in KS:
+                every.hits[k] += sc.hits[k]
+                every.tokens[k] += sc.tokens[k]
+        rows["overall"] = _row(every)
+        out[split] = rows
+    lat = sorted(latencies)
+    out["latency_ms"] = {
+        "p50": 1000 * lat[len(lat) // 2],
+        "p95": 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))],
+    }
+    return out
+
+
+def _row(sc: Scores) -> dict[str, Any]:
+    n = len(sc.hits[KS[0]])
+    return {
+        "n": n,
+        **{f"R@{k}": statistics.fmean(sc.hits[k]) if n else 0.0 for k in KS},
+        **{f"tokens@{k}": statistics.fmean(sc.tokens[k]) if n else 0.0 for k in KS},
+    }
+
+
+def markdown(results: dict[str, dict[str, Any]]) -> str:
+    lines = []
+    for split in ("held-out", "dev"):
+        lines.append(f"\n**{split}** ({'eight conversations' if split == 'held-out' else 'conv-26, conv-30'})\n")
+        lines.append("| config | category | n | R@5 | R@10 | R@25 | tokens@10 |")
+        lines.append("|---|---|---|---|---|---|---|")
+        for name, res in results.items():
+            for cat, row in res[split].items():
+                lines.append(
+                    f"| {name} | {cat} | {row['n']} | {row['R@5']:.3f} | {row['R@10']:.3f} | "
+                    f"{row['R@25']:.3f} | {row['tokens@10']:.0f} |"
+                )
+    lines.append("\n| config | recall p50 ms | p95 ms |")
+    lines.append("|---|---|---|")
+    for name, res in results.items():
+        lat = res["latency_ms"]
+        lines.append(f"| {name} | {lat['p50']:.2f} | {lat['p95']:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path(os.environ.get("HMEM_LOCOMO", DEFAULT_DATA)))
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--embedder", help="override the embedder of dense/hybrid configs")
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        print(f"error: no LoCoMo data at {args.data} (set --data or HMEM_LOCOMO)", file=sys.stderr)
+        return 1
+    data, questions, skipped = load(args.data)
+    print(f"{len(questions)} questions (categories 1-4; {skipped} without evidence skipped)",
+          file=sys.stderr)
+    results: dict[str, dict[str, Any]] = {}
+    stores: dict[str | None, tuple[Memory, dict[str, datetime]]] = {}
+    with tempfile.TemporaryDirectory(prefix="hmem-locomo-") as tmp:
+        try:
+            for name in args.configs.split(","):
+                spec, config = CONFIGS[name]
+                if spec is not None and args.embedder:
+                    spec = args.embedder
+                if spec not in stores:
+                    t0 = time.perf_counter()
+                    m = Memory(Path(tmp) / (spec or "none"), fsync="never", embedder=spec,
+                               flush_every=10**6)
+                    reference = {s["sample_id"]: ingest(m, s) for s in data}
+                    print(f"ingested {m.last_seq} events with embedder {spec} in "
+                          f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+                    stores[spec] = (m, reference)
+                m, reference = stores[spec]
+                by, lat = evaluate(m, data, questions, config, reference)
+                results[name] = summarize(by, lat)
+                ho = results[name]["held-out"]["overall"]
+                print(f"{name}: held-out R@5 {ho['R@5']:.3f} R@10 {ho['R@10']:.3f} "
+                      f"R@25 {ho['R@25']:.3f}", file=sys.stderr)
+        finally:
+            for m, _ in stores.values():
+                m.close()
+    print(markdown(results))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
