@@ -1,72 +1,53 @@
 """Time expressions in recall queries: the valid-time range a question names, if any.
 
 ``parse_time_expression("what did we do last summer?", ref)`` gives a :class:`TimeRange`, a
-half-open ``[start, end)`` range of aware UTC datetimes, midnight-aligned (UTC days). ``ref`` is
-the reference time (benchmarks pass the question's date); d below is its UTC day.
+half-open ``[start, end)`` range of aware UTC datetimes. ``ref`` is when the query is asked
+(benchmarks pass the question's date) and d its UTC day. Case-insensitive, anywhere in a query:
 
-=====================================  ====================================================
-Expression (case-insensitive)           Range (kind)
-=====================================  ====================================================
-today, tonight, this morning            d (day); yesterday d-1; tomorrow d+1; the day
-                                        before yesterday d-2; the day after tomorrow d+2
-last night                              d-1 00:00 to d 06:00 (day)
-this / last / next week                 ISO week (Monday first) of d, before, after (week)
-the week before last / after next       two ISO weeks back / ahead (week); also month, year
-this / last / next weekend              Saturday and Sunday of this / the previous / next
-                                        ISO week (week)
-this / last / next month, year          calendar month / year (month, year)
-last / this / next summer               meteorological seasons: spring Mar-May, summer Jun-Aug,
- (spring, fall, autumn, winter)         autumn Sep-Nov, winter Dec-Feb. last = the latest
-                                        that ended on or before d (in August, last summer is
-                                        last year's); this = the one holding d, else the
-                                        nearest; next = the first starting after d (season)
-summer 2022, the fall of 2022           that season; winter 2023 is Dec 2022 - Feb 2023
-March 2023, in March 2023, 2023-03      that month (month)
-in March (also during, since, of ..)    the latest March starting on or before d (month);
-                                        last March: the latest before d's month; this March:
-                                        d's year; next March: the first after d's month
-8 May 2023, May 8, 2023, 2023-05-08     that day (day); "8th of May", "Monday, 8 May" too
-8 May, May 8th                          the latest 8 May on or before d (day)
-in 2022 (during, since, of ...)         that year (year); a bare number is never a year
-early / mid / late X, the beginning /   thirds (first / second half: halves) of a year,
- middle / end of X, first half of X     season or month X (part)
-last Tuesday, on Tuesday, past Tuesday  the latest Tuesday before d, never d itself (day)
-this Tuesday                            the Tuesday of d's ISO week (day)
-next Tuesday                            the first Tuesday after d through the one a week
-                                        later: both readings of "next" (relative)
-N days / weeks / months / years ago     d - N units, widened by half a unit each side
- (also "back"; N = 3, three, a, a few   (1 day, 3 days, 15 days, 182 days); a couple = 2-3,
- (2-5), a couple of, several (3-7))     a few = 2-5, several = 3-7 (relative)
-in the last / past N days, these past   from d - N units through d (relative)
- few weeks
-recently, lately                        the 30 days before d, and d (relative)
-the week / day / weekend / Tuesday /    relative to that date instead of d; "the week before
- N days before <date>; the week of D    D" is the Monday of the week before D's up to D (relative)
-since X / after X                       from X's start (after: X's end) to d+1 (since)
-until X, by X, as of X / before X       from the beginning of time to X's end (before: X's
-                                        start) (until)
-when ..., what year / month / day ...,  kind "question", all of time, ``asks_when=True``
- which week ..., how long ago           (see below)
-=====================================  ====================================================
+==================================  ===========================================================
+yesterday, today, tomorrow, the     d-1, d, d+1, d-2 (day); last night: d-1 to d 06:00
+ day before yesterday, last night
+this / last / next week, weekend    ISO weeks (Monday first) (week); the week before last
+this / last / next month, year      calendar months (month) and years (year)
+last / this / next summer, winter,  meteorological seasons (season): last = the latest ended by
+ spring, fall, autumn; summer 2022   d (in August: last year's), this = the one holding d, else
+                                    the nearest; winter 2023 = Dec 2022 - Feb 2023
+March 2023, 2023-03; in March       that month; the latest March starting by d (month); last /
+                                    this / next March: before d's month / d's year / after it
+8 May 2023, May 8 2023, 2023-05-08  that day; 8 May: the latest 8 May by d (day)
+in 2022, the year 2022              that year (year)
+early / mid / late X, the first     thirds / halves of the year, season or month X (part)
+ half of X, the end of X
+last / on Tuesday; this; next       the latest Tuesday before d (never d) (day); the Tuesday of
+                                    d's week (day); the next two Tuesdays (relative)
+two years ago, 3 days back          d - N units +- half a unit: 1, 3, 15, 182 days (relative); a
+                                    few: 2-5, a couple: 2-3, several: 3-7; calendar months, years
+(in) the past / last N days         d - N units through d (relative); "last week": calendar
+recently, lately                    d-30 through d (relative)
+the week / day / Tuesday / N days   counted from date D, not d; the week before D: from the
+ before (after) D; the week of D    Monday of the week before D's up to D
+since X; after X                    X's start through d (X's end to all time) (since)
+until / by / as of X; before X      all time up to X's end (X's start) (until)
+between X and Y, from X to Y        X's start to Y's end (relative)
+when ..., what year, how long ago   marker: all of time, ``asks_when`` (question)
+==================================  ===========================================================
 
-When a query names one full date ("last Friday, on 23 January 2022"; "last week, as mentioned
-on 6 November 2023"), the relative phrases are resolved against that date rather than ``ref``.
+A query naming one full date resolves relative phrases against it ("last Friday, on 23 January
+2022"; "last week, as mentioned on 6 November 2023"). A query asking for a time ("when",
+"what year", "how long ago") also yields a marker range of kind "question" spanning all of time
+with ``asks_when=True``: it names no period, but recall should prefer facts with explicit dates.
 
-``asks_when`` is set on every range of a query that asks for a time: recall should then prefer
-facts with explicit dates. When such a question names no time, the one range is of kind
-"question" and spans all of time (a filter that keeps everything).
-
-Conservative by design, since a wrong time filter hurts recall more than a missed one: "may"
-and "march" without a year or day need a preposition ("in May"), and lowercase ones after
-"this/last/next" are verbs; a bare number is never a year; a four-digit number after a
-preposition is a year only in 1900-2199 and not before a plural noun ("in 2000 steps"); "fall"
-after "the/her/my ..." is a noun; bare seasons ("in the summer"), bare weekdays, numeric dates
-like 5/8/2023, and impossible dates (31 February) give nothing.
+Conservative, since a wrong time filter hurts recall more than a missed one: "may", "march"
+and "Jan" need a year, a day before them or a preposition ("in May", "on Jan 2"; lowercase
+"may": in/on/during), and "this may" is a verb; a number is a year (1900-2199) only after a
+preposition and not before a plural noun ("in 2000 steps"); "her last fall" is a noun; bare
+seasons and weekdays and 5/8/2023 give nothing.
 """
 
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta, timezone
@@ -115,15 +96,15 @@ _WEEKDAYS = {n.lower(): i for i, n in enumerate(calendar.day_name)}
 _WD = "|".join(_WEEKDAYS)
 _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _SEASON = "|".join(_SEASONS)
-_NUMS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven "
-                                    "twelve".split())} | {"a": 1, "an": 1}
+_NUMS = {w: i for i, w in enumerate("one two three four five six seven eight nine ten eleven "
+                                    "twelve".split(), 1)} | {"a": 1, "an": 1}
 _VAGUE = {"a few": (2, 5), "few": (2, 5), "a couple of": (2, 3), "a couple": (2, 3),
           "couple of": (2, 3), "several": (3, 7)}
 _QTY = r"\d{1,3}|a\s+few|a\s+couple(?:\s+of)?|couple\s+of|few|several|" + "|".join(_NUMS)
 _UNIT = r"(?P<u>day|week|month|year)s?"
 _HALF = {"day": 1, "week": 3, "month": 15, "year": 182}
 _TRIGGERS = ("in", "during", "throughout", "since", "until", "till", "by", "before", "after",
-             "of", "from", "for", "early", "late", "mid", "mid-", "the year")
+             "of", "from", "for", "between", "early", "late", "mid", "mid-")
 _AFTER_TRIGGER = "".join(
     rf"(?<=\b{t}{'' if t.endswith('-') else ' '})|" for t in _TRIGGERS).rstrip("|")
 _DETERMINERS = {"the", "a", "an", "my", "your", "his", "her", "its", "our", "their", "whose"}
@@ -153,16 +134,24 @@ def _monday(d: date) -> date:
     return d - timedelta(days=d.weekday())
 
 
+def _near(d: date, wd: int, after: bool = False) -> date:
+    """The weekday wd (Monday 0) closest before d (after d), never d itself."""
+    return d + timedelta(days=(wd - d.weekday()) % 7 or 7) if after else d - timedelta(
+        days=(d.weekday() - wd) % 7 or 7)
+
+
 def _prev_word(text: str, pos: int) -> str:
     m = re.search(r"([a-z]+)\W*$", text[:pos].lower())
     return m.group(1) if m else ""
 
 
 def _month_ok(m: re.Match[str]) -> bool:
-    """"may"/"march" with no year need a preposition before them; a lowercase one needs in/on."""
-    mon = m["mon"]
-    if mon.lower() not in ("may", "march") or m.groupdict().get("y"):
+    """"may", "march" and abbreviations ("Jan") with no year need a preposition before them."""
+    mon, name = m["mon"], m["mon"].lower().rstrip(".")
+    if name in _FULL_MON.split("|") and name not in ("may", "march") or m.groupdict().get("y"):
         return True
+    if re.search(r"\d(?:st|nd|rd|th)\b|\bof\b", m[0], re.I) or m.re is _DMY and mon[0].isupper():
+        return True  # "8th May", "8 of May" and "8 May" are dates
     prev = _prev_word(m.string, m.start())
     return prev in (("in", "on", "during") if mon.islower() else _TRIGGERS + ("on",))
 
@@ -207,38 +196,31 @@ def _calendar(unit: str, d: date, n: int) -> _Span:
 
 
 def _this_last_next(m: re.Match[str], d: date) -> _Span:
-    return _calendar(m["u"].lower(), d, {"last": -1, "this": 0, "next": 1}[m["rel"].lower()])
+    rel = m["rel"].lower()
+    n = {"last": -1, "this": 0, "next": 1}.get(rel, -2 if rel.startswith("before") else 2)
+    return _calendar(m["u"].lower(), d, n)
 
 
-def _before_last(m: re.Match[str], d: date) -> _Span:
-    return _calendar(m["u"].lower(), d, -2 if m["x"].lower().startswith("before") else 2)
-
-
-def _weekday(m: re.Match[str], d: date) -> _Span | None:
+def _weekday(m: re.Match[str], d: date) -> _Span:
     wd, rel = _WEEKDAYS[m["wd"].lower()], m["rel"].lower().split()[-1]
-    if rel == "this":
-        day = _monday(d) + timedelta(days=wd)
-    elif rel == "next":
-        day = d + timedelta(days=(wd - d.weekday()) % 7 or 7)
-        return day, day + timedelta(days=8), "relative"
-    else:  # last, on, past, this past
-        day = d - timedelta(days=(d.weekday() - wd) % 7 or 7)
+    if rel == "next":
+        return _near(d, wd, True), _near(d, wd, True) + timedelta(days=8), "relative"
+    day = _monday(d) + timedelta(days=wd) if rel == "this" else _near(d, wd)  # last, on, past
     return day, day + timedelta(days=1), "day"
 
 
-def _ago(m: re.Match[str], d: date) -> _Span:
-    lo, hi = _qty(m["q"])
-    u = m["u"].lower()
+def _ago(m: re.Match[str], d: date, sign: int = 1) -> _Span:
+    """N units before d (sign -1: after d), widened by half a unit each side."""
+    (lo, hi), u = _qty(m["q"]), m["u"].lower()
     w = timedelta(days=_HALF[u])
-    return _shift(d, u, hi) - w, _shift(d, u, lo) + w + timedelta(days=1), "relative"
+    first, last = sorted((_shift(d, u, sign * hi), _shift(d, u, sign * lo)))
+    return first - w, last + w + timedelta(days=1), "relative"
 
 
-def _rolling(m: re.Match[str], d: date) -> _Span:
+def _rolling(m: re.Match[str], d: date) -> _Span | None:
+    if not (m["the"] or m["q"]):
+        return None  # "last week" is the calendar week
     return _shift(d, m["u"].lower(), _qty(m["q"] or "1")[1]), d + timedelta(days=1), "relative"
-
-
-def _recently(m: re.Match[str], d: date) -> _Span:
-    return d - timedelta(days=30), d + timedelta(days=1), "relative"
 
 
 def _season_rel(m: re.Match[str], d: date) -> _Span:
@@ -252,10 +234,6 @@ def _season_rel(m: re.Match[str], d: date) -> _Span:
         s, e = min(cands, key=lambda c: 0 if c[0] <= d < c[1] else min(
             abs((c[0] - d).days), abs((d - c[1]).days)))
     return s, e, "season"
-
-
-def _season_year(m: re.Match[str], d: date) -> _Span:
-    return *_season_span(m["s"], int(m["y"])), "season"
 
 
 def _dated(m: re.Match[str], d: date) -> _Span | None:
@@ -273,18 +251,13 @@ def _dated(m: re.Match[str], d: date) -> _Span | None:
     return None
 
 
-def _month_year(m: re.Match[str], d: date) -> _Span | None:
+def _named_month(m: re.Match[str], d: date) -> _Span | None:
     mon = _MONTHS.get(m["mon"].lower().rstrip(".")) or int(m["mon"])
-    return _month_span(int(m["y"]), mon) if 1 <= mon <= 12 and int(m["y"]) > 0 else None
-
-
-def _bare_month(m: re.Match[str], d: date) -> _Span | None:
-    mon = _MONTHS[m["mon"].lower()]
-    return _month_span(d.year - (mon > d.month), mon) if _month_ok(m) else None
-
-
-def _rel_month(m: re.Match[str], d: date) -> _Span | None:
-    mon, rel = _MONTHS[m["mon"].lower()], m["rel"].lower()
+    rel, y = (m.groupdict().get("rel") or "").lower(), m.groupdict().get("y")
+    if y:  # "March 2023", "2023-03"
+        return _month_span(int(y), mon) if 1 <= mon <= 12 and int(y) > 0 else None
+    if not rel:  # "in March"
+        return _month_span(d.year - (mon > d.month), mon) if _month_ok(m) else None
     if m["mon"].islower() and mon in (3, 5):
         return None  # "this may take a while"
     if rel == "last":
@@ -305,29 +278,27 @@ def _bare_year(m: re.Match[str], d: date) -> _Span | None:
 
 
 def _anchored(m: re.Match[str], d: date) -> _Span | None:
-    a = _parse_day(m["date"], d)
-    rel = " ".join(m["rel"].lower().split())
-    if a is None or (m["conn"].lower() == "of") != (rel == "the week"):
+    a, rel, conn = _parse_day(m["date"], d), " ".join(m["rel"].lower().split()), m["conn"].lower()
+    if a is None or conn == "of" and rel != "the week":
         return None
-    if m["q"]:
-        return _ago(m, a)
-    unit = rel.split()[-1]
-    if unit == "day":
-        return a - timedelta(days=1), a, "day"
-    if m["conn"].lower() == "of":
+    if conn == "of":
         return _calendar("week", a, 0)
+    back, unit, one = conn != "after", rel.split()[-1], timedelta(days=1)
+    if m["q"]:
+        return _ago(m, a, 1 if back else -1)
+    if unit == "day":
+        return (a - one, a, "day") if back else (a + one, a + 2 * one, "day")
     if unit == "week":
-        return _monday(a) - timedelta(weeks=1), a, "relative"
+        return (_monday(a) - 7 * one, a, "relative") if back else (
+            a + one, _monday(a) + 14 * one, "relative")
     if unit == "weekend":
-        return _calendar("weekend", a, -1)
-    day = a - timedelta(days=(a.weekday() - _WEEKDAYS[unit]) % 7 or 7)
-    return day, day + timedelta(days=1), "day"
+        sat = _monday(a) - 2 * one if back else _near(a, 5, True)
+        return sat, sat + 2 * one, "week"
+    day = _near(a, _WEEKDAYS[unit], not back)
+    return day, day + one, "day"
 
 
-def _p(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.I)
-
-
+_p = functools.partial(re.compile, flags=re.I)
 _ISO_DAY = _p(r"\b(?P<y>\d{4})-(?P<mon>\d{1,2})-(?P<d>\d{1,2})\b")
 _DMY = _p(rf"\b(?:(?:{_WD}),?\s+)?(?:the\s+)?(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+"
           rf"(?P<mon>(?:{_MON})\b\.?)(?:,?\s*(?P<y>\d{{4}})\b)?")
@@ -349,31 +320,41 @@ _PATTERNS: list[tuple[re.Pattern[str], _Handler, bool]] = [
     (_ISO_DAY, _dated, False),
     (_DMY, _dated, False),
     (_MDY, _dated, False),
-    (_p(r"\b(?P<y>\d{4})-(?P<mon>\d{2})\b(?!-\d)"), _month_year, False),
-    (_p(rf"\b(?P<mon>(?:{_MON})\b\.?),?\s+(?:of\s+)?(?P<y>\d{{4}})\b"), _month_year, False),
-    (_p(rf"(?:{_AFTER_TRIGGER})(?P<mon>{_FULL_MON})\b"), _bare_month, True),
-    (_p(rf"\b(?P<rel>last|this|next)\s+(?P<mon>{_FULL_MON})\b"), _rel_month, True),
-    (_p(rf"(?:{_AFTER_TRIGGER})(?P<y>\d{{4}})\b"), _bare_year, False),
-    (_p(rf"\b(?:the\s+)?(?P<s>{_SEASON})(?:\s+of)?,?\s+(?P<y>\d{{4}})\b"), _season_year, False),
+    (_p(r"\b(?P<y>\d{4})-(?P<mon>\d{2})\b(?!-\d)"), _named_month, False),
+    (_p(rf"\b(?P<mon>(?:{_MON})\b\.?),?\s+(?:of\s+)?(?P<y>\d{{4}})\b"), _named_month, False),
+    (_p(rf"(?:{_AFTER_TRIGGER})(?P<mon>{_FULL_MON})\b"), _named_month, True),
+    (_p(rf"\b(?P<rel>last|this|next)\s+(?P<mon>{_FULL_MON})\b"), _named_month, True),
+    (_p(rf"(?:{_AFTER_TRIGGER}|\bthe\s+year\s+)(?P<y>\d{{4}})\b"), _bare_year, False),
+    (_p(rf"\b(?:the\s+)?(?P<s>{_SEASON})(?:\s+of)?,?\s+(?P<y>\d{{4}})\b"),
+     lambda m, d: (*_season_span(m["s"], int(m["y"])), "season"), False),
     (_p(rf"\b(?P<rel>last|this\s+past|past|this|next)\s+(?P<s>{_SEASON})\b"), _season_rel, True),
     (_p(r"\b(?:the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday|today|"
-        r"tonight|tomorrow|last\s+night|this\s+(?:morning|afternoon|evening))\b"), _day_words, True),
+        r"tonight|tomorrow|last\s+night|this\s+(?:morning|afternoon|evening))\b"),
+     _day_words, True),
     (_p(r"\b(?P<rel>last|this|next)\s+(?P<u>week|weekend|month|year)\b(?!\s+of\b)"),
      _this_last_next, True),
-    (_p(r"\bthe\s+(?P<u>week|month|year)\s+(?P<x>before\s+last|after\s+next)\b"),
-     _before_last, True),
+    (_p(r"\bthe\s+(?P<u>week|month|year)\s+(?P<rel>before\s+last|after\s+next)\b"),
+     _this_last_next, True),
     (_p(rf"\b(?P<rel>last|on|this\s+past|past|this|next)\s+(?P<wd>{_WD})\b"), _weekday, True),
     (_p(rf"\b(?P<q>{_QTY})\s+{_UNIT}\s+(?:ago|back)\b"), _ago, True),
-    (_p(rf"\b(?:the|these|this)\s+(?:last|past)\s+(?:(?P<q>{_QTY})\s+)?{_UNIT}\b(?!\s+of\b)"),
-     _rolling, True),
-    (_p(r"\b(?:recently|lately)\b"), _recently, True),
+    (_p(rf"\b(?P<the>(?:the|these|this)\s+)?(?:last|past)\s+(?:(?P<q>{_QTY})\s+)?{_UNIT}\b"
+        r"(?!\s+of\b)"), _rolling, True),
+    (_p(r"\b(?:between|from)\s+(?P<y>\d{4})\s*(?:and|to|-|–)\s*(?P<y2>\d{4})\b"),
+     lambda m, d: (date(int(m["y"]), 1, 1), date(int(m["y2"]) + 1, 1, 1), "relative")
+     if 1900 <= int(m["y"]) <= int(m["y2"]) <= 2199 else None, False),
+    (_p(r"\b(?:recently|lately)\b"),
+     lambda m, d: (d - timedelta(days=30), d + timedelta(days=1), "relative"), True),
     (_p(rf"\b(?P<rel>(?:the|last)\s+(?:day|week|weekend|{_WD})|(?P<q>{_QTY})\s+{_UNIT})\s+"
-        rf"(?P<conn>before|prior\s+to|of)\s+(?P<date>{_ANY_DAY})"), _anchored, False),
+        rf"(?P<conn>before|prior\s+to|after|of)\s+(?P<date>{_ANY_DAY})"), _anchored, False),
 ]
 _PART = _p(r"\b(?:(?P<p1>early|mid|late)|the\s+(?P<p2>beginning|start|middle|end|"
            r"(?:first|second)\s+half)\s+of)(?:\s+|-)$")
 _PREP = _p(r"\b(?P<prep>in|on|at|during|throughout|over|from|for|since|until|till|as\s+of|by|"
            r"before|after)\s+$")
+_RELATIVE_WORDS = _p(r"(?:last|this|next|past|yesterday|today|tomorrow|tonight|recently|lately)\b"
+                     r"|.*\b(?:ago|back)$")
+_FROM = _p(r"\b(?:between|from)\s+$|from\s")
+_BETWEEN = _p(r"\s*(?:and|to|until|till|through|-|–)\s*")
 _ASKS_WHEN = _p(r"(?:^|[.?!;:]\s+)\W*when\b|\b(?:what|which)\s+(?:year|month|date|day|week|"
                 r"weekend|time|season)\b|\bhow\s+(?:long|many\s+\w+)\s+ago\b|\bsince\s+when\b")
 
@@ -388,13 +369,23 @@ def _narrow(s: datetime, e: datetime, kind: str, part: str) -> tuple[datetime, d
             _dt(_add_months(s.date(), round(months * hi))))
 
 
-def find_time_expressions(query: str, reference: TimeLike) -> list[TimeRange]:
-    """Every time expression in ``query``, in the order they appear (see the module table)."""
+def _resolve(handler: _Handler, m: re.Match[str], d: date) -> _Span | None:
+    if re.match(r"(?:last|this|next|past)\b", m[0], re.I) and (
+            _prev_word(m.string, m.start()) in _DETERMINERS):
+        return None  # "her last fall", "the last Tuesday of the month"
+    try:
+        return handler(m, d)
+    except (ValueError, OverflowError):  # dates beyond year 1-9999
+        return None
+
+
+def _find(query: str, reference: TimeLike) -> list[tuple[TimeRange, bool]]:
+    """(range, whether it was counted from the reference) for each expression, in text order."""
     ref = parse_time(reference, "reference").date()
     found: list[tuple[int, int, re.Match[str], _Handler, bool]] = []
     for pattern, handler, relative in _PATTERNS:
         for m in pattern.finditer(query):
-            if handler(m, ref) is not None:
+            if _resolve(handler, m, ref) is not None:
                 rel = relative or handler in (_dated, _anchored) and not re.search(r"\d{4}", m[0])
                 found.append((m.start(), m.end(), m, handler, rel))
     kept: list[tuple[int, int, re.Match[str], _Handler, bool]] = []
@@ -405,32 +396,56 @@ def find_time_expressions(query: str, reference: TimeLike) -> list[TimeRange]:
     anchors = {c[2][0] for c in kept if c[3] is _dated and not c[4]}
     anchor = _parse_day(anchors.pop(), ref) if len(anchors) == 1 else None
     asks = _ASKS_WHEN.search(query)
-    out = []
+    spans: list[tuple[int, int, datetime, datetime, str, bool]] = []
     for s, e, m, handler, rel in kept:
-        span = handler(m, anchor if rel and anchor else ref)
-        assert span is not None
+        span = _resolve(handler, m, anchor if rel and anchor else ref)
+        if span is None:
+            continue
         start, end, kind = _dt(span[0]), _dt(span[1]), span[2]
         if (pm := _PART.search(query, 0, s)) and kind in ("year", "season", "month"):
             start, end = _narrow(start, end, kind, pm["p1"] or pm["p2"])
             s, kind = pm.start(), "part"
-        if pm := _PREP.search(query, 0, s):
-            s, prep = pm.start(), " ".join(pm["prep"].lower().split())
-            if prep in ("since", "after"):
-                start = start if prep == "since" else end
-                start, end, kind = start, max(end, _dt(ref + timedelta(days=1))), "since"
-            elif prep in ("until", "till", "by", "as of", "before"):
-                start, end, kind = ALL_START, start if prep == "before" else end, "until"
-        out.append(TimeRange(start, end, query[s:e], kind, asks is not None))
-    if asks and not out:
-        out.append(TimeRange(ALL_START, ALL_END, asks[0].strip(" .?!;:"), "question", True))
-    return out
+        prev = spans[-1] if spans else None
+        if prev and _BETWEEN.fullmatch(query, prev[1], s) and prev[2] < end and (
+                bm := _FROM.search(query, 0, prev[0]) or _FROM.match(query, prev[0])):
+            spans[-1] = (min(bm.start(), prev[0]), e, prev[2], end, "relative",
+                         prev[5] or rel and not anchor)
+            continue  # between X and Y
+        pm = _PREP.search(query, 0, s)
+        prep = " ".join(pm["prep"].lower().split()) if pm else ""
+        if prep == "since":
+            end, kind = max(end, _dt(ref + timedelta(days=1))), "since"
+        elif prep == "after":
+            start, end, kind = end, ALL_END, "since"
+        elif prep in ("until", "till", "by", "as of", "before"):
+            start, end, kind = ALL_START, start if prep == "before" else end, "until"
+        elif _RELATIVE_WORDS.match(query, s, e):
+            pm = None  # "participate in recently": the preposition belongs to the verb
+        spans.append((pm.start() if pm else s, e, start, end, kind, rel and not anchor))
+    if asks:  # "when did ...": a marker, in text order among the ranges
+        s = query.find(text := asks[0].strip(" .?!;:"), asks.start())
+        spans.append((s, s + len(text), ALL_START, ALL_END, "question", True))
+        spans.sort(key=lambda sp: sp[0])
+    return [(TimeRange(a, b, query[s:e], k, k == "question"), r) for s, e, a, b, k, r in spans]
+
+
+def find_time_expressions(query: str, reference: TimeLike) -> list[TimeRange]:
+    """Every time range in ``query`` in text order, with the "question" marker if it asks when."""
+    return [r for r, _ in _find(query, reference)]
 
 
 def parse_time_expression(query: str, reference: TimeLike) -> TimeRange | None:
-    """The first time range ``query`` names, else a "question" range if it asks when, else None.
+    """The time range ``query`` names, else the "question" marker if it asks when, else None.
 
-    ``reference`` (aware, or a date or ISO string: see :func:`hmem.timeparse.parse_time`) is the
-    time the query is asked at; relative phrases ("last week") count from its UTC day.
+    A when-question that names a period gives that period ("When did she go camping in June?":
+    June, ``asks_when`` False); the marker is only returned when no period is named. Of several
+    ranges, the first one fixed by the query itself (a date, a month, a year, or a
+    phrase counted from a date the query names) wins over phrases counted from ``reference``
+    ("recently in May 2022" gives May 2022). ``reference`` (aware, or a date or ISO string: see
+    :func:`hmem.timeparse.parse_time`) is when the query is asked; relative phrases ("last
+    week") count from its UTC day.
     """
-    found = find_time_expressions(query, reference)
-    return found[0] if found else None
+    found = _find(query, reference)
+    named = [(r, counted) for r, counted in found if r.kind != "question"]
+    fixed = [r for r, counted in named if not counted]
+    return fixed[0] if fixed else named[0][0] if named else found[0][0] if found else None
