@@ -103,7 +103,8 @@ def _log_dir(args: argparse.Namespace) -> Path:
 def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
     from hmem.memory import Memory
 
-    mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync)
+    mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync,
+                 embedder=args.embedder)
     try:
         for note in mem.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -189,8 +190,28 @@ def cmd_recall(args: argparse.Namespace) -> int:
         result = m.recall(
             args.query, limit=args.limit, max_tokens=args.max_tokens,
             as_of=_tx_point(args.as_of), valid_at=args.valid_at, subject=args.subject,
+            explain=args.explain,
         )
-    _emit(args, result, fmt.recall_lines(result))
+    lines = fmt.recall_lines(result)
+    if args.explain:
+        lines += [f"  #{h.id}: " + ", ".join(f"{k} {v:g}" for k, v in (h.explain or {}).items())
+                  for h in result.hits]
+    _emit(args, result, lines)
+    return 0
+
+
+def cmd_reembed(args: argparse.Namespace) -> int:
+    tty = sys.stderr.isatty()
+    with _memory(args, read_only=False) as m:
+        def progress(done: int, total: int) -> None:
+            print(f"\rembedded {done}/{total} facts", end="", file=sys.stderr, flush=True)
+
+        n = m.reembed(progress=progress if tty else None)
+        model = m.embedder.model if m.embedder else None
+    if tty and n:
+        print(file=sys.stderr)
+    _emit(args, {"embedded": n, "model": model},
+          [f"recorded {n} vectors from {model} in namespace {args.namespace}"])
     return 0
 
 
@@ -301,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--fsync", choices=FSYNC_CHOICES, default="always",
                         help="log durability for writes (default: always)")
+    parser.add_argument("--embedder", metavar="NAME",
+                        default=os.environ.get("HMEM_EMBEDDER") or "auto",
+                        help="auto (the local model if installed), local, openai, hash, none "
+                             "(default: $HMEM_EMBEDDER, else auto)")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     _fact_commands(sub)
     _log_commands(sub)
@@ -394,6 +419,13 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--as-of", metavar="TIME|SEQ", help="what was believed at that time or seq")
     p.add_argument("--valid-at", metavar="TIME", help="what was true in the world then")
     p.add_argument("--subject", metavar="S", help="only facts about this subject")
+    p.add_argument("--explain", action="store_true", help="show each signal's contribution")
+
+    _command(sub, "reembed", cmd_reembed,
+             "record vectors for facts that have none from the configured embedder",
+             ["hmem reembed                      # the local model (pip install 'hmem[local]')",
+              "hmem --embedder openai reembed    # HMEM_BASE_URL, HMEM_API_KEY, HMEM_EMBED_MODEL"],
+             writes=True)
 
     p = _command(sub, "why", cmd_why, "where a fact came from: source, revision chain, events", [
         "hmem why 2",
