@@ -57,6 +57,8 @@ class RecallConfig:
     candidates: int = 100  # taken from each ranked list before fusion
     entity_boost: float = 0.25
     time_boost: float = 0.5
+    neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
+    next_weight: float = 0.3  # ... and with its next turn's, times this
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -164,13 +166,23 @@ def run_recall(
 
     depth = max(config.candidates, 4 * limit)
     lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    n = len(index)
+    alpha, beta = config.neighbor_weight, config.next_weight
     if tokens:
         docs, scores = index.text.score(tokens)
+        if alpha or beta:
+            full = np.zeros(n, dtype=np.float32)
+            full[docs] = scores
+            full = _with_neighbors(index, full, alpha, beta)
+            docs = np.flatnonzero(full > 0)
+            scores = full[docs]
         keep = visible(docs)
         lists["bm25"] = _top(docs[keep], scores[keep], depth)
     vectors = index.vectors.get(model) if model is not None else None
     if query_vector is not None and vectors is not None:
-        cosines, has = vectors.scores(query_vector, len(index))
+        cosines, has = vectors.scores(query_vector, n)
+        if alpha or beta:
+            cosines = _with_neighbors(index, cosines, alpha, beta)
         docs = np.flatnonzero(has)
         keep = visible(docs)
         lists["dense"] = _top(docs[keep], cosines[docs[keep]], depth)
@@ -212,6 +224,20 @@ def run_recall(
         hits.append(hit)
         used += cost
     return RecallResult(query, tuple(hits), used, len(cand) - len(hits))
+
+
+def _with_neighbors(
+    index: NamespaceIndex, scores: np.ndarray, before: float, after: float
+) -> np.ndarray:
+    """Each document's score plus ``before`` times its previous turn's and ``after`` times its
+    next turn's (same source session): a turn often answers what the turn before it asked."""
+    out = scores.copy()
+    for links, weight in ((index.prev_doc, before), (index.next_doc, after)):
+        if weight:
+            other = np.frombuffer(links, dtype=np.int64)[: len(scores)]
+            has = other >= 0
+            out[has] += weight * scores[other[has]]
+    return out
 
 
 def _top(docs: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:

@@ -34,7 +34,7 @@ from projections.state import Fact, FactState, Row, Vector, subject_key
 
 __all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Snowball stems in postings; subject in indexed text
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR NOT NULL, value VARCHAR NOT NULL);

@@ -20,6 +20,7 @@ index and recall of current beliefs do not pay for them.
 
 from __future__ import annotations
 
+import re
 from array import array
 
 import numpy as np
@@ -54,6 +55,9 @@ class NamespaceIndex:
         self.irregular: dict[int, Fact] = {}  # doc -> fact, visibility checked in Python
         self._unsynced: list[Fact] = []  # facts of the documents not yet in heads and rows
         self.entity_docs: dict[str, array] = {}  # entity -> documents mentioning it
+        self.prev_doc = array("q")  # the document of the previous turn of the same source, or -1
+        self.next_doc = array("q")
+        self._turns: dict[str, dict[int, int]] = {}  # source session -> turn number -> doc
         self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
 
     def __len__(self) -> int:
@@ -78,6 +82,18 @@ class NamespaceIndex:
             if docs is None:
                 docs = self.entity_docs[name] = array("q")
             docs.append(doc)
+        self.prev_doc.append(-1)
+        self.next_doc.append(-1)
+        place = source_position(fact.source_ref)
+        if place is not None:
+            session, turn = place
+            turns = self._turns.setdefault(session, {})
+            turns.setdefault(turn, doc)
+            before, after = turns.get(turn - 1), turns.get(turn + 1)
+            if before is not None:
+                self.prev_doc[doc], self.next_doc[before] = before, doc
+            if after is not None:
+                self.next_doc[doc], self.prev_doc[after] = after, doc
 
     def set_vector(self, fact_id: int, model: str, vector: np.ndarray) -> None:
         """Record ``fact_id``'s vector from ``model`` (a later one replaces an earlier one)."""
@@ -173,6 +189,21 @@ class NamespaceIndex:
         self.heads.extend(heads)
         self.rows.extend(rows)
         self._unsynced.clear()
+
+
+_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+
+
+def source_position(source_ref: str | None) -> tuple[str, int] | None:
+    """(session, turn number) of a source_ref like 'D3:12' or 's1:t3' (split at the last ':'
+    and the number that ends it), or None: then the fact has no neighbouring turns."""
+    if not source_ref or ":" not in source_ref:
+        return None
+    session, _, turn = source_ref.rpartition(":")
+    m = _TRAILING_NUMBER.match(turn)
+    if m is None:
+        return None
+    return f"{session}:{m.group(1)}", int(m.group(2))
 
 
 def _is_current(fact: Fact) -> int:

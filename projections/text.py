@@ -8,6 +8,7 @@ from array import array
 from collections import Counter
 
 import numpy as np
+import snowballstemmer
 
 __all__ = ["tokenize", "term_counts", "TextIndex", "STOPWORDS"]
 
@@ -23,16 +24,12 @@ STOPWORDS = frozenset(
 )
 
 
+_SNOWBALL = snowballstemmer.stemmer("english")
+
+
 def _stem(word: str) -> str:
-    """A deliberately light English stemmer: plural and third-person -s only."""
-    n = len(word)
-    if n > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if n > 4 and word.endswith(("sses", "shes", "ches", "xes")):
-        return word[:-2]
-    if n > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
+    """The Snowball (Porter 2) English stem: "camping" -> "camp", "cities" -> "citi"."""
+    return _SNOWBALL.stemWord(word)
 
 
 class _StemCache(dict[str, str]):
@@ -49,7 +46,7 @@ _TOKENS = _StemCache()
 
 
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
-    """Lower-cased, lightly stemmed word tokens; stopwords dropped unless asked to keep them."""
+    """Lower-cased, stemmed word tokens; stopwords dropped unless asked to keep them."""
     words = _WORD.findall(text.casefold())
     if keep_stopwords:
         return [_stem(w) for w in words]

@@ -19,7 +19,8 @@ UTC = timezone.utc
     [
         ("Maya lives in London", ["maya", "live", "london"]),
         ("Where does Maya live?", ["maya", "live"]),
-        ("The cities are busy", ["city", "busy"]),
+        ("The cities are busy", ["citi", "busi"]),  # Snowball stems
+        ("camping and hiking", ["camp", "hike"]),
         ("boxes, glasses and dishes", ["box", "glass", "dish"]),
         ("this is his bus", ["bus"]),  # stopwords dropped; "bus" keeps its s
         ("Café déjà-vu 2025", ["café", "déjà", "vu", "2025"]),
@@ -37,7 +38,7 @@ def test_stopword_only_queries_can_keep_stopwords():
 
 
 def test_term_counts_match_tokens():
-    assert term_counts("tea, tea and more tea; coffee") == {"tea": 3, "coffee": 1}
+    assert term_counts("tea, tea and more tea; coffee") == {"tea": 3, "coffe": 1}
 
 
 def test_bm25_prefers_rare_terms_and_shorter_documents():
