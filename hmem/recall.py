@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,7 +36,7 @@ from projections.state import Fact, Row, subject_key
 from projections.text import STOPWORDS, tokenize
 from projections.timeutil import from_us, from_us_opt
 
-__all__ = ["RecallConfig", "Hit", "PastVersion", "RecallResult", "run_recall"]
+__all__ = ["RecallConfig", "Hit", "PastVersion", "ContextTurn", "RecallResult", "run_recall"]
 
 _DAY_US = 86_400 * 1_000_000
 
@@ -59,6 +59,7 @@ class RecallConfig:
     time_boost: float = 0.5
     neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
     next_weight: float = 0.3  # ... and with its next turn's, times this
+    context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -69,6 +70,16 @@ class PastVersion(msgspec.Struct, frozen=True):
     valid_from: datetime
     valid_to: datetime | None
     revision: str  # how its successor replaced it: "world" or "correction"
+
+
+class ContextTurn(msgspec.Struct, frozen=True):
+    """A neighbouring turn of a hit from the same source session, shown for context."""
+
+    id: int
+    text: str
+    subject: str
+    source_ref: str | None
+    position: int  # -1 the turn before, +1 the turn after, ...
 
 
 class Hit(msgspec.Struct, frozen=True):
@@ -85,6 +96,7 @@ class Hit(msgspec.Struct, frozen=True):
     superseded_by: int | None
     history: tuple[PastVersion, ...]
     explain: dict[str, float] | None = None  # each signal's contribution (explain=True)
+    context: tuple[ContextTurn, ...] = ()  # neighbouring turns (RecallConfig.context_turns)
 
     def render(self) -> str:
         """One line for a prompt: text, when it was true, what it replaced."""
@@ -98,7 +110,12 @@ class Hit(msgspec.Struct, frozen=True):
             else:
                 span = f"{_day(past.valid_from)} to {_day(past.valid_to) if past.valid_to else '?'}"
                 parts.append(f'replaced "{past.text}", {span}')
-        return f"- {self.text} ({'; '.join(parts)}) [#{self.id}]"
+        line = f"- {self.text} ({'; '.join(parts)}) [#{self.id}]"
+        context = [
+            f"    {'before' if c.position < 0 else 'after'}: {c.subject}: {c.text} [#{c.id}]"
+            for c in self.context
+        ]
+        return "\n".join([line, *context])
 
 
 def _day(dt: datetime | None) -> str:
@@ -218,12 +235,37 @@ def run_recall(
                 time=float(time_factor[rank]),
             )
         hit = _hit(state.facts, fact, row, float(score[rank]), seq, why)
+        if config.context_turns:
+            hit = msgspec.structs.replace(
+                hit, context=_context(index, state.facts, fact.id, config.context_turns, visible)
+            )
         cost = math.ceil(len(hit.render()) / config.chars_per_token)
         if used + cost > max_tokens:
             continue
         hits.append(hit)
         used += cost
     return RecallResult(query, tuple(hits), used, len(cand) - len(hits))
+
+
+def _context(
+    index: NamespaceIndex, facts: dict[int, Fact], fact_id: int, turns: int,
+    visible: Callable[[np.ndarray], np.ndarray],
+) -> tuple[ContextTurn, ...]:
+    """Up to ``turns`` visible neighbouring turns on each side of a hit, nearest first."""
+    out: list[ContextTurn] = []
+    doc0 = index.doc_of[fact_id]
+    for links, sign in ((index.prev_doc, -1), (index.next_doc, 1)):
+        doc = doc0
+        for step in range(1, turns + 1):
+            doc = links[doc]
+            if doc < 0:
+                break
+            if not visible(np.array([doc], dtype=np.int64))[0]:
+                continue
+            other = facts[index.fact_ids[doc]]
+            out.append(ContextTurn(other.id, other.text, other.subject, other.source_ref,
+                                   sign * step))
+    return tuple(sorted(out, key=lambda c: c.position))
 
 
 def _with_neighbors(

@@ -139,3 +139,37 @@ def test_time_expression_in_the_query_favours_facts_valid_then(tmp_path):
         assert hit.id == old and hit.explain["time"] > 1.0
         hit = m.recall("hiking last summer", reference_time=datetime(2027, 3, 1, tzinfo=UTC))[0]
         assert hit.id == new  # relative to 2027, last summer is 2026
+
+
+def test_context_turns_attach_neighbours_within_the_budget(tmp_path):
+    cfg = RecallConfig(context_turns=1)
+    with Memory(tmp_path / "s", embedder=None, recall_config=cfg) as m:
+        ids = m.remember_many([
+            {"subject": "mel", "text": "How was the weekend?", "source_ref": "D1:1"},
+            {"subject": "caroline", "text": "I went to the pottery class", "source_ref": "D1:2"},
+            {"subject": "mel", "text": "Sounds fun, what did you make?", "source_ref": "D1:3"},
+            {"subject": "caroline", "text": "A bowl", "source_ref": "D2:1"},
+        ])
+        hit = m.recall("pottery")[0]
+        assert hit.id == ids[1]
+        assert [(c.id, c.position) for c in hit.context] == [(ids[0], -1), (ids[2], 1)]
+        assert "before: mel: How was the weekend?" in hit.render()
+        m.forget(ids[2])
+        assert [c.id for c in m.recall("pottery")[0].context] == [ids[0]]  # forgotten: not shown
+        small = m.recall("pottery", max_tokens=12)
+        assert small.hits == ()  # the hit with its context does not fit
+
+
+def test_a_turn_scores_with_the_turn_before_it(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        q, a, other = m.remember_many([
+            {"subject": "mel", "text": "Where did you adopt the puppy?", "source_ref": "D1:1"},
+            {"subject": "caroline", "text": "From the shelter downtown", "source_ref": "D1:2"},
+            {"subject": "caroline", "text": "The shelter needs volunteers", "source_ref": "D3:9"},
+        ])
+        ranked = [h.id for h in m.recall("where was the puppy adopted from, which shelter")]
+        assert ranked.index(a) < ranked.index(other)
+        flat = RecallConfig(neighbor_weight=0.0, next_weight=0.0)
+        m.recall_config = flat
+        ranked = [h.id for h in m.recall("which shelter")]
+        assert set(ranked) >= {a, other}
