@@ -18,8 +18,9 @@ __all__ = ["Embedder", "HashEmbedder", "check_output"]
 class Embedder(Protocol):
     """Turns texts into vectors. ``model`` is the name recorded with every vector (events say
     which model made them); ``dims`` is the vector length. ``embed`` returns a float32 array of
-    shape ``(len(texts), dims)`` with L2-normalised rows (an all-zero row for a text with
-    nothing to embed)."""
+    shape ``(len(texts), dims)`` with L2-normalised rows. hmem never asks for blank texts
+    (validation rejects them first); what a blank text gets is up to the model (MiniLM embeds
+    its [CLS][SEP]; the OpenAI-compatible embedder returns a zero row without a request)."""
 
     model: str
     dims: int
