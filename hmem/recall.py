@@ -51,15 +51,16 @@ class RecallConfig:
     max_tokens: int = 1000
     chars_per_token: float = 4.0
     fusion: str = "rrf"  # or "weighted"
-    rrf_k: float = 60.0
+    rrf_k: float = 10.0
     bm25_weight: float = 1.0
-    dense_weight: float = 1.0
+    dense_weight: float = 0.5
     candidates: int = 100  # taken from each ranked list before fusion
     entity_boost: float = 0.25
     time_boost: float = 0.5
     neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
     next_weight: float = 0.3  # ... and with its next turn's, times this
     context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
+    dense_neighbors: bool = False  # neighbour weights apply to cosines too
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -198,7 +199,7 @@ def run_recall(
     vectors = index.vectors.get(model) if model is not None else None
     if query_vector is not None and vectors is not None:
         cosines, has = vectors.scores(query_vector, n)
-        if alpha or beta:
+        if (alpha or beta) and config.dense_neighbors:
             cosines = _with_neighbors(index, cosines, alpha, beta)
         docs = np.flatnonzero(has)
         keep = visible(docs)
