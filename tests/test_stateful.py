@@ -24,6 +24,7 @@ from hypothesis.stateful import (
 )
 
 from hmem import Memory, errors
+from hmem.embedders import HashEmbedder
 from tests.conftest import examples
 from tests.model import Model, Op
 
@@ -45,6 +46,8 @@ texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(lambda w: "
 opt_dates = st.none() | st.sampled_from(DATES)
 namespaces = st.sampled_from(NAMESPACES)
 ALL = dict(limit=10_000, max_tokens=10**9)
+# Every fact also gets a vector, so recall's dense path is held to the same visibility rules.
+EMBEDDER = HashEmbedder(16)
 
 
 class Clock:
@@ -71,7 +74,7 @@ class MemoryMachine(RuleBasedStateMachine):
     @initialize(flush_every=st.sampled_from([1, 2, 5, 256]))
     def open_store(self, flush_every: int) -> None:
         self.flush_every = flush_every
-        self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every)
+        self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every, embedder=EMBEDDER)
 
     def m(self, ns: str) -> Memory:
         assert self.mem is not None
@@ -85,7 +88,9 @@ class MemoryMachine(RuleBasedStateMachine):
     def _logged(self, op: Op) -> None:
         self.model.ops.append(op)
         assert self.mem is not None
-        assert self.mem.last_seq == op.seq
+        if op.kind in ("remember", "revise"):  # the fact's vector is logged right after it
+            self.model.ops.append(Op("embed", op.seq + 1, op.tx, op.namespace, op.fact))
+        assert self.mem.last_seq == self.model.last_seq
         assert self.mem.tx_time(op.seq) == op.tx
 
     # ------------------------------------------------------------------ writes
@@ -145,7 +150,7 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule(flush_every=st.sampled_from([1, 3, 256]))
     def reopen(self, flush_every):
         self.mem.close()
-        self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every)
+        self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every, embedder=EMBEDDER)
         assert self.mem.notes == []
 
     @rule()
@@ -155,7 +160,8 @@ class MemoryMachine(RuleBasedStateMachine):
         store.db.close()
         store.log.close()
         self.mem._store = None
-        self.mem = Memory(self.dir, clock=self.clock, flush_every=self.flush_every)
+        self.mem = Memory(self.dir, clock=self.clock, flush_every=self.flush_every,
+                          embedder=EMBEDDER)
 
     @rule()
     def rebuild(self):
