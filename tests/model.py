@@ -96,6 +96,15 @@ class Model:
             if f.namespace == namespace and f.believed and not f.superseded
         }
 
+    def predecessors(self, fid: int) -> list[int]:
+        """The versions ``fid`` replaced, newest first."""
+        replaced = {op.fact: op.target for op in self.ops if op.kind == "revise"}
+        out = []
+        while fid in replaced:
+            fid = replaced[fid]
+            out.append(fid)
+        return out
+
     def seq_at(self, t: datetime) -> int:
         return sum(1 for op in self.ops if op.tx <= t)
 

@@ -268,7 +268,10 @@ class MemoryMachine(RuleBasedStateMachine):
             return
         for ns in NAMESPACES:
             m = self.m(ns)
-            assert {h.id for h in m.recall("fact", **ALL)} == self.model.current(ns)
+            hits = m.recall("fact", **ALL).hits
+            assert {h.id for h in hits} == self.model.current(ns)
+            for h in hits:  # superseded versions appear only inside their successor's chain
+                assert [p.id for p in h.history] == self.model.predecessors(h.id)
             assert {f.id for s in SUBJECTS for f in m.history(s)} == self.model.facts_in(ns)
 
     @rule(ns=namespaces)
