@@ -20,6 +20,7 @@ from eventlog.events import (
     FactRevised,
 )
 from eventlog.log import FsyncPolicy
+from hmem.analytics import EVENT_TYPES, NamespaceCopy, check_read_only
 from hmem.embedders import Embedder, check_output, resolve_embedder
 from hmem.errors import (
     EmbedderError,
@@ -83,6 +84,7 @@ class Memory:
         _check_namespace(namespace)
         self.namespace = namespace
         self.clock = clock
+        self._copies: dict[str, NamespaceCopy] = {}
         self._embedder_spec = embedder
         self._embedder_resolved = False
         self._embedder_obj: Embedder | None = None
@@ -131,6 +133,9 @@ class Memory:
     def close(self) -> None:
         """Write the projection, sync the log, release the writer lock. Idempotent."""
         with self._lock:
+            for copy in self._copies.values():
+                copy.close()
+            self._copies.clear()
             if self._store is not None and self._owner:
                 self._store.close()
             self._store = None
@@ -576,6 +581,60 @@ class Memory:
                 fsync=store.log.fsync_policy,
                 read_only=store.read_only,
             )
+
+    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
+        """Read-only SQL over this namespace's projection (tables ``facts``, ``fact_versions``,
+        ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see the
+        README). Runs on a private copy: it can neither see other namespaces nor change the
+        store. Returns a DuckDB relation: ``.df()``, ``.arrow()``, ``.fetchall()``, ``.pl()``."""
+        check_read_only(query)
+        with self._lock:
+            store = self._read()
+            seq = store.projector.last_seq
+            copy = self._copies.get(self.namespace)
+            if copy is None or copy.seq != seq:
+                if copy is not None:
+                    copy.close()
+                copy = self._copies[self.namespace] = NamespaceCopy(
+                    store.tables(), self.namespace, seq
+                )
+            try:
+                return copy.query(query, params)
+            except duckdb.Error as e:
+                raise InvalidInput(f"SQL failed: {e}") from e
+
+    def events(
+        self,
+        since: TxPoint | None = None,
+        until: TxPoint | None = None,
+        *,
+        types: Iterable[str] | None = None,
+        subject: str | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """This namespace's events (``since < seq <= until``; each a time or a seq) as a DuckDB
+        relation with the fact's subject and text joined in, ordered by seq. ``types`` picks
+        event types (remembered, revised, forgotten, embedding); ``subject`` is
+        case-insensitive."""
+        where, params = ["true"], []
+        with self._lock:
+            store = self._read()
+            if since is not None:
+                where.append("seq > ?")
+                params.append(self._tx_seq(store, since, "since"))
+            if until is not None:
+                where.append("seq <= ?")
+                params.append(self._tx_seq(store, until, "until"))
+        if types is not None:
+            kinds = [types] if isinstance(types, str) else list(types)
+            unknown = set(kinds) - set(EVENT_TYPES)
+            if unknown:
+                raise InvalidInput(f"unknown event types {sorted(unknown)}; use {EVENT_TYPES}")
+            where.append("list_contains(?, type)")
+            params.append(kinds)
+        if subject is not None:
+            where.append("subject_key = ?")
+            params.append(subject_key(subject))
+        return self.sql(f"SELECT * FROM event_log WHERE {' AND '.join(where)} ORDER BY seq", params)
 
     @property
     def last_seq(self) -> int:
