@@ -33,6 +33,7 @@ import msgspec
 
 from eventlog import format as fmt
 from eventlog.events import EPOCH, Event, EventBase, decode, encode
+from eventlog.fileio import OS, FileIO
 from eventlog.lock import WriterLock
 from hmem.errors import (
     LogCorrupted,
@@ -113,6 +114,7 @@ class EventLog:
         batch_events: int = 1000,
         batch_interval: float = 1.0,
         lock_label: str | None = None,
+        io: FileIO = OS,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, not {fsync!r}")
@@ -123,6 +125,7 @@ class EventLog:
         self.batch_events = batch_events
         self.batch_interval = batch_interval
         self.recovery = Recovery()
+        self.io = io
         self._segments: list[_Segment] = []
         self._chain = fmt.ZERO_CHAIN
         self._last_tx_at: datetime = EPOCH
@@ -257,7 +260,7 @@ class EventLog:
         if self.read_only:
             return
         path.unlink()
-        _fsync_dir(self.directory)
+        _fsync_dir(self.io, self.directory)
         self.recovery.removed_segments.append(str(path))
 
     def _truncate_tail(self, seg: _Segment, nbytes: int, detail: str) -> None:
@@ -300,24 +303,24 @@ class EventLog:
             self._new_segment()
         else:
             tail = self._segments[-1]
-            self._fd = os.open(tail.path, os.O_WRONLY)
-            os.lseek(self._fd, tail.end, os.SEEK_SET)
+            self._fd = self.io.open(tail.path, os.O_WRONLY)
+            self.io.lseek(self._fd, tail.end, os.SEEK_SET)
 
     def _new_segment(self) -> None:
         first_seq = self.last_seq + 1
         path = self.directory / segment_name(first_seq)
         header = fmt.pack_segment_header(first_seq, self._chain)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = self.io.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            _write_all(fd, header)
-            os.fsync(fd)
+            _write_all(self.io, fd, header)
+            self.io.fsync(fd)
         except BaseException:
-            os.close(fd)
+            self.io.close(fd)
             path.unlink(missing_ok=True)
             raise
-        _fsync_dir(self.directory)
+        _fsync_dir(self.io, self.directory)
         if self._fd is not None:
-            os.close(self._fd)
+            self.io.close(self._fd)
         self._fd = fd
         self._segments.append(_Segment(path, first_seq, len(header)))
 
@@ -374,12 +377,12 @@ class EventLog:
     def _write(self, seg: _Segment, data: bytes) -> None:
         assert self._fd is not None
         try:
-            _write_all(self._fd, data)
+            _write_all(self.io, self._fd, data)
         except OSError as e:
             # Cut the partial write off so the file still ends after a whole record.
             try:
-                os.ftruncate(self._fd, seg.end)
-                os.lseek(self._fd, seg.end, os.SEEK_SET)
+                self.io.ftruncate(self._fd, seg.end)
+                self.io.lseek(self._fd, seg.end, os.SEEK_SET)
             except OSError:
                 pass
             self._failed = f"write to {seg.path} failed: {e}"
@@ -389,7 +392,7 @@ class EventLog:
             ) from e
 
     def _sync(self) -> None:
-        self._guarded(lambda: os.fdatasync(self._fd), "fsync")  # type: ignore[arg-type]
+        self._guarded(lambda: self.io.fdatasync(self._fd), "fsync")  # type: ignore[arg-type]
         self._unsynced = 0
         self._last_sync = time.monotonic()
 
@@ -521,7 +524,7 @@ class EventLog:
 
     def _release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            self.io.close(self._fd)
             self._fd = None
         if self._lock is not None:
             self._lock.release()
@@ -534,19 +537,19 @@ class EventLog:
         self.close()
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(io: FileIO, fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
+        n = io.write(fd, view)
         if n <= 0:
             raise OSError("short write")
         view = view[n:]
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def _fsync_dir(io: FileIO, directory: Path) -> None:
+    fd = io.open(directory, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        io.fsync(fd)
     finally:
-        os.close(fd)
+        io.close(fd)
 
