@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 WORDS = "maya tom paris london tea jazz chess works lives likes moved bought".split()
@@ -67,7 +68,8 @@ def writer(path: str, seed: int) -> None:
                 fid = m.remember("s", text, source_ref=f"torture:{seed}")
                 live.append(fid)
             elif op == "revise":
-                fid = m.revise(target, text, valid_from=None if rng.random() < 0.5 else "2099-01-01")
+                world = datetime.now(timezone.utc) + timedelta(days=1)  # later than any before
+                fid = m.revise(target, text, valid_from=None if rng.random() < 0.5 else world)
                 live.remove(target)
                 live.append(fid)
             elif op == "forget":
