@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import duckdb
+
 from eventlog.events import (
     EmbeddingRecorded,
     Event,
@@ -24,6 +26,7 @@ from eventlog.events import (
     FactRemembered,
     FactRevised,
 )
+from eventlog.fileio import OS, FileIO
 from eventlog.log import EventLog, FsyncPolicy
 from hmem.errors import InvalidInput, StoreNotFound
 from projections.duck import DuckProjection
@@ -55,6 +58,7 @@ class Store:
         fsync: FsyncPolicy = "always",
         flush_every: int = 256,
         segment_bytes: int = 64 * 1024 * 1024,
+        io: FileIO = OS,
     ) -> None:
         self.root = Path(root)
         self.read_only = read_only
@@ -70,23 +74,37 @@ class Store:
             fsync=fsync,
             segment_bytes=segment_bytes,
             lock_label=f"store {self.root}",
+            io=io,
         )
         try:
             if not self.log.recovery.clean:
                 self.notes.append(f"log recovery: {self.log.recovery}")
-            if read_only:
-                db = DuckProjection(None)
-            else:
-                db = DuckProjection(self.root / PROJECTION_FILE)
-                if db.recreated:
-                    self.notes.append(db.recreated)
+            try:
+                self._open_projection(flush_every)
+            except duckdb.Error as e:
+                if read_only or "lock" in str(e).lower():
+                    raise
+                # The file opened but could not be read (e.g. truncated): it is disposable.
+                self.notes.append(f"projection unreadable ({e}); rebuilt from the log")
+                DuckProjection.move_aside(self.root / PROJECTION_FILE)
+                self._open_projection(flush_every)
+        except BaseException:
+            self.log.close()
+            raise
+
+    def _open_projection(self, flush_every: int) -> None:
+        db = DuckProjection(None if self.read_only else self.root / PROJECTION_FILE)
+        try:
+            if db.recreated:
+                self.notes.append(db.recreated)
+            if not self.read_only:
                 self._check_cursor(db)
             self.projector = Projector(db, self.log.chain_at, flush_every=flush_every)
             self.catch_up()
-            if not read_only:
+            if not self.read_only:
                 self.projector.flush()
         except BaseException:
-            self.log.close()
+            db.close()
             raise
 
     def _check_cursor(self, db: DuckProjection) -> None:

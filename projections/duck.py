@@ -149,8 +149,12 @@ class DuckProjection:
         self.recreated = ""
         self._attached: tuple[str, duckdb.DuckDBPyConnection] | None = None
         self.con = self._connect()
-        self.con.execute("SET TimeZone = 'UTC'")
-        self._ensure_schema()
+        try:
+            self.con.execute("SET TimeZone = 'UTC'")
+            self._ensure_schema()
+        except BaseException:
+            self.close()  # release the file, so it can be moved aside and recreated
+            raise
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         if self.path is None:
@@ -162,12 +166,18 @@ class DuckProjection:
             if "lock" in str(e).lower():
                 raise ProjectionError(f"projection {self.path} is held by another process: {e}") from e
             # The projection is disposable: move the damaged file aside and start empty.
-            aside = self.path.with_suffix(self.path.suffix + ".damaged")
-            for p in (self.path, Path(str(self.path) + ".wal")):
-                if p.exists():
-                    os.replace(p, aside if p == self.path else Path(str(aside) + ".wal"))
+            aside = self.move_aside(self.path)
             self.recreated = f"projection {self.path} did not open ({e}); moved to {aside}"
             return duckdb.connect(str(self.path))
+
+    @staticmethod
+    def move_aside(path: Path) -> Path:
+        """Rename a damaged projection file (and its WAL) to ``*.damaged``; returns the name."""
+        aside = path.with_suffix(path.suffix + ".damaged")
+        for p in (path, Path(str(path) + ".wal")):
+            if p.exists():
+                os.replace(p, aside if p == path else Path(str(aside) + ".wal"))
+        return aside
 
     def _ensure_schema(self) -> None:
         con = self.con

@@ -1,0 +1,158 @@
+"""Fault injection under the log, and damaged projections: loud failure, never silent loss."""
+
+from __future__ import annotations
+
+import errno
+import os
+from datetime import datetime, timezone
+
+import duckdb
+import pytest
+
+from eventlog.events import FactRemembered
+from eventlog.fileio import FileIO
+from eventlog.log import EventLog
+from hmem import Memory, errors
+from hmem.store import Store
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class Faulty(FileIO):
+    """Fails the n-th call of one kind (counting from 1), in a chosen way."""
+
+    def __init__(self, call: str, nth: int, how: str) -> None:
+        self.call, self.nth, self.how = call, nth, how
+        self.count = 0
+
+    def _maybe_fail(self, call: str) -> bool:
+        if call != self.call:
+            return False
+        self.count += 1
+        return self.count == self.nth
+
+    def write(self, fd, data):  # type: ignore[no-untyped-def]
+        if self._maybe_fail("write"):
+            if self.how == "short":
+                os.write(fd, bytes(data)[: max(1, len(data) // 3)])
+                raise OSError(errno.ENOSPC, "No space left on device")
+            raise OSError(errno.EIO if self.how == "eio" else errno.ENOSPC, self.how)
+        return super().write(fd, data)
+
+    def fdatasync(self, fd):  # type: ignore[no-untyped-def]
+        if self._maybe_fail("fdatasync"):
+            raise OSError(errno.EIO, "Input/output error")
+        super().fdatasync(fd)
+
+    def fsync(self, fd):  # type: ignore[no-untyped-def]
+        if self._maybe_fail("fsync"):
+            raise OSError(errno.EIO, "Input/output error")
+        super().fsync(fd)
+
+    def open(self, path, flags, mode=0o644):  # type: ignore[no-untyped-def]
+        if self._maybe_fail("open"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().open(path, flags, mode)
+
+
+def ev(text: str) -> FactRemembered:
+    return FactRemembered(tx_at=T0, subject="s", text=text)
+
+
+@pytest.mark.parametrize("how", ["short", "enospc", "eio"])
+def test_a_failed_write_stores_nothing_of_the_call_and_refuses_until_reopened(tmp_path, how):
+    io = Faulty("write", 3, how)  # 1: segment header, 2: first append, 3: the failing one
+    log = EventLog(tmp_path / "log", io=io)
+    log.append(ev("kept"))
+    with pytest.raises(errors.LogWriteFailed) as info:
+        log.append_many([ev("lost 1"), ev("lost 2")])
+    assert "Nothing of this call was stored" in str(info.value)
+    with pytest.raises(errors.LogWriteFailed, match="refuses writes"):
+        log.append(ev("refused"))
+    log.close()
+    with EventLog(tmp_path / "log") as log:
+        assert [e.text for e in log.read()] == ["kept"]
+        assert log.recovery.clean
+        log.append(ev("after reopen"))
+
+
+def test_an_fsync_failure_is_fatal_and_never_retried(tmp_path):
+    io = Faulty("fdatasync", 2, "eio")
+    log = EventLog(tmp_path / "log", io=io)
+    log.append(ev("synced"))
+    with pytest.raises(errors.LogWriteFailed, match="fsync"):
+        log.append(ev("unsure"))
+    assert io.count == 2  # not retried
+    with pytest.raises(errors.LogWriteFailed, match="refuses writes"):
+        log.sync()
+    log.close()
+    with EventLog(tmp_path / "log") as log:  # the page cache still had it: present, in order
+        assert [e.text for e in log.read()] == ["synced", "unsure"]
+
+
+def test_a_failed_segment_rollover_is_loud_and_recoverable(tmp_path):
+    io = Faulty("open", 3, "enospc")  # opens 1-2: the first segment and its directory
+    log = EventLog(tmp_path / "log", segment_bytes=200, io=io)
+    log.append_many([ev("x" * 100), ev("y" * 100)])
+    with pytest.raises(errors.LogWriteFailed, match="new segment"):
+        log.append(ev("needs a new segment"))
+    log.close()
+    with EventLog(tmp_path / "log", segment_bytes=200) as log:
+        assert [e.text for e in log.read()] == ["x" * 100, "y" * 100]
+        log.append(ev("now it rolls over"))
+        assert len(log.segment_paths) == 2
+
+
+def test_memory_reports_a_failed_write_and_keeps_its_state(tmp_path):
+    io = Faulty("fdatasync", 2, "eio")  # the second remember's sync fails
+    store = Store(tmp_path / "s", io=io)
+    m = Memory(_store=store, embedder=None)
+    a = m.remember("maya", "Maya lives in London")
+    with pytest.raises(errors.LogWriteFailed):
+        m.remember("maya", "Maya likes tea")
+    with pytest.raises(errors.LogWriteFailed):
+        m.revise(a, "Maya lives in Paris")
+    assert [h.id for h in m.recall("maya london")] == [a]
+    store.close()
+    with Memory(tmp_path / "s", embedder=None) as m:
+        assert m.verify().ok
+        assert m.remember("maya", "writes work again") > a
+
+
+# ------------------------------------------------------------------ damaged projections
+
+
+def _store_with_facts(path):
+    with Memory(path, embedder=None) as m:
+        a = m.remember("maya", "Maya lives in London")
+        m.revise(a, "Maya lives in Paris", valid_from="2030-01-01")
+        m.remember("tom", "Tom likes chess")
+        m._store.tables()
+        return m._store.db.dump()
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "garbage", "old-schema", "ahead"])
+def test_a_damaged_projection_is_detected_and_rebuilt_with_a_note(tmp_path, damage):
+    path = tmp_path / "s"
+    before = _store_with_facts(path)
+    db = path / "projection.duckdb"
+    if damage == "delete":
+        db.unlink()
+    elif damage == "truncate":
+        os.truncate(db, db.stat().st_size // 2)
+    elif damage == "garbage":
+        db.write_bytes(os.urandom(4096) * 8)
+    elif damage == "old-schema":
+        con = duckdb.connect(str(db))
+        con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        con.close()
+    elif damage == "ahead":
+        con = duckdb.connect(str(db))
+        con.execute("UPDATE meta SET value = '99' WHERE key = 'last_seq'")
+        con.close()
+    with Memory(path, embedder=None) as m:
+        assert m._store.tables() is not None
+        assert m._store.db.dump() == before
+        assert m.verify().ok
+        if damage != "delete":
+            assert m.notes, "a rebuilt projection is reported"
