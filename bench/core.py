@@ -46,10 +46,12 @@ import numpy as np
 from eventlog.events import FactRemembered
 from eventlog.log import EventLog
 from hmem.memory import Memory
+from hmem.progress import Progress, progress_bar, track
 from projections.duck import DuckProjection
 from replay.rebuild import rebuild_projection
 
 SEED = 20240611
+QUIET = False  # --quiet: no progress bars (they are drawn only when stderr is a terminal)
 TARGETS = {
     "recall_p95_ms": 10.0,
     "replay_events_per_s": 100_000.0,
@@ -375,7 +377,9 @@ class SimClock:
         return self.now
 
 
-def build_store(root: Path, gen: TextGen, n_facts: int, rng: random.Random) -> dict[str, Any]:
+def build_store(
+    root: Path, gen: TextGen, n_facts: int, rng: random.Random, progress: Progress | None = None
+) -> dict[str, Any]:
     """Build a store with ``n_facts`` facts (remember + revise) through Memory, fsync=never."""
     clock = SimClock(datetime(2024, 1, 1, tzinfo=timezone.utc), timedelta(minutes=5))
     mem = Memory(root, fsync="never", flush_every=10**9, clock=clock)
@@ -388,6 +392,8 @@ def build_store(root: Path, gen: TextGen, n_facts: int, rng: random.Random) -> d
     t0 = pc()
     facts = 0
     while facts < n_facts:
+        if progress is not None and facts % 1000 == 0:
+            progress(facts, n_facts)
         r = rng.random()
         if r < 0.10 and len(heads) > 20:
             i = rng.randrange(len(heads))
@@ -549,7 +555,7 @@ def bench_recall(
             mem.recall(q)
         samples: list[float] = []
         hits = 0
-        for q in queries[50:]:
+        for q in track(queries[50:], "recall", "queries", quiet=QUIET, leave=False):
             hits += len(timed(lambda: mem.recall(q), samples))
         out["recall"] = lat_summary(samples)
         out["recall"]["mean_hits"] = hits / n_q
@@ -594,7 +600,8 @@ def bench_size(tmp: TmpDirs, gen: TextGen, n_facts: int, quick: bool) -> dict[st
     section(f"3-5. Store with {n_facts:,} facts ({label})")
     root = tmp.new(f"store-{label}")
     rng = random.Random(SEED + n_facts)
-    built = build_store(root, gen, n_facts, rng)
+    with progress_bar("building", "facts", quiet=QUIET, leave=False) as progress:
+        built = build_store(root, gen, n_facts, rng, progress)
     texts = built.pop("texts")
     events = built["events"]
     line("built via Memory (fsync=never, one DuckDB flush at close)",
@@ -693,7 +700,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--facts", default=None,
                    help="comma-separated store sizes in facts (default 10000,100000)")
     p.add_argument("--out", default=None, help="also write all results as JSON to this file")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
+    global QUIET
+    QUIET = args.quiet
     if args.facts:
         sizes = [int(x.replace("_", "").replace("k", "000")) for x in args.facts.split(",") if x]
     else:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hmem import Memory
+from hmem.progress import track
 from hmem.recall import RecallConfig
 
 DEV = ("conv-26", "conv-30")
@@ -135,13 +136,13 @@ def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
 
 def evaluate(
     m: Memory, data: list[dict[str, Any]], questions: list[Question], config: RecallConfig,
-    reference: dict[str, datetime],
+    reference: dict[str, datetime], *, quiet: bool = False,
 ) -> tuple[dict[str, dict[int, Scores]], list[float]]:
     """Scores by split and category, and recall latencies in seconds."""
     by: dict[str, dict[int, Scores]] = {"dev": {}, "held-out": {}}
     latencies = []
     views = {s["sample_id"]: m.in_namespace(s["sample_id"]) for s in data}
-    for q in questions:
+    for q in track(questions, "asked", "questions", quiet=quiet, leave=False):
         mem = views[q.sample]
         mem.recall_config = config
         t0 = time.perf_counter()
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--embedder", help="override the embedder of dense/hybrid configs")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"error: no LoCoMo data at {args.data} (set --data or HMEM_LOCOMO)", file=sys.stderr)
@@ -232,12 +234,16 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     m = Memory(Path(tmp) / (spec or "none"), fsync="never", embedder=spec,
                                flush_every=10**6)
-                    reference = {s["sample_id"]: ingest(m, s) for s in data}
+                    reference = {
+                        s["sample_id"]: ingest(m, s)
+                        for s in track(data, "ingested", "conversations", quiet=args.quiet,
+                                       leave=False)
+                    }
                     print(f"ingested {m.last_seq} events with embedder {spec} in "
                           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
                     stores[spec] = (m, reference)
                 m, reference = stores[spec]
-                by, lat = evaluate(m, data, questions, config, reference)
+                by, lat = evaluate(m, data, questions, config, reference, quiet=args.quiet)
                 results[name] = summarize(by, lat)
                 ho = results[name]["held-out"]["overall"]
                 print(f"{name}: held-out R@5 {ho['R@5']:.3f} R@10 {ho['R@10']:.3f} "

@@ -201,15 +201,12 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_reembed(args: argparse.Namespace) -> int:
-    tty = sys.stderr.isatty()
-    with _memory(args, read_only=False) as m:
-        def progress(done: int, total: int) -> None:
-            print(f"\rembedded {done}/{total} facts", end="", file=sys.stderr, flush=True)
+    from hmem.progress import progress_bar
 
-        n = m.reembed(progress=progress if tty else None)
+    with _memory(args, read_only=False) as m, \
+            progress_bar("embedded", "facts", quiet=args.quiet) as progress:
+        n = m.reembed(progress=progress)
         model = m.embedder.model if m.embedder else None
-    if tty and n:
-        print(file=sys.stderr)
     _emit(args, {"embedded": n, "model": model},
           [f"recorded {n} vectors from {model} in namespace {args.namespace}"])
     return 0
@@ -237,9 +234,27 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    if args.usage:
+        from hmem.usage import summarize_usage, usage_lines
+
+        summary = summarize_usage(_root(args))
+        _emit(args, summary, usage_lines(summary))
+        return 0
     with _memory(args, read_only=True) as m:
         stats = m.stats()
     _emit(args, stats, fmt.stats_lines(stats))
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from hmem.usage import usage_enabled
+
+    try:
+        from hmem.mcp_server import serve
+    except ImportError as e:
+        return _fail(str(e))
+    with _memory(args, read_only=args.read_only) as m:
+        serve(m, usage_log=usage_enabled(args.usage_log), source_agent=args.source_agent)
     return 0
 
 
@@ -275,16 +290,12 @@ def cmd_log_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(done: int, total: int) -> None:
-    print(f"\rreplayed {done}/{total} events", end="", file=sys.stderr, flush=True)
-
-
 def cmd_replay_rebuild(args: argparse.Namespace) -> int:
-    tty = sys.stderr.isatty()
-    with _memory(args, read_only=False) as m:
-        n = m.rebuild(_progress if tty else None)
-    if tty:
-        print(file=sys.stderr)
+    from hmem.progress import progress_bar
+
+    with _memory(args, read_only=False) as m, \
+            progress_bar("replayed", "events", quiet=args.quiet) as progress:
+        n = m.rebuild(progress)
     _emit(args, {"events": n}, [f"rebuilt the projection from {n} events"])
     return 0
 
@@ -297,6 +308,32 @@ def cmd_replay_verify(args: argparse.Namespace) -> int:
              "examples": report.examples}
     _emit(args, value, lines)
     return 0 if report.ok else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from hmem.export import export_parquet
+    from hmem.progress import progress_bar
+
+    with _memory(args, read_only=True) as m, \
+            progress_bar("exported", "files", quiet=args.quiet) as progress:
+        result = export_parquet(m, Path(args.parquet).expanduser(), progress=progress)
+    lines = [f"exported namespace {result.namespace} (log seq {result.seq}) to "
+             f"{result.directory}:"]
+    lines += [f"  {Path(t.path).name:<22} {t.rows} rows" for t in result.tables.values()]
+    _emit(args, result, lines)
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from hmem.timeline import plot_timeline, timeline_rows
+
+    out = Path(args.out).expanduser()
+    with _memory(args, read_only=True) as m:
+        rows = timeline_rows(m, args.subject)
+        plot_timeline(m, args.subject, out)
+    _emit(args, {"out": str(out), "subjects": args.subject, "rows": rows},
+          [f"wrote {out} ({len(rows)} facts about {', '.join(args.subject)})"])
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -326,10 +363,14 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("HMEM_EMBEDDER") or "auto",
                         help="auto (the local model if installed), local, openai, hash, none "
                              "(default: $HMEM_EMBEDDER, else auto)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars (they are drawn only when stderr is a terminal)")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     _fact_commands(sub)
+    _mcp_command(sub)
     _log_commands(sub)
     _replay_commands(sub)
+    _analysis_commands(sub)
     demo = _command(sub, "demo", cmd_demo, "a one-minute tour: revise, time travel, why, forget",
                     ["hmem demo", "hmem demo --path /tmp/hmem-demo   # keep the store afterwards"],
                     common=False)
@@ -359,6 +400,8 @@ def _command(
                        help="namespace")
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="print one JSON document")
+        p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                       help="no progress bars")
     if writes:
         p.add_argument("--fsync", choices=FSYNC_CHOICES, default=argparse.SUPPRESS,
                        help="log durability (default: always)")
@@ -446,8 +489,32 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
                  "every fact ever stored about a subject, with versions", ["hmem history maya"])
     p.add_argument("subject", help="the subject (case-insensitive)")
 
-    _command(sub, "stats", cmd_stats, "counts and the state of the log and projection",
-             ["hmem stats", "hmem --path ./agent-memory stats --json"])
+    p = _command(sub, "stats", cmd_stats, "counts and the state of the log and projection",
+                 ["hmem stats", "hmem --path ./agent-memory stats --json",
+                  "hmem stats --usage    # which MCP tools an agent called (see hmem mcp --help)"])
+    p.add_argument("--usage", action="store_true",
+                   help="summarise the usage log instead: calls per tool, first and last use")
+
+
+def _mcp_command(sub: argparse._SubParsersAction) -> None:
+    p = _command(sub, "mcp", cmd_mcp, "serve this store to an agent over MCP (stdio)", [
+        "hmem mcp                                  # the default store, namespace 'default'",
+        "hmem mcp --path ~/notes-memory --namespace work --usage-log",
+        "hmem mcp --read-only --embedder none      # recall and explain only",
+        "claude mcp add hmem -- uvx hmem mcp       # register it with Claude Code",
+    ], description="Serve this store to an agent over MCP on stdin/stdout (tools: remember, "
+       "recall, revise, forget, why, diff, history, stats). The server holds the store open as "
+       "its writer until the client disconnects; other processes can still read it. Needs "
+       "pip install 'hmem[mcp]'.", writes=True)
+    p.add_argument("--read-only", action="store_true",
+                   help="offer only the read tools; never write (works beside another writer)")
+    p.add_argument("--embedder", metavar="NAME", default=argparse.SUPPRESS,
+                   help="auto, local, openai, hash, none (default: $HMEM_EMBEDDER, else auto)")
+    p.add_argument("--usage-log", action="store_true",
+                   help="append each tool call's name and time (never its text) to "
+                        "<store>/usage.log; also $HMEM_USAGE_LOG=1")
+    p.add_argument("--source-agent", metavar="AGENT", default="mcp",
+                   help="recorded as the source agent of every write (default: mcp)")
 
 
 def _log_commands(sub: argparse._SubParsersAction) -> None:
@@ -479,6 +546,33 @@ def _replay_commands(sub: argparse._SubParsersAction) -> None:
     _command(rsub, "verify", cmd_replay_verify,
              "replay the log into a fresh database and compare it with the projection",
              ["hmem replay verify", "hmem replay verify --json"], writes=True)
+
+
+def _analysis_commands(sub: argparse._SubParsersAction) -> None:
+    p = _command(sub, "export", cmd_export,
+                 "write this namespace's events, fact versions, facts and entities as Parquet",
+                 ["hmem export --parquet ./audit      # events.parquet, fact_versions.parquet, ...",
+                  "hmem --namespace work export --parquet ./work-audit --json",
+                  "duckdb -c \"SELECT * FROM './audit/fact_versions.parquet'\"  # read it back"],
+                 description="Write this namespace's events, fact versions (joined with their "
+                 "facts), facts and entities as Parquet files, plus manifest.json, into DIR for "
+                 "offline analysis (DuckDB, pandas, polars, Spark). Only this namespace's rows "
+                 "are written. Safe beside a live writer.")
+    p.add_argument("--parquet", metavar="DIR", required=True,
+                   help="directory to write into (created if needed; its export files replaced)")
+
+    p = _command(sub, "timeline", cmd_timeline,
+                 "draw what was believed about a subject over valid and transaction time",
+                 ["hmem timeline maya --out timeline.png",
+                  "hmem timeline maya tom --out people.svg   # several subjects, SVG",
+                  "hmem --path ./agent-memory timeline maya --json"],
+                 description="Draw every fact ever stored about SUBJECT: each version as a bar "
+                 "over valid time (when it was true) and over transaction time (when it was "
+                 "believed), revisions, corrections and forgets marked. PNG, SVG or PDF by the "
+                 "extension of --out. Needs pip install 'hmem[plot]'.")
+    p.add_argument("subject", nargs="+", help="the subject (case-insensitive); several allowed")
+    p.add_argument("--out", metavar="FILE", default="timeline.png",
+                   help="image to write (default: timeline.png)")
 
 
 def iter_parsers(

@@ -46,7 +46,7 @@ class RecallConfig:
     """Ranking knobs. ``recency_weight`` 0 ignores age; 1 multiplies by the full decay."""
 
     half_life_days: float = 90.0
-    recency_weight: float = 0.5
+    recency_weight: float = 0.05  # a tie-breaker: a true old fact must not lose to a new aside
     limit: int = 10
     max_tokens: int = 1000
     chars_per_token: float = 4.0

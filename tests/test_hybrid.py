@@ -173,3 +173,14 @@ def test_a_turn_scores_with_the_turn_before_it(tmp_path):
         m.recall_config = flat
         ranked = [h.id for h in m.recall("which shelter")]
         assert set(ranked) >= {a, other}
+
+
+def test_an_old_but_relevant_fact_beats_new_asides(tmp_path):
+    """Recency only breaks ties: a long-true answer outranks newer facts that merely share a
+    word with the question (seen in the audit notebook)."""
+    clock = lambda: datetime(2026, 11, 1, tzinfo=UTC)  # noqa: E731
+    with Memory(tmp_path / "s", embedder="hash-64", clock=clock) as m:
+        home = m.remember("maya", "Maya lives in London", valid_from="2025-01-01")
+        m.remember("maya", "Maya books the train tickets", valid_from="2026-10-30")
+        m.remember("maya", "Maya is vegetarian", valid_from="2026-10-31")
+        assert m.recall("where does maya live")[0].id == home

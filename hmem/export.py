@@ -1,0 +1,134 @@
+"""``export_parquet``: one namespace's beliefs and history as Parquet files for offline analysis.
+
+Written by DuckDB itself (no pyarrow), from the same private per-namespace copy that
+``Memory.sql`` queries, so an export never holds another namespace's rows. Files:
+
+* ``events.parquet``: the decoded log of this namespace (``Memory.events()``: one row per event,
+  the fact's subject and text joined in).
+* ``fact_versions.parquet``: one row per bi-temporal version row, joined with its fact (text,
+  subject, provenance, chain links): the table to plot or pivot.
+* ``facts.parquet``: one row per fact (statement), as the projection's ``facts`` table.
+* ``entities.parquet``: (entity, fact) pairs.
+* ``manifest.json``: namespace, the log seq the files cover, row counts, hmem's version.
+
+Each file is written to a temporary name and renamed, so a reader never sees half a file. If
+the store changes while exporting (a writer in another process), the export starts again, so
+all files always describe one seq.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from hmem import __version__
+from hmem.errors import HmemError, InvalidInput
+from hmem.progress import Progress
+
+if TYPE_CHECKING:
+    from hmem.memory import Memory
+
+__all__ = ["export_parquet", "Export", "ExportedTable", "EXPORT_QUERIES", "ExportChanged"]
+
+# file stem -> query over the namespace copy (see Memory.sql)
+EXPORT_QUERIES: dict[str, str] = {
+    "events": "SELECT * FROM event_log ORDER BY seq",
+    "fact_versions": """
+        SELECT v.fact_id, v.row_no, f.subject, f.text,
+               v.valid_from, v.valid_to, v.tx_from_seq, v.tx_from, v.tx_to_seq, v.tx_to,
+               v.tx_to IS NULL AS believed_now,
+               f.confidence, f.source_agent, f.source_ref, f.entities, f.created_at,
+               f.supersedes, f.revision, f.reason, f.superseded_by, f.superseded_at,
+               f.forgotten_seq, f.forgotten_at, f.forget_reason, v.namespace
+        FROM fact_versions v JOIN facts f ON f.id = v.fact_id
+        ORDER BY v.fact_id, v.row_no""",
+    "facts": "SELECT * FROM facts ORDER BY id",
+    "entities": "SELECT * FROM entities ORDER BY entity, fact_id",
+}
+
+MANIFEST_FORMAT = "hmem-parquet-export"
+MANIFEST_VERSION = 1
+_ATTEMPTS = 5
+
+
+class ExportedTable(msgspec.Struct, frozen=True):
+    path: str
+    rows: int
+
+
+class Export(msgspec.Struct, frozen=True):
+    """What ``export_parquet`` wrote: the directory, the namespace, the log seq it covers."""
+
+    directory: str
+    namespace: str
+    seq: int
+    tables: dict[str, ExportedTable]
+    manifest: str
+
+
+class ExportChanged(HmemError):
+    """The store kept changing during the export (a busy writer); try again."""
+
+
+def export_parquet(
+    memory: Memory, directory: str | os.PathLike[str], *, progress: Progress | None = None
+) -> Export:
+    """Write this namespace's events, fact versions, facts and entities as Parquet files into
+    ``directory`` (created if needed; these files in it are replaced). ``progress(done, total)``
+    is called after each file. Returns what was written."""
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise InvalidInput(f"{out} is a file, not a directory; choose a directory to export to")
+    out.mkdir(parents=True, exist_ok=True)
+    for _ in range(_ATTEMPTS):
+        seq = memory.last_seq
+        tables = _write_tables(memory, out, progress)
+        if memory.last_seq == seq:
+            break
+    else:
+        raise ExportChanged(
+            f"the store changed during each of {_ATTEMPTS} export attempts; try again when the "
+            f"writer is less busy"
+        )
+    manifest = out / "manifest.json"
+    _write_text(manifest, json.dumps({
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "hmem_version": __version__,
+        "namespace": memory.namespace,
+        "seq": seq,
+        "last_tx": memory.tx_time(seq).isoformat() if seq else None,
+        "tables": {name: {"file": Path(t.path).name, "rows": t.rows} for name, t in tables.items()},
+    }, indent=2) + "\n")
+    return Export(str(out), memory.namespace, seq, tables, str(manifest))
+
+
+def _write_tables(
+    memory: Memory, out: Path, progress: Progress | None
+) -> dict[str, ExportedTable]:
+    tables: dict[str, ExportedTable] = {}
+    for i, (name, query) in enumerate(EXPORT_QUERIES.items(), 1):
+        path = out / f"{name}.parquet"
+        tmp = out / f".{name}.parquet.tmp"
+        relation = memory.sql(query)
+        try:
+            relation.write_parquet(str(tmp))
+            rows = memory.sql(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, path)
+        tables[name] = ExportedTable(str(path), int(rows))
+        if progress is not None:
+            progress(i, len(EXPORT_QUERIES))
+    return tables
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
