@@ -1,7 +1,11 @@
 """Crash torture: SIGKILL a writer at random moments; the store must lose nothing acknowledged.
 
-    python -m tests.torture.crash --kills 1000            # the full run (see README: Guarantees)
-    python -m tests.torture.crash --kills 20 --seed 7     # what CI runs (tests/test_torture.py)
+    python -m tests.torture.crash --kills 1000 --out /tmp/torture.json   # the full run (README: Guarantees)
+    python -m tests.torture.crash --kills 20 --seed 7                    # a short run
+
+A long run starts a fresh store every ``--fresh-every`` kills (default 100): the checks after
+each kill read the whole log, so one ever-growing store would make round ``n`` cost O(n).
+Progress goes to stderr; the JSON report to stdout (or ``--out``).
 
 A writer subprocess does random remember / revise / forget / record_embedding calls with
 ``fsync="always"``. Before each call it prints an *intent* line, after the call returns an
@@ -99,14 +103,27 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
 
-def run(path: Path, kills: int, seed: int, max_wait: float = 0.25) -> Report:
-    """``kills`` rounds of: start the writer, kill it at a random moment, check the store."""
+def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: int = 0,
+        progress: bool = False) -> Report:
+    """``kills`` rounds of: start the writer, kill it at a random moment, check the store.
+
+    With ``fresh_every`` > 0 the rounds use a new store (``path``/``store-<k>``) every
+    ``fresh_every`` kills, which keeps the cost of each check bounded in a long run.
+    """
     rng = random.Random(seed)
     report = Report()
     acked: dict[int, dict] = {}  # seq -> the ack that covers it
     start = time.perf_counter()
     env = {**os.environ, "HMEM_EMBEDDER": "none", "PYTHONHASHSEED": "0"}
+    base = path
     for round_no in range(kills):
+        if fresh_every and round_no % fresh_every == 0:
+            report.acked_events += len(acked)
+            acked = {}
+            path = base / f"store-{round_no // fresh_every}"
+            if progress and round_no:
+                print(f"{round_no} kills, {report.acked_events} acked, {len(report.problems)} problems, "
+                      f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.torture.crash", "--writer", str(path),
              "--seed", str(rng.randrange(2**31))],
@@ -138,7 +155,7 @@ def run(path: Path, kills: int, seed: int, max_wait: float = 0.25) -> Report:
         if proc.returncode != -signal.SIGKILL and proc.returncode is not None:
             report.problems.append(f"round {round_no}: writer exited {proc.returncode}: {err[-500:]!r}")
         check(path, acked, intent, report, round_no)
-    report.acked_events = len(acked)
+    report.acked_events += len(acked)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -185,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--path", type=Path, help="store directory (default: a temporary one)")
+    parser.add_argument("--fresh-every", type=int, default=100, metavar="N",
+                        help="start a fresh store every N kills (0: one store for the whole run)")
+    parser.add_argument("--out", type=Path, help="write the JSON report here too")
     parser.add_argument("--writer", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.writer:
@@ -192,8 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="hmem-torture-") as tmp:
         path = args.path or Path(tmp) / "store"
-        report = run(path, args.kills, args.seed)
-    print(json.dumps(report.__dict__, indent=2))
+        report = run(path, args.kills, args.seed, fresh_every=args.fresh_every, progress=True)
+    text = json.dumps({"command": " ".join(["python -m tests.torture.crash", *(argv or sys.argv[1:])]),
+                       **report.__dict__}, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
     return 1 if report.problems else 0
 
 
