@@ -13,13 +13,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
 from hmem import __version__
 from hmem import cli_format as fmt
-from hmem.errors import HmemError
+from hmem.errors import HmemError, shown
 
 if TYPE_CHECKING:
     from hmem.memory import Memory
@@ -122,17 +122,32 @@ def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
             print(line)
 
 
+MAX_DIGITS = 19  # a seq or fact id is a signed 64-bit number
+
+
 def _tx_point(value: str | None) -> int | str | None:
     """A transaction point from the command line: digits are a seq, anything else a time."""
     if value is None:
         return None
-    return int(value.strip()) if value.strip().isdigit() else value
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):
+        return value
+    if len(text) > MAX_DIGITS:
+        from hmem.errors import InvalidInput
+
+        raise InvalidInput(f"seq {shown(text)} is too large; `hmem stats` shows the last seq")
+    return int(text)
 
 
 def _fact_id(value: str) -> int:
     text = value.strip().lstrip("#")
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"a fact id is a number like 42 or #42, not {value!r}")
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(
+            f"a fact id is a number like 42 or #42, not {shown(value)}")
+    if len(text) > MAX_DIGITS:
+        raise argparse.ArgumentTypeError(
+            f"fact id {shown(text)} is too large; find ids with `hmem recall` or `hmem history`"
+        )
     return int(text)
 
 
@@ -143,11 +158,21 @@ def _namespace(value: str) -> str:
     return value
 
 
+def _file_path(value: str) -> str:
+    """A path argument: non-empty and without NUL bytes (which no file name can hold)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("a path is a non-empty file or directory name")
+    if "\x00" in value:
+        raise argparse.ArgumentTypeError(f"a path cannot contain a NUL byte: {shown(value)}")
+    return value
+
+
 def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {value!r}") from None
+    text = value.strip()
+    if not (text.isascii() and text.lstrip("+-").isdigit()) or len(text) > MAX_DIGITS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number (at most {MAX_DIGITS} digits), not {shown(value)}")
+    n = int(text)
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {n}")
     return n
@@ -345,13 +370,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line (what was wrong, and where the help is), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hmem", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hmem {__version__}")
-    parser.add_argument("--path", metavar="DIR", default=None,
+    parser.add_argument("--path", metavar="DIR", default=None, type=_file_path,
                         help="store directory (default: $HMEM_HOME, else ~/.local/share/hmem)")
     parser.add_argument("--namespace", metavar="NS", type=_namespace,
                         default=os.environ.get("HMEM_NAMESPACE") or "default",
@@ -374,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = _command(sub, "demo", cmd_demo, "a one-minute tour: revise, time travel, why, forget",
                     ["hmem demo", "hmem demo --path /tmp/hmem-demo   # keep the store afterwards"],
                     common=False)
-    demo.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS,
+    demo.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=_file_path,
                       help="store to use (default: a temporary one, deleted afterwards)")
     return parser
 
@@ -395,7 +427,8 @@ def _command(
     else:
         p.set_defaults(group_parser=p)
     if common:  # also accepted after the command; SUPPRESS keeps the global value otherwise
-        p.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, help="store directory")
+        p.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=_file_path,
+                       help="store directory")
         p.add_argument("--namespace", metavar="NS", type=_namespace, default=argparse.SUPPRESS,
                        help="namespace")
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -558,7 +591,7 @@ def _analysis_commands(sub: argparse._SubParsersAction) -> None:
                  "facts), facts and entities as Parquet files, plus manifest.json, into DIR for "
                  "offline analysis (DuckDB, pandas, polars, Spark). Only this namespace's rows "
                  "are written. Safe beside a live writer.")
-    p.add_argument("--parquet", metavar="DIR", required=True,
+    p.add_argument("--parquet", metavar="DIR", required=True, type=_file_path,
                    help="directory to write into (created if needed; its export files replaced)")
 
     p = _command(sub, "timeline", cmd_timeline,
@@ -571,7 +604,7 @@ def _analysis_commands(sub: argparse._SubParsersAction) -> None:
                  "believed), revisions, corrections and forgets marked. PNG, SVG or PDF by the "
                  "extension of --out. Needs pip install 'hmem[plot]'.")
     p.add_argument("subject", nargs="+", help="the subject (case-insensitive); several allowed")
-    p.add_argument("--out", metavar="FILE", default="timeline.png",
+    p.add_argument("--out", metavar="FILE", default="timeline.png", type=_file_path,
                    help="image to write (default: timeline.png)")
 
 

@@ -125,3 +125,13 @@ class EmbedderUnavailable(EmbedderError):
     """The embedder cannot be used here: an extra is not installed or it is not configured.
 
     The message names the install command or the settings to make."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut after ``limit`` characters (a user's value may
+    be megabytes long)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return text[:limit] + "..." + size

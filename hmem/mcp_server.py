@@ -185,7 +185,9 @@ def _blank(value: str | None) -> str | None:
 def _tx(value: int | str | None) -> int | str | None:
     if isinstance(value, str):
         text = value.strip().lstrip("#")
-        return int(text) if text.isdigit() else _blank(value)
+        if text.isascii() and text.isdigit() and len(text) <= 19:
+            return int(text)
+        return _blank(value)  # a time, or the library names the problem
     return value
 
 

@@ -28,6 +28,7 @@ from hmem.errors import (
     InvalidInput,
     InvalidTime,
     StoreClosed,
+    shown,
 )
 from hmem.recall import RecallConfig, RecallResult, run_recall
 from hmem.store import Store, default_root
@@ -686,7 +687,9 @@ def _check_namespace(namespace: object) -> None:
     if not isinstance(namespace, str) or not namespace.strip():
         raise InvalidInput("namespace must be a non-empty string, e.g. 'default'")
     if any(ord(c) < 32 or ord(c) == 127 for c in namespace) or len(namespace) > 500:
-        raise InvalidInput(f"namespace {namespace!r} has control characters or is too long")
+        raise InvalidInput(
+            f"namespace {shown(namespace)} has control characters or is longer than 500 "
+            f"characters; use a short printable name")
 
 
 def _strip(value: object, label: str) -> str:
@@ -706,8 +709,9 @@ def _entities(entities: Iterable[str]) -> tuple[str, ...]:
 
 def _fact_id(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, str) and value.strip().lstrip("#").isdigit():
-            return int(value.strip().lstrip("#"))
-        raise InvalidInput(f"a fact id is an integer (e.g. 42), not {value!r}")
+        text = value.strip().lstrip("#") if isinstance(value, str) else ""
+        if text.isascii() and text.isdigit() and len(text) <= 19:  # "42", "#42"; not "²"
+            return int(text)
+        raise InvalidInput(f"a fact id is an integer (e.g. 42), not {shown(value)}")
     return int(value)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, time, timezone
 
-from hmem.errors import InvalidTime
+from hmem.errors import InvalidTime, shown
 
 __all__ = ["parse_time", "parse_time_opt", "TimeLike"]
 
@@ -33,7 +33,7 @@ def parse_time(value: TimeLike, label: str) -> datetime:
                 dt = datetime.fromisoformat(text)
         except ValueError as e:
             raise InvalidTime(
-                f"{label} {value!r} is not a date or time; use ISO 8601, e.g. '2025-01-01' or "
+                f"{label} {shown(value)} is not a date or time; use ISO 8601, e.g. '2025-01-01' or "
                 f"'2025-01-01T09:30:00Z'"
             ) from e
     else:
@@ -42,12 +42,12 @@ def parse_time(value: TimeLike, label: str) -> datetime:
         )
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise InvalidTime(
-            f"{label} {value!r} has no time zone; add one (e.g. '2025-01-01T09:30:00Z' or "
+            f"{label} {shown(value)} has no time zone; add one (e.g. '2025-01-01T09:30:00Z' or "
             f"datetime(..., tzinfo=timezone.utc)), or give a plain date"
         )
     dt = dt.astimezone(timezone.utc)
     if not _MIN <= dt <= _MAX:
-        raise InvalidTime(f"{label} {value!r} is outside the supported years 1-9999")
+        raise InvalidTime(f"{label} {shown(value)} is outside the supported years 1-9999")
     return dt
 
 
