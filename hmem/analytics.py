@@ -2,7 +2,10 @@
 
 ``Memory.sql`` and ``Memory.events`` never run user SQL against the store's own connection: the
 namespace's rows are copied into a separate in-memory database (cached until the store changes),
-so a query can neither see another namespace nor change the projection.
+so a query can neither see another namespace nor change the projection. The copy has no file
+access (``enable_external_access = false``): ``read_text``/``read_blob`` of the store's own log
+files would otherwise show every namespace. ``hmem.export`` writes files from an unsandboxed
+copy of its own.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ def check_read_only(query: str) -> None:
 class NamespaceCopy:
     """A private in-memory database with one namespace's projection tables."""
 
-    def __init__(self, source: duckdb.DuckDBPyConnection, namespace: str, seq: int) -> None:
+    def __init__(
+        self, source: duckdb.DuckDBPyConnection, namespace: str, seq: int, *, sandboxed: bool = True
+    ) -> None:
         self.seq = seq
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
@@ -61,6 +66,9 @@ class NamespaceCopy:
             self.con.execute(f"CREATE TABLE {table} AS SELECT {casts} FROM _rows")
             self.con.unregister("_rows")
         self.con.execute(_EVENTS_VIEW)
+        if sandboxed:  # no file access: a query cannot read the log (every namespace) from disk
+            self.con.execute("SET enable_external_access = false")
+            self.con.execute("SET lock_configuration = true")
 
     def query(self, sql: str, params: Any = None) -> duckdb.DuckDBPyRelation:
         """A lazy relation on a fresh cursor (so relations never share an open result)."""

@@ -1,7 +1,8 @@
 """``export_parquet``: one namespace's beliefs and history as Parquet files for offline analysis.
 
-Written by DuckDB itself (no pyarrow), from the same private per-namespace copy that
-``Memory.sql`` queries, so an export never holds another namespace's rows. Files:
+Written by DuckDB itself (no pyarrow), from a private per-namespace copy like the one
+``Memory.sql`` queries (but allowed to write files), so an export never holds another
+namespace's rows. Files:
 
 * ``events.parquet``: the decoded log of this namespace (``Memory.events()``: one row per event,
   the fact's subject and text joined in).
@@ -30,6 +31,7 @@ from hmem.errors import HmemError, InvalidInput
 from hmem.progress import Progress
 
 if TYPE_CHECKING:
+    from hmem.analytics import NamespaceCopy
     from hmem.memory import Memory
 
 __all__ = ["export_parquet", "Export", "ExportedTable", "EXPORT_QUERIES", "ExportChanged"]
@@ -86,8 +88,12 @@ def export_parquet(
     out.mkdir(parents=True, exist_ok=True)
     for _ in range(_ATTEMPTS):
         seq = memory.last_seq
-        tables = _write_tables(memory, out, progress)
-        if memory.last_seq == seq:
+        copy = memory._export_copy()
+        try:
+            tables = _write_tables(copy, out, progress)
+        finally:
+            copy.close()
+        if memory.last_seq == seq == copy.seq:
             break
     else:
         raise ExportChanged(
@@ -108,16 +114,16 @@ def export_parquet(
 
 
 def _write_tables(
-    memory: Memory, out: Path, progress: Progress | None
+    copy: NamespaceCopy, out: Path, progress: Progress | None
 ) -> dict[str, ExportedTable]:
     tables: dict[str, ExportedTable] = {}
     for i, (name, query) in enumerate(EXPORT_QUERIES.items(), 1):
         path = out / f"{name}.parquet"
         tmp = out / f".{name}.parquet.tmp"
-        relation = memory.sql(query)
+        relation = copy.query(query)
         try:
             relation.write_parquet(str(tmp))
-            rows = memory.sql(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
+            rows = copy.query(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -586,8 +586,10 @@ class Memory:
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
         """Read-only SQL over this namespace's projection (tables ``facts``, ``fact_versions``,
         ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see the
-        README). Runs on a private copy: it can neither see other namespaces nor change the
-        store. Returns a DuckDB relation: ``.df()``, ``.arrow()``, ``.fetchall()``, ``.pl()``."""
+        README). Runs on a private copy without file access: it can neither see other
+        namespaces nor change the store nor read or write files (use ``hmem.export`` for
+        Parquet). Returns a DuckDB relation: ``.df()``, ``.arrow()``, ``.fetchall()``,
+        ``.pl()``."""
         check_read_only(query)
         with self._lock:
             store = self._read()
@@ -603,6 +605,15 @@ class Memory:
                 return copy.query(query, params)
             except duckdb.Error as e:
                 raise InvalidInput(f"SQL failed: {e}") from e
+
+    def _export_copy(self) -> NamespaceCopy:
+        """A fresh copy of this namespace's tables that may write files (for ``hmem.export``);
+        the caller closes it."""
+        with self._lock:
+            store = self._read()
+            return NamespaceCopy(
+                store.tables(), self.namespace, store.projector.last_seq, sandboxed=False
+            )
 
     def events(
         self,

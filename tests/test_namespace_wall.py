@@ -193,3 +193,17 @@ def test_mcp_tools_show_only_their_namespace(tmp_path):
                     result = call(server, name, id=fid, **args)
                     assert result["isError"] and "no fact" in result["content"][0]["text"]
             assert m.last_seq == before
+
+
+@pytest.mark.parametrize("reader", ["read_blob", "read_text", "read_csv"])
+def test_sql_cannot_read_the_store_files_which_hold_every_namespace(tmp_path, reader):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        m.in_namespace("secret").remember("x", "the secret code is 1234")
+        files = str(tmp_path / "s" / "log" / "*.hlog")
+        with pytest.raises(errors.InvalidInput, match="disabled"):
+            m.sql(f"SELECT * FROM {reader}('{files}')").fetchall()
+        with pytest.raises(errors.InvalidInput, match="read-only"):
+            m.sql("SET enable_external_access = true")
+        assert m.sql("SELECT count(*) FROM facts").fetchall() == [(0,)]
+        export_parquet(m, tmp_path / "out")  # export still writes its files
+        assert (tmp_path / "out" / "facts.parquet").exists()
