@@ -108,9 +108,24 @@ def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
     try:
         for note in mem.notes:
             print(f"note: {note}", file=sys.stderr)
+        if read_only:
+            _note_empty_namespace(mem)
         yield mem
     finally:
         mem.close()
+
+
+def _note_empty_namespace(mem: Memory) -> None:
+    """A read of a namespace that holds nothing is most likely a typo: name the ones there are."""
+    if not mem.last_seq:
+        return
+    facts = mem._store.projector.state.facts.values()  # type: ignore[union-attr]
+    if any(f.namespace == mem.namespace for f in facts):
+        return
+    names = sorted({f.namespace for f in facts})
+    listed = ", ".join(shown(n, 40) for n in names[:10]) + (", ..." if len(names) > 10 else "")
+    print(f"note: namespace {shown(mem.namespace)} holds no facts; this store's namespaces: "
+          f"{listed} (choose one with --namespace)", file=sys.stderr)
 
 
 def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:

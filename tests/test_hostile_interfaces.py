@@ -86,6 +86,19 @@ def test_hostile_cli_input_is_one_error_line_and_appends_nothing(store, argv, ca
     assert log_len(store) == before
 
 
+def test_reading_an_unknown_namespace_is_empty_with_a_note_naming_the_real_ones(store, capsys):
+    """Not an error (an agent's new namespace starts empty), but a typo should not go unseen."""
+    before = log_len(store)
+    code = main(["--path", str(store), "--embedder", "none", "--namespace", "defualt",
+                 "recall", "maya"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "no matching facts" in out
+    assert "'defualt' holds no facts" in err and "'default', 'other'" in err
+    assert log_len(store) == before
+    assert main(["--path", str(store), "--embedder", "none", "recall", "maya"]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------- MCP
 
 try:
