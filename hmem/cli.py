@@ -19,7 +19,7 @@ import msgspec
 
 from hmem import __version__
 from hmem import cli_format as fmt
-from hmem.errors import HmemError, shown
+from hmem.errors import HmemError, InvalidInput, shown
 
 if TYPE_CHECKING:
     from hmem.memory import Memory
@@ -148,8 +148,6 @@ def _tx_point(value: str | None) -> int | str | None:
     if not (text.isascii() and text.isdigit()):
         return value
     if len(text) > MAX_DIGITS:
-        from hmem.errors import InvalidInput
-
         raise InvalidInput(f"seq {shown(text)} is too large; `hmem stats` shows the last seq")
     return int(text)
 
