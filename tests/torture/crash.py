@@ -5,7 +5,8 @@
 
 A long run starts a fresh store every ``--fresh-every`` kills (default 100): the checks after
 each kill read the whole log, so one ever-growing store would make round ``n`` cost O(n).
-Progress goes to stderr; the JSON report to stdout (or ``--out``).
+Progress (and any problem, as it is found) goes to stderr; the JSON report to stdout and
+``--out`` (rewritten after every fresh store, so a long run that is stopped keeps its figures).
 
 A writer subprocess does random remember / revise / forget / record_embedding calls with
 ``fsync="always"``. Before each call it prints an *intent* line, after the call returns an
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -104,11 +106,14 @@ class Report:
 
 
 def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: int = 0,
-        progress: bool = False) -> Report:
+        progress: bool = False, max_seconds: float | None = None,
+        on_epoch: Callable[[Report], None] | None = None) -> Report:
     """``kills`` rounds of: start the writer, kill it at a random moment, check the store.
 
     With ``fresh_every`` > 0 the rounds use a new store (``path``/``store-<k>``) every
-    ``fresh_every`` kills, which keeps the cost of each check bounded in a long run.
+    ``fresh_every`` kills, which keeps the cost of each check bounded in a long run;
+    ``on_epoch(report)`` is called before each new store. A run stops early, after a whole
+    round, once ``max_seconds`` have passed.
     """
     rng = random.Random(seed)
     report = Report()
@@ -117,10 +122,15 @@ def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: 
     env = {**os.environ, "HMEM_EMBEDDER": "none", "PYTHONHASHSEED": "0"}
     base = path
     for round_no in range(kills):
+        if max_seconds is not None and time.perf_counter() - start > max_seconds:
+            break
         if fresh_every and round_no % fresh_every == 0:
             report.acked_events += len(acked)
             acked = {}
             path = base / f"store-{round_no // fresh_every}"
+            report.seconds = time.perf_counter() - start
+            if on_epoch is not None and round_no:
+                on_epoch(report)
             if progress and round_no:
                 print(f"{round_no} kills, {report.acked_events} acked, {len(report.problems)} problems, "
                       f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
@@ -154,7 +164,11 @@ def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: 
                 intent = None
         if proc.returncode != -signal.SIGKILL and proc.returncode is not None:
             report.problems.append(f"round {round_no}: writer exited {proc.returncode}: {err[-500:]!r}")
+        seen = len(report.problems)
         check(path, acked, intent, report, round_no)
+        if progress:
+            for problem in report.problems[seen:]:
+                print(f"PROBLEM {problem}", file=sys.stderr, flush=True)
     report.acked_events += len(acked)
     report.seconds = time.perf_counter() - start
     return report
@@ -204,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", type=Path, help="store directory (default: a temporary one)")
     parser.add_argument("--fresh-every", type=int, default=100, metavar="N",
                         help="start a fresh store every N kills (0: one store for the whole run)")
-    parser.add_argument("--out", type=Path, help="write the JSON report here too")
+    parser.add_argument("--out", type=Path,
+                        help="write the JSON report here too (also after every fresh store)")
+    parser.add_argument("--max-seconds", type=float, metavar="S",
+                        help="stop after the round that passes S seconds (a bounded long run)")
     parser.add_argument("--writer", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.writer:
@@ -212,12 +229,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="hmem-torture-") as tmp:
         path = args.path or Path(tmp) / "store"
-        report = run(path, args.kills, args.seed, fresh_every=args.fresh_every, progress=True)
-    text = json.dumps({"command": " ".join(["python -m tests.torture.crash", *(argv or sys.argv[1:])]),
-                       **report.__dict__}, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+        command = " ".join(["python -m tests.torture.crash", *(argv or sys.argv[1:])])
+
+        def save(report: Report, done: bool = False) -> str:
+            text = json.dumps({"command": command, "finished": done, **report.__dict__}, indent=2)
+            if args.out:
+                tmp = args.out.with_name(args.out.name + ".tmp")
+                tmp.write_text(text + "\n")
+                os.replace(tmp, args.out)
+            return text
+
+        report = run(path, args.kills, args.seed, fresh_every=args.fresh_every, progress=True,
+                     max_seconds=args.max_seconds, on_epoch=save)
+    print(save(report, done=True))
     return 1 if report.problems else 0
 
 
