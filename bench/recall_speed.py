@@ -72,6 +72,7 @@ from bench.core import (
     section,
     size_label,
 )
+from bench.embed_speed import OtherLoad
 from hmem.memory import Memory
 from hmem.recall import RecallConfig, run_recall
 from projections.entities import fact_entities
@@ -243,36 +244,6 @@ def build_index_only(
 
 
 # ---------------------------------------------------------------------------------- timing
-
-
-class OtherLoad:
-    """CPU time other processes used while a block ran (Linux /proc/stat), in cores: latency
-    percentiles taken on a shared 2-core machine should say so."""
-
-    def __enter__(self) -> OtherLoad:
-        self.t0, self.busy0, self.own0 = time.perf_counter(), _busy(), _own()
-        self.cores = 0.0
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        wall = time.perf_counter() - self.t0
-        other = (_busy() - self.busy0) - (_own() - self.own0)
-        self.cores = max(0.0, other / wall) if wall > 0 else 0.0
-
-
-def _busy() -> float:
-    try:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:9]]
-    except OSError:
-        return 0.0
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def _own() -> float:
-    t = os.times()
-    return t.user + t.system
-
 
 
 def time_calls(fn: Callable[[Any], Any], args: list[Any], warm: int) -> list[float]:

@@ -65,6 +65,7 @@ from bench.core import (
     section,
     timed,
 )
+from bench.embed_speed import OtherLoad
 from eventlog.events import FactRemembered
 from eventlog.log import EventLog
 from hmem.memory import Memory
@@ -328,7 +329,7 @@ def verdicts(res: dict[str, Any]) -> list[str]:
 
 
 def child(args: argparse.Namespace) -> int:
-    with recall_speed.OtherLoad() as load:
+    with OtherLoad() as load:
         res = run_size(args.child, args)
     res["other_load_cores_all"] = load.cores
     line("CPU used by other processes during this size (cores)", f"{load.cores:.2f}")
