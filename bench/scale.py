@@ -151,7 +151,7 @@ def bench_time_travel(root: Path, n: int, queries: list[str], quick: bool) -> di
 
         rows = len(mem.as_of(mid))
         out["as_of_big"] = lat_summary(repeat(lambda: mem.as_of(mid), 30)) | {"rows": rows}
-        users = max(1, (n // 2) // PER_USER)
+        users = max(1, (mid // 2) // PER_USER)  # namespaces complete by seq mid
         rng = random.Random(SEED)
         views = [mem.in_namespace(f"u{rng.randrange(users):05d}") for _ in range(100)]
         it = iter(views * 10)
