@@ -172,10 +172,35 @@ def bench_time_travel(root: Path, n: int, queries: list[str], quick: bool) -> di
     return out
 
 
+class CpuWall:
+    """Wall and CPU seconds of this process (all threads) over a block: on a shared machine
+    a CPU/wall share well below 1 means the process waited for a core, not for hmem."""
+
+    def __init__(self, out: dict[str, Any], key: str) -> None:
+        self.out, self.key = out, key
+
+    def __enter__(self) -> CpuWall:
+        self.t0, self.c0 = time.perf_counter(), _cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall, cpu = time.perf_counter() - self.t0, _cpu() - self.c0
+        self.out[self.key] = {"wall_s": wall, "cpu_s": cpu, "share": cpu / wall if wall else 0}
+        line(f"  ({self.key}: wall {wall:.1f} s, CPU {cpu:.1f} s of this process)",
+             f"CPU/wall {cpu / wall if wall else 0:.2f}")
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
     """Everything for one size (runs in a child process)."""
     tmp = TmpDirs()
     out: dict[str, Any] = {"facts": n, "label": label_of(n)}
+    cpu: dict[str, Any] = {}
+    out["cpu"] = cpu
     try:
         section(f"{out['label']} facts: log, replay, time travel ({BIG} = N/2, "
                 f"{max(1, n // 2 // PER_USER):,} namespaces of {PER_USER})")
@@ -184,18 +209,22 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         texts = [e.text for e in events if e.namespace == BIG]
         line("generate workload (not timed below)", f"{time.perf_counter() - t0:.1f} s, mean "
              f"{statistics.fmean(len(e.text) for e in events):.0f} chars/text")
-        out["log"], root = bench_log(tmp, events)
+        with CpuWall(cpu, "log"):
+            out["log"], root = bench_log(tmp, events)
         del events
         gc.collect()
-        out["replay"] = bench_replay(root, n, args.quick)
+        with CpuWall(cpu, "replay"):
+            out["replay"] = bench_replay(root, n, args.quick)
         out["projection_bytes_per_fact"] = (root / "projection.duckdb").stat().st_size / n
         line("projection.duckdb bytes per fact (text only)",
              f"{out['projection_bytes_per_fact']:,.0f}")
         queries = make_queries(texts, 300, random.Random(SEED + n))
-        out["time_travel"] = bench_time_travel(root, n, queries, args.quick)
+        with CpuWall(cpu, "time_travel"):
+            out["time_travel"] = bench_time_travel(root, n, queries, args.quick)
         tmp.remove(root)
         gc.collect()
-        out["recall"] = recall_speed.bench_size(tmp, n, args)
+        with CpuWall(cpu, "recall"):
+            out["recall"] = recall_speed.bench_size(tmp, n, args)
     finally:
         tmp.cleanup()
     return out
@@ -275,6 +304,11 @@ def markdown(res: dict[str, Any]) -> str:
         + ", ".join(f"{s['label']} {s['recall']['other_load_cores']:.2f}" for s in sizes)
         + "; during the whole size: "
         + ", ".join(f"{s['label']} {s.get('other_load_cores_all', 0):.2f}" for s in sizes)
+        + ". CPU/wall of the benchmark process (1.0 = it never waited for a core; DuckDB "
+        "threads can push it above 1): "
+        + "; ".join(f"{s['label']} " + ", ".join(f"{k} {v['share']:.2f}"
+                                                  for k, v in s.get("cpu", {}).items())
+                    for s in sizes)
         + ".\n\n"
     )
     cols = []
