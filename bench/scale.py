@@ -359,6 +359,61 @@ def verdicts(res: dict[str, Any]) -> list[str]:
     return out
 
 
+# ---------------------------------------------------------------------------------- cost story
+
+USERS, PER_USER_FACTS = 1_000_000, 200  # the seed's scale story: 200M facts
+VECTOR_BYTES = {"float32": 384 * 4, "int8": 384 + 4, "3.5-bit": 168}  # RAM per vector
+MACHINE_RAM_GB = 64  # one commodity box; half of it for hmem's hot state (the rest: OS, cache)
+
+
+def cost_story(res: dict[str, Any]) -> list[str]:
+    """The 200M-fact arithmetic from the measured bytes per fact (largest sizes measured)."""
+    by_size = sorted(res["sizes"], key=lambda s: s["facts"])
+    big = by_size[-1]
+    with_vec = [s for s in by_size if s["recall"].get("bytes_per_fact")]
+    if not with_vec or len(by_size) < 2:
+        return ["(needs two sizes and a Memory-built recall store)"]
+    vec = with_vec[-1]["recall"]["bytes_per_fact"]
+    log_text = big["log"]["log_bytes_per_fact"]
+    proj_text = big["projection_bytes_per_fact"]
+    a, b = by_size[-2], by_size[-1]
+    ram_fact = (b["time_travel"]["rss_mib"] - a["time_travel"]["rss_mib"]) * 2**20 / (
+        b["facts"] - a["facts"])
+    rate = big["replay"]["rebuild_events_per_s"]
+    n = USERS * PER_USER_FACTS
+    events = 2 * n  # a FactRemembered and an EmbeddingRecorded per fact
+    gb = 1e9
+    disk = n * (vec["log"] + vec["projection"]) / gb
+    out = [
+        f"Inputs (measured): log {log_text:,.0f} B/fact text only, {vec['log']:,.0f} B/fact "
+        f"with a 384-d float32 vector ({with_vec[-1]['label']}); projection {proj_text:,.0f} / "
+        f"{vec['projection']:,.0f} B/fact; RAM per fact without vector (RSS slope "
+        f"{a['label']} -> {b['label']}, store open) {ram_fact:,.0f} B; replay "
+        f"{rate:,.0f} events/s ({big['label']}).",
+        f"Facts: {USERS:,} users x {PER_USER_FACTS} = {n / 1e6:,.0f}M; events "
+        f"{events / 1e6:,.0f}M.",
+        f"Disk (log + projection, vectors stored float32 in both): {n / 1e6:,.0f}M x "
+        f"({vec['log']:,.0f} + {vec['projection']:,.0f}) B = {disk:,.0f} GB.",
+        f"Replay of everything: {events / 1e6:,.0f}M / {rate:,.0f} per s = "
+        f"{events / rate / 3600:,.1f} h (at the 200,000/s target: "
+        f"{events / 200_000 / 60:,.0f} min).",
+        "",
+        "| vectors in RAM | B/vector | RAM, one machine (state + vectors) "
+        f"| {MACHINE_RAM_GB} GB machines (half for hmem) | per shard: facts, RAM, replay |",
+        "|---|---|---|---|---|",
+    ]
+    for name, vb in VECTOR_BYTES.items():
+        ram = n * (ram_fact + vb) / gb
+        machines = max(1, -(-ram // (MACHINE_RAM_GB / 2)))
+        per = n / machines
+        out.append(
+            f"| {name} | {vb} | {n / 1e6:,.0f}M x ({ram_fact:,.0f} + {vb}) B = {ram:,.0f} GB "
+            f"| {machines:,.0f} | {per / 1e6:,.1f}M facts, {per * (ram_fact + vb) / gb:,.1f} GB, "
+            f"{2 * per / rate / 60:,.0f} min |"
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------------- main
 
 
@@ -449,6 +504,9 @@ def report(res: dict[str, Any]) -> None:
     print()
     for v in verdicts(res):
         print(f"- {v}")
+    print()
+    for row in cost_story(res):
+        print(row)
     emb = res.get("embed")
     if emb:
         print(f"- query embedding (local MiniLM, not included above): p50 "
