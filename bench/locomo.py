@@ -2,6 +2,7 @@
 
     python -m bench.locomo                       # hybrid with the local embedder (if installed)
     python -m bench.locomo --configs bm25,dense,hybrid,best --out bench/out/locomo.json
+    python -m bench.locomo --answer [--dry-run]  # answer + LLM-judge J instead (bench.answer)
 
 Each conversation goes into its own namespace, one fact per turn: subject = speaker,
 valid_from = the session's date, source_ref = dia_id, the image caption appended when present.
@@ -31,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.qa import QA, Conversation, Dataset, Reference, Session, Turn
 from hmem import Memory
 from hmem.progress import track
 from hmem.recall import RecallConfig
@@ -115,6 +117,47 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[Question], int]:
                 continue
             questions.append(Question(sample["sample_id"], qa["question"], qa["category"], evidence))
     return data, questions, skipped
+
+
+# Published LLM-judge J on categories 1-4 (1,540 questions), gpt-4o-mini answering and judging.
+ANSWER_REFERENCES = (
+    Reference("Mem0", 66.9),
+    Reference("Zep", 75.1, "corrected"),
+    Reference("full context", 72.9),
+    Reference("plain-files agent", 74.0),
+)
+
+
+def answer_dataset(path: Path) -> Dataset:
+    """LoCoMo for ``bench.answer``: every question of categories 1-4 that has an answer (also
+    those without evidence ids), asked at the conversation's last session date; split = dev
+    (conv-26, conv-30, where recall was tuned) or held-out."""
+    data = json.loads(Path(path).read_text())
+    conversations, questions, left_out = [], [], 0
+    for sample in data:
+        sid = sample["sample_id"]
+        found = sessions(sample["conversation"])
+        conversations.append(Conversation(sid, tuple(
+            Session(date, tuple(Turn(t["speaker"], turn_text(t), t["dia_id"]) for t in turns))
+            for date, turns in found
+        )))
+        for i, qa in enumerate(sample["qa"]):
+            if qa["category"] not in CATEGORIES or "answer" not in qa:
+                left_out += 1
+                continue
+            questions.append(QA(
+                qid=f"{sid}:{i}", conversation=sid, category=CATEGORIES[qa["category"]],
+                question=qa["question"], answer=str(qa["answer"]), asked_at=found[-1][0],
+                evidence=parse_evidence(qa.get("evidence", [])),
+                split="dev" if sid in DEV else "held-out",
+            ))
+    return Dataset(
+        "locomo", conversations, questions, tuple(CATEGORIES.values()), ANSWER_REFERENCES,
+        "Published LLM-judge J on LoCoMo categories 1-4 (gpt-4o-mini answering and judging; "
+        "other systems' own prompts):",
+        [f"{left_out} questions of category 5 (adversarial) or without an answer left out, as "
+         f"in the published numbers"],
+    )
 
 
 def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
@@ -209,6 +252,11 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--answer" in argv:  # the LLM answer benchmark: bench.answer's options apply
+        from bench.answer import main as answer_main
+
+        return answer_main([a for a in argv if a != "--answer"], dataset="locomo")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("HMEM_LOCOMO", DEFAULT_DATA)))
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names")
