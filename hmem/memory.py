@@ -687,9 +687,9 @@ class Memory:
         subject: str | None = None,
     ) -> duckdb.DuckDBPyRelation:
         """This namespace's events (``since < seq <= until``; each a time or a seq) as a DuckDB
-        relation with the fact's subject and text joined in, ordered by seq. ``types`` picks
-        event types (remembered, revised, forgotten, embedding); ``subject`` is
-        case-insensitive."""
+        relation with the fact's subject and text joined in (an episode's text for an episode),
+        ordered by seq. ``types`` picks event types (remembered, revised, forgotten, embedding,
+        episode); ``subject`` is case-insensitive."""
         where, params = ["true"], []
         with self._lock:
             store = self._read()
