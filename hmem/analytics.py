@@ -16,13 +16,13 @@ from projections.duck import TABLES
 
 __all__ = ["NamespaceCopy", "check_read_only", "EVENT_TYPES"]
 
-EVENT_TYPES = ("remembered", "revised", "forgotten", "embedding")
+EVENT_TYPES = ("remembered", "revised", "forgotten", "embedding", "episode")
 
 _EVENTS_VIEW = """
 CREATE VIEW event_log AS
 SELECT e.seq, e.type, e.tx_at, e.namespace, e.fact_id, e.target_id, f.subject, f.subject_key,
-       f.text, e.source_agent, e.source_ref, e.reason
-FROM events e LEFT JOIN facts f ON f.id = e.fact_id
+       coalesce(f.text, ep.text) AS text, e.source_agent, e.source_ref, e.reason
+FROM events e LEFT JOIN facts f ON f.id = e.fact_id LEFT JOIN episodes ep ON ep.seq = e.seq
 """
 
 

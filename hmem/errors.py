@@ -161,7 +161,7 @@ class ExtractionFailed(HmemError):
 
     No fact of the failed extraction was appended. ``episode_seqs`` are the log seqs of the
     ``EpisodeRecorded`` events that *were* stored, so the caller can retry the extraction only
-    (``Memory.extract(session_id=..., episode_seqs=...)``) instead of adding the turns twice."""
+    (``Memory.extract(episode_seqs)``) instead of adding the turns twice."""
 
     def __init__(self, message: str, episode_seqs: tuple[int, ...] = ()) -> None:
         super().__init__(message)

@@ -8,10 +8,16 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from eventlog.events import EmbeddingRecorded, Event, FactRemembered, FactRevised
+from eventlog.events import (
+    EmbeddingRecorded,
+    EpisodeRecorded,
+    Event,
+    FactRemembered,
+    FactRevised,
+)
 from projections.duck import DuckProjection, EventRow
 from projections.hot import NamespaceIndex
-from projections.state import Vector
+from projections.state import Episode, Vector
 from projections.text import term_counts, tokenize
 from projections.timeutil import to_us
 
@@ -47,6 +53,7 @@ class Projector:
         self._dirty: set[int] = set()
         self._new: list[tuple[int, dict[str, int]]] = []
         self._new_vectors: list[Vector] = []
+        self._new_episodes: list[Episode] = []
 
     @property
     def last_seq(self) -> int:
@@ -97,6 +104,8 @@ class Projector:
             self._new_vectors.append(self.state.vectors[-1])
             if indexes is not None:
                 indexes[ev.namespace].set_vector(ev.fact_id, ev.model, _floats(ev.vector))
+        elif isinstance(ev, EpisodeRecorded):
+            self._new_episodes.append(self.state.episodes[ev.seq])  # not a fact: no index
         elif indexes is not None:
             for fid in changed:
                 other = self.state.facts[fid]
@@ -131,18 +140,19 @@ class Projector:
             return
         self.db.write(
             self.state, self._dirty, self._events, self._new, self._new_vectors, seq,
-            self.chain_at(seq), written_seq=self._db_seq,
+            self.chain_at(seq), written_seq=self._db_seq, new_episodes=self._new_episodes,
         )
         self._db_seq = seq
         self._dirty = set()
         self._events = []
         self._new = []
         self._new_vectors = []
+        self._new_episodes = []
 
 
 def _event_row(ev: Event) -> EventRow:
-    if isinstance(ev, FactRemembered):
-        fact_id, target, reason = ev.seq, None, None
+    if isinstance(ev, (FactRemembered, EpisodeRecorded)):
+        fact_id, target, reason = ev.seq, None, None  # an episode's "fact_id" is its own seq
     elif isinstance(ev, FactRevised):
         fact_id, target, reason = ev.seq, ev.fact_id, ev.reason
     else:

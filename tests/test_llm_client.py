@@ -90,7 +90,9 @@ def test_429_then_success_retries_with_backoff(make, server, sleeps):
 
 
 def test_retry_after_header_is_honoured_but_capped(make, server, sleeps):
-    server.script(CHAT, Reply.error(429, **{"Retry-After": "3"}), Reply.error(429, **{"retry-after": "999"}))
+    server.script(
+        CHAT, Reply.error(429, **{"Retry-After": "3"}), Reply.error(429, **{"retry-after": "999"})
+    )
     make().chat([{"role": "user", "content": "hi"}])
     assert sleeps[0] >= 3.0 and sleeps[1] == 8.0
 
@@ -98,7 +100,8 @@ def test_retry_after_header_is_honoured_but_capped(make, server, sleeps):
 def test_500s_until_exhausted_raise_unavailable(make, server, sleeps):
     server.route(CHAT, lambda request: Reply.error(500, "boom"))
     llm = make(max_retries=2)
-    with pytest.raises(LLMUnavailable, match=r"HTTP 500 \(boom\) \(after 3 attempts\).*retry") as info:
+    match = r"HTTP 500 \(boom\) \(after 3 attempts\).*retry"
+    with pytest.raises(LLMUnavailable, match=match) as info:
         llm.chat([{"role": "user", "content": "hi"}])
     assert isinstance(info.value, HmemError)
     assert len(server.requests_to(CHAT)) == 3 and len(sleeps) == 2
@@ -184,5 +187,15 @@ def test_missing_openai_package_names_the_install_command(monkeypatch):
 
 
 def test_importing_the_llm_package_does_not_import_openai():
-    code = "import sys, hmem.llm, hmem.memory; assert 'openai' not in sys.modules"
+    code = "import sys, hmem.llm, hmem.extract; assert 'openai' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_storage_core_does_not_import_the_llm_layer():
+    code = (
+        "import sys, eventlog, projections.projector, replay, hmem.memory, hmem.store\n"
+        "from hmem import Memory\n"
+        "bad = [m for m in sys.modules if m in ('openai', 'hmem.llm', 'hmem.extract')]\n"
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -242,7 +242,8 @@ class LLMClient:
                     raise LLMUnavailable(self._failed(f"HTTP {status}{_detail(e)}", status)) from e
                 failure, error, retry_after = f"HTTP {status}{_detail(e)}", e, _retry_after(e)
             except openai.APITimeoutError as e:
-                failure, error, status = f"no answer within {self.config.timeout_s:g} s", e, "timeout"
+                failure, status = f"no answer within {self.config.timeout_s:g} s", "timeout"
+                error = e
             except openai.APIConnectionError as e:
                 failure, error, status = f"connection failed ({e.__cause__ or e})", e, "connect"
             except openai.OpenAIError as e:
