@@ -6,9 +6,12 @@
     python -m bench.answer beam --data BEAM/chats/100K
     python -m bench.locomo --answer                     # the same as `bench.answer locomo`
 
-1. Ingest: every conversation into its own namespace, one fact per turn (subject = speaker,
-   valid_from = the session's date, source_ref = the turn's id). ``--ingest extract`` would
-   store facts extracted by an LLM (``Memory.add``) instead; it is refused until that exists.
+1. Ingest: every conversation into its own namespace, session by session in time order.
+   ``--ingest raw`` (default): one fact per turn (subject = speaker, valid_from = the
+   session's date, source_ref = the turn's id). ``--ingest extract``: ``Memory.add`` stores
+   each session's turns and one LLM call (the answer model, hmem's extraction prompt) turns
+   them into facts; a session whose extraction fails is counted and skipped. The store's
+   clock is fixed (2030-01-01, +1 us per reading), so reruns see the same log.
 2. Recall: ``Memory.recall(question, limit=--k, max_tokens=--budget)`` with the question's date
    as reference time; the hits, newest first, each prefixed by its speaker, are the context.
 3. Answer: the fixed prompt of ``bench.prompts`` (versioned) with the answer model
@@ -39,17 +42,18 @@ from typing import Any
 
 import msgspec
 
+from bench.ingest import CachedExtractor, FixedClock, ingest_extract, ingest_raw
 from bench.prompts import (
     ANSWER_MAX_TOKENS, JUDGE_MAX_TOKENS, Verdict, answer_messages, judge_messages,
 )
-from bench.qa import QA, Conversation, Dataset
+from bench.qa import QA, Dataset
 from hmem import Memory
 from hmem.errors import HmemError, LLMResponseInvalid
 from hmem.llm import Usage
 from hmem.progress import track
 from hmem.recall import RecallResult
 
-__all__ = ["Record", "ingest_raw", "recall_context", "prepare", "ask_all", "main"]
+__all__ = ["Record", "recall_context", "prepare", "ask_all", "main"]
 
 DEFAULT_CACHE = Path(__file__).resolve().parent / "out" / "llm-cache"
 DEFAULT_JUDGE = "gpt-4o-mini"
@@ -87,28 +91,7 @@ def tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-# ---------------------------------------------------------------------------- ingest, recall
-
-
-def ingest_raw(m: Memory, conv: Conversation) -> int:
-    """Store every non-empty turn of ``conv`` as one fact in namespace ``conv.id``; returns
-    how many."""
-    ns = m.in_namespace(conv.id)
-    n = 0
-    for session in conv.sessions:
-        facts = []
-        for t in session.turns:
-            if not t.text.strip():
-                continue
-            fact: dict[str, Any] = {"subject": t.speaker, "text": t.text,
-                                    "valid_from": session.when, "source_agent": "bench"}
-            if t.ref is not None:
-                fact["source_ref"] = t.ref
-            facts.append(fact)
-        if facts:
-            ns.remember_many(facts)
-            n += len(facts)
-    return n
+# ---------------------------------------------------------------------------- recall
 
 
 def render_context(result: RecallResult) -> str:
@@ -128,16 +111,22 @@ def recall_context(m: Memory, q: QA, *, k: int, budget: int) -> tuple[str, int, 
 
 def prepare(
     dataset: Dataset, store: Path, *, k: int, budget: int, embedder: str | None,
-    quiet: bool = False,
+    extractor: CachedExtractor | None = None, quiet: bool = False,
 ) -> tuple[list[Record], str]:
-    """Ingest ``dataset`` into a fresh store at ``store`` and recall for every question.
-    Returns one record per question (context filled in, no LLM yet) and the embedder used."""
-    with Memory(store, fsync="never", embedder=embedder, flush_every=10**6) as m:
+    """Ingest ``dataset`` into a fresh store at ``store`` (raw turns, or facts extracted by
+    ``extractor``) and recall for every question. Returns one record per question (context
+    filled in, no answer yet) and the embedder used."""
+    with Memory(store, fsync="never", embedder=embedder, flush_every=10**6,
+                clock=FixedClock()) as m:
         t0 = time.perf_counter()
-        n = sum(ingest_raw(m, c) for c in track(dataset.conversations, "ingested",
-                                                 "conversations", quiet=quiet, leave=False))
+        convs = track(dataset.conversations, "ingested", "conversations", quiet=quiet,
+                      leave=False)
+        if extractor is None:
+            n, what = sum(ingest_raw(m, c) for c in convs), "turns"
+        else:
+            n, what = sum(ingest_extract(m, c, extractor) for c in convs), "extracted facts"
         model = m.embedder.model if m.embedder is not None else "none (BM25 only)"
-        _say(f"ingested {n} turns of {len(dataset.conversations)} conversations "
+        _say(f"ingested {n} {what} of {len(dataset.conversations)} conversations "
              f"(embedder {model}) in {time.perf_counter() - t0:.1f} s", quiet)
         records = []
         for q in track(dataset.questions, "recalled", "questions", quiet=quiet, leave=False):
@@ -296,11 +285,6 @@ def run(name: str, opts: Options, *, make_client: Callable[..., Any] | None = No
     if opts.data is None or not opts.data.exists():
         print(f"error: no {name} data at {opts.data} (pass --data PATH)", file=sys.stderr)
         return 1
-    if opts.ingest == "extract":
-        print("error: --ingest extract (facts extracted by an LLM through Memory.add) is not "
-              "available in this build of the benchmark yet; use --ingest raw (one fact per "
-              "turn, the default)", file=sys.stderr)
-        return 2
     answerer = judge = None
     if not opts.dry_run:  # fail on a missing endpoint before the (slow) ingest
         from hmem.llm import LLMClient, LLMConfig
@@ -309,6 +293,7 @@ def run(name: str, opts: Options, *, make_client: Callable[..., Any] | None = No
         inner = build(opts.model)
         answerer = CachedLLM(inner, opts.cache)
         judge = CachedLLM(build(opts.judge_model), opts.cache)
+    extractor = CachedExtractor(answerer) if answerer and opts.ingest == "extract" else None
     ds = load_dataset(name, opts.data).subset(opts.max_questions)
     for note in ds.notes:
         _say(f"note: {note}", opts.quiet)
@@ -316,11 +301,18 @@ def run(name: str, opts: Options, *, make_client: Callable[..., Any] | None = No
          opts.quiet)
     with tempfile.TemporaryDirectory(prefix=f"hmem-{name}-") as tmp:
         records, embedder = prepare(ds, Path(tmp) / "store", k=opts.k, budget=opts.budget,
-                                    embedder=opts.embedder, quiet=opts.quiet)
-    settings = {
+                                    embedder=opts.embedder, extractor=extractor,
+                                    quiet=opts.quiet)
+    settings: dict[str, Any] = {
         "dataset": name, "data": str(opts.data), "questions": len(ds.questions),
         "ingest": opts.ingest, "k": opts.k, "budget": opts.budget, "embedder": embedder,
     }
+    if extractor is not None:
+        settings["extraction"] = {
+            "prompt": extractor.prompt_version, "failed_sessions": extractor.failed,
+            **{f: getattr(extractor.usage, f) for f in ("calls", "prompt_tokens",
+                                                        "completion_tokens")},
+        }
     if opts.dry_run:
         model = opts.model or os.environ.get("HMEM_LLM")
         cache = CachedLLM(None, opts.cache, model=model) if model else None

@@ -15,9 +15,12 @@ from hmem.llm import Usage
 
 __all__ = ["summarize", "markdown", "dry_run_estimate"]
 
-# Assumed sizes of replies for the dry run (the real ones are the server's counts).
+# Assumed sizes for the dry run (a real run reports the server's counts).
 EST_ANSWER_TOKENS = 40
 EST_VERDICT_TOKENS = 35
+EST_TURN_OVERHEAD = 20  # JSON keys and the timestamp of one turn in an extraction request
+EST_SIMILAR_TOKENS = 300  # up to 10 similar facts shown to the extractor
+EST_FACT_TOKENS_PER_TURN = 15  # extracted facts' JSON, per input turn
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -117,6 +120,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"{t['cache_hits']}, new requests: {t['cache_misses']}."
         + (f" Judge gave no valid verdict {invalid} times (counted wrong)." if invalid else "")
     )
+    if "extraction" in s:
+        e = s["extraction"]
+        lines.append(
+            f"Extraction ({e['prompt']}): {e['calls']} calls, {e['prompt_tokens']:,} prompt + "
+            f"{e['completion_tokens']:,} completion tokens; sessions whose extraction failed "
+            f"(their turns left out): {e['failed_sessions']}."
+        )
     if report["references"]:
         ours = report["rows"]["overall"]["J"]
         lines += [f"\n{report['reference_note']}\n", "| system | J % |", "|---|---|",
@@ -125,6 +135,25 @@ def markdown(report: dict[str, Any]) -> str:
             note = f" ({ref['note']})" if ref["note"] else ""
             lines.append(f"| {ref['system']}{note} | {ref['J']:.1f} |")
     return "\n".join(lines)
+
+
+def _extraction_estimate(ds: Dataset) -> tuple[int, int, int]:
+    """(calls, prompt tokens, completion tokens) of extracting every session once."""
+    from hmem.llm.extractor import EXTRACTION_PROMPT
+
+    base = tokens(EXTRACTION_PROMPT) + EST_SIMILAR_TOKENS
+    calls = prompt = out = 0
+    for conv in ds.conversations:
+        previous: list[int] = []
+        for session in conv.sessions:
+            turns = [tokens(t.text) + EST_TURN_OVERHEAD for t in session.turns if t.text.strip()]
+            if not turns:
+                continue
+            calls += 1
+            prompt += base + sum(turns) + sum(previous[-6:])
+            out += EST_FACT_TOKENS_PER_TURN * len(turns)
+            previous += turns
+    return calls, prompt, out
 
 
 def dry_run_estimate(
@@ -148,6 +177,12 @@ def dry_run_estimate(
     out_typical = n * (EST_ANSWER_TOKENS + EST_VERDICT_TOKENS)
     out_cap = n * (ANSWER_MAX_TOKENS + JUDGE_MAX_TOKENS)
     total_in = answer_in + judge_in
+    extract_calls = extract_in = extract_out = 0
+    if settings["ingest"] == "extract":
+        extract_calls, extract_in, extract_out = _extraction_estimate(ds)
+        total_in += extract_in
+        out_typical += extract_out
+        out_cap += extract_out
     usd = total_in / 1e6 * price_in + out_typical / 1e6 * price_out
     usd_cap = total_in / 1e6 * price_in + out_cap / 1e6 * price_out
     s = settings
@@ -156,16 +191,23 @@ def dry_run_estimate(
         f"recall k={s['k']} budget={s['budget']}, embedder {s['embedder']}; no LLM called",
         f"  context tokens per question: mean {_mean(ctx):.0f}, p50 {_pct(ctx, 0.5):.0f}, "
         f"max {max(ctx, default=0)}  (x {n} questions = {sum(ctx):,})",
-        f"  LLM calls: {2 * n} ({n} answer + {n} judge; up to {n} more if the judge must be "
-        f"re-asked for valid JSON)",
+        f"  LLM calls: {2 * n + extract_calls} ({n} answer + {n} judge"
+        + (f" + {extract_calls} extraction, one per session" if extract_calls else "")
+        + f"; up to {n} more if the judge must be re-asked for valid JSON)",
         f"  prompt tokens: answer {answer_in:,} (mean {answer_in / max(n, 1):.0f}), judge "
-        f"{judge_in:,} (mean {judge_in / max(n, 1):.0f}), total {total_in:,}",
+        f"{judge_in:,} (mean {judge_in / max(n, 1):.0f})"
+        + (f", extraction {extract_in:,}" if extract_calls else "") + f", total {total_in:,}",
         f"  completion tokens: ~{out_typical:,} assumed ({EST_ANSWER_TOKENS} per answer, "
-        f"{EST_VERDICT_TOKENS} per verdict), at most {out_cap:,} (caps {ANSWER_MAX_TOKENS} "
-        f"and {JUDGE_MAX_TOKENS})",
-        f"  cost at ${price_in}/M prompt, ${price_out}/M completion tokens: ~${usd:.2f} "
-        f"(at most ${usd_cap:.2f})",
+        f"{EST_VERDICT_TOKENS} per verdict"
+        + (f", {EST_FACT_TOKENS_PER_TURN} of facts per extracted turn" if extract_calls else "")
+        + f"), at most {out_cap:,} (caps {ANSWER_MAX_TOKENS} and {JUDGE_MAX_TOKENS})",
+        f"  cost at ${price_in}/M prompt, ${price_out}/M completion tokens: ~${usd:,.2f} "
+        f"(at most ${usd_cap:,.2f})",
     ]
+    if extract_calls:
+        lines.insert(3, "  extraction prompts: hmem's prompt, each session's turns, 6 context "
+                        "turns, ~10 similar facts; the context sizes above are from raw turns "
+                        "(a dry run extracts nothing)")
     if cache is not None:
         lines.append(f"  answer calls already in the cache for {cache.model}: {cached} of {n}")
     return "\n".join(lines)

@@ -21,8 +21,8 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from hmem.llm import ChatResult, Usage, strip_fences
 from hmem.errors import LLMResponseInvalid
+from hmem.llm import ChatResult, Usage, strip_fences
 
 __all__ = ["CachedLLM", "ChatClient", "cache_key"]
 

@@ -21,6 +21,7 @@ from bench.locomo import answer_dataset
 from bench.prompts import Verdict
 from hmem.errors import LLMResponseInvalid
 from hmem.llm import ChatResult, Usage
+from hmem.llm.extractor import EXTRACTION_PROMPT
 from tests.fake_llm import chat_reply
 from tests.fake_openai import CHAT, FakeOpenAI, Request
 
@@ -63,6 +64,14 @@ def fake_llm(request: Request):
     verdict on the Maria question is not JSON, to make the harness re-ask."""
     body = request.json
     messages = body["messages"]
+    if messages[0]["content"] == EXTRACTION_PROMPT:  # --ingest extract: each turn as a fact
+        turns = json.loads(messages[1]["content"])["new_turns"]
+        facts = [{"text": t["text"], "subject": t["speaker"] or "the user",
+                  "valid_from": t["said_at"][:10]} for t in turns]
+        text = "not json" if "charity race" in messages[1]["content"] else json.dumps(
+            {"facts": facts})
+        return chat_reply(text, model=body["model"], prompt_tokens=_prompt_tokens(messages),
+                          completion_tokens=len(text) // 4 + 1)
     prompt = messages[1]["content"]
     question = _field(prompt, "Question:")
     if body["model"] == "fake-answer":
@@ -210,12 +219,26 @@ def test_no_endpoint_is_a_clear_message_not_a_traceback(tmp_path):
         assert proc.stderr.startswith("error: no LLM is configured")
 
 
-def test_ingest_extract_is_refused_with_a_reason(env, tmp_path, capsys):
-    code = answer.main(["locomo", "--data", str(LOCOMO), "--ingest", "extract", "--cache",
-                        str(tmp_path), "-q"])
-    assert code == 2
-    assert "--ingest raw" in capsys.readouterr().err
-    assert env.requests == []
+def test_locomo_extract_mode_stores_extracted_facts_and_caches_extraction(env, tmp_path):
+    result = run("locomo", LOCOMO, tmp_path, "--ingest", "extract")
+    extracting = [r for r in env.requests_to(CHAT)
+                  if r.json["messages"][0]["content"] == EXTRACTION_PROMPT]
+    # three sessions; the one about the charity race answers garbage twice and is skipped
+    assert len(extracting) == 4
+    extraction = result["report"]["settings"]["extraction"]
+    assert extraction["failed_sessions"] == 1 and extraction["prompt"] == "extract-v1"
+    assert extraction["calls"] == 4
+    assert extraction["prompt_tokens"] == sum(_prompt_tokens(r.json["messages"])
+                                              for r in extracting)
+    assert round(result["report"]["rows"]["overall"]["J"], 1) == 71.4  # canned answers
+    records = {r["question"]: r for r in result["records"]}
+    assert "- Caroline: Hey Mel! I went to a LGBTQ support group yesterday" in \
+        records["When did Caroline go to the LGBTQ support group?"]["context"]
+    assert "Oscar" not in records["What is the name of Caroline's puppy?"]["context"]
+    # the store's clock is fixed, so a rerun sends the same extraction requests: all cached
+    before = len(env.requests)
+    run("locomo", LOCOMO, tmp_path, "--ingest", "extract")
+    assert len(env.requests) == before
 
 
 # ------------------------------------------------------------------------------ loaders
