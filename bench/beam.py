@@ -19,8 +19,9 @@ ideal_answer | ideal_summary | expected_compliance, rubric: [...], source_chat_i
 Each conversation goes into its own namespace (``<size>/<id>``), one session per batch, one
 fact per message (speaker ``user``/``assistant``, source_ref = the message id, the generator's
 ``->-> 1,2`` index marker removed). Questions are asked at the last batch's date. The judge
-sees the reference answer and the rubric points and gives one binary verdict: this J is not
-BEAM's official 0/0.5/1 per-rubric-point score. The 10M conversations (``plan-*``
+sees the reference answer and the rubric, and grades CORRECT only when every rubric point is
+met (the rubric wins where the two disagree, as they sometimes do): one binary verdict, stricter
+than BEAM's official score, the mean of 0/0.5/1 per rubric point. The 10M conversations (``plan-*``
 sub-directories) are not read.
 """
 

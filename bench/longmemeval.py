@@ -15,7 +15,8 @@ Each item has its own haystack, so each goes into its own namespace (named by it
 question_id); sessions keep their dates as valid_from; turns are stored as spoken by ``user``
 or ``assistant``, with source_ref ``<session id>:<turn index>``. Categories are the
 question types; the report adds an ``abstention`` row over the ``_abs`` questions of every
-type. All options: ``python -m bench.answer --help``.
+type. As in the official evaluation, a ``single-session-preference`` answer is a description
+of the reply wanted, so it is judged as a rubric. All options: ``python -m bench.answer --help``.
 """
 
 from __future__ import annotations
@@ -85,9 +86,12 @@ def _item(item: dict[str, Any]) -> tuple[Conversation, QA]:
             if turn.get("has_answer"):
                 evidence.add(ref)
         out.append(Session(parse_date(date), tuple(parsed), str(sid)))
+    qtype, answer = str(item["question_type"]), str(item["answer"])
     q = QA(
-        qid=qid, conversation=qid, category=str(item["question_type"]),
-        question=str(item["question"]), answer=str(item["answer"]),
+        qid=qid, conversation=qid, category=qtype, question=str(item["question"]),
+        answer=answer,
+        # a preference question's "answer" describes the reply wanted: judged as a rubric
+        rubric=(answer,) if qtype == "single-session-preference" else (),
         asked_at=parse_date(item["question_date"]), abstention=qid.endswith("_abs"),
         evidence=frozenset(evidence),
         evidence_sessions=frozenset(str(s) for s in item.get("answer_session_ids", ())),

@@ -43,7 +43,7 @@ the answer, say that you don't know."""
 JUDGE_SYSTEM = "You grade answers of a memory system against a gold answer. [judge-v1]"
 
 JUDGE_PROMPT = """Question: {question}
-Gold answer: {gold}{rubric}
+Gold answer: {gold}
 Generated answer: {answer}
 
 Grade CORRECT when the generated answer gives the same fact(s) as the gold answer. Be generous \
@@ -60,6 +60,18 @@ Generated answer: {answer}
 Grade CORRECT when the generated answer recognises that the information is missing, unknown \
 or was never mentioned (it may say what related information it does have). Grade WRONG when it \
 asserts an answer to the question.
+
+Reply with only a JSON object: {{"reason": "<one short sentence>", "label": "CORRECT" or "WRONG"}}"""
+
+
+RUBRIC_PROMPT = """Question: {question}{reference}
+Rubric, the points a good answer makes:
+{points}
+Generated answer: {answer}
+
+Grade CORRECT when the generated answer meets every rubric point, in any wording (where the \
+reference answer and the rubric disagree, the rubric decides). Grade WRONG when it misses or \
+contradicts a point, or says it does not know.
 
 Reply with only a JSON object: {{"reason": "<one short sentence>", "label": "CORRECT" or "WRONG"}}"""
 
@@ -88,15 +100,16 @@ def answer_messages(q: QA, context: str) -> list[dict[str, str]]:
 
 
 def judge_messages(q: QA, answer: str) -> list[dict[str, str]]:
-    """The judge's prompt grading ``answer`` to ``q`` (the abstention prompt for abstention
-    questions; rubric points, when the data set has them, are listed under the gold answer)."""
+    """The judge's prompt grading ``answer`` to ``q``: the abstention prompt for abstention
+    questions, the rubric prompt when the data set gives rubric points (BEAM, LongMemEval's
+    preference questions), else the gold-answer prompt."""
     if q.abstention:
         user = ABSTAIN_PROMPT.format(question=q.question, gold=q.answer, answer=answer)
+    elif q.rubric:
+        points = "\n".join(f"- {point}" for point in q.rubric)
+        reference = "" if q.rubric == (q.answer,) else f"\nReference answer: {q.answer}"
+        user = RUBRIC_PROMPT.format(question=q.question, reference=reference, points=points,
+                                    answer=answer)
     else:
-        rubric = ""
-        if q.rubric:
-            points = "\n".join(f"- {point}" for point in q.rubric)
-            rubric = f"\nThe answer should also make these points:\n{points}"
-        user = JUDGE_PROMPT.format(question=q.question, gold=q.answer, rubric=rubric,
-                                   answer=answer)
+        user = JUDGE_PROMPT.format(question=q.question, gold=q.answer, answer=answer)
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]

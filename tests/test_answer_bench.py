@@ -42,6 +42,7 @@ ANSWERS = {
     "How many jobs did John start in January 2023?": "1 job, at the bank.",
     "What degree did I graduate with?": "Business Administration.",
     "How many bikes do I own now?": "Two bikes.",
+    "Can you recommend a show to watch tonight?": "Try Happy Valley, a British crime drama.",
     "How many days before my trip to Lisbon did I renew my passport?": "I don't know: you "
     "never mentioned renewing your passport.",
 }
@@ -81,6 +82,8 @@ def fake_llm(request: Request):
         generated = _field(prompt, "Generated answer:").lower()
         if "cannot be answered" in prompt:
             ok = "don't know" in generated
+        elif "Rubric, the points a good answer makes:" in prompt:
+            ok = "british crime drama" in generated and "Reference answer" not in prompt
         else:
             ok = _field(prompt, "Gold answer:").lower() in generated
         label = "CORRECT" if ok else "WRONG"
@@ -101,6 +104,7 @@ def server():
 
 @pytest.fixture
 def env(server, monkeypatch):
+    pytest.importorskip("openai")
     monkeypatch.setenv("HMEM_BASE_URL", server.base_url)
     monkeypatch.setenv("HMEM_API_KEY", "sk-test")
     monkeypatch.setenv("HMEM_LLM", "fake-answer")
@@ -174,12 +178,14 @@ def test_longmemeval_end_to_end_abstention(env, tmp_path):
     result = run("longmemeval", LME, tmp_path)
     rows = result["report"]["rows"]
     assert {c: (r["n"], r["J"]) for c, r in rows.items()} == {
-        "single-session-user": (1, 100.0), "knowledge-update": (1, 0.0),
-        "temporal-reasoning": (1, 100.0), "abstention": (1, 100.0), "overall": (3, 200 / 3),
+        "single-session-user": (1, 100.0), "single-session-preference": (1, 100.0),
+        "knowledge-update": (1, 0.0), "temporal-reasoning": (1, 100.0),
+        "abstention": (1, 100.0), "overall": (4, 75.0),
     }
     judged = [r.json["messages"][1]["content"] for r in env.requests_to(CHAT)
               if r.json["model"] == "fake-judge"]
     assert sum("cannot be answered" in p for p in judged) == 1
+    assert sum("Rubric, the points" in p for p in judged) == 1  # the preference question
     dates = {r["question"]: r["context"] for r in result["records"]}
     assert "(since 2023-07-15)" in dates["How many bikes do I own now?"]
 
@@ -258,8 +264,9 @@ def test_locomo_answer_dataset_keeps_categories_1_to_4_with_answers():
 
 def test_longmemeval_loader_reads_the_official_format():
     ds = longmemeval.load(LME)
-    first, bikes, abst = ds.questions
-    assert [q.abstention for q in ds.questions] == [False, False, True]
+    first, bikes, pref, abst = ds.questions
+    assert [q.abstention for q in ds.questions] == [False, False, False, True]
+    assert pref.rubric == (pref.answer,) and not first.rubric
     assert abst.qid == "gpt4_2655b836_abs" and abst.category == "temporal-reasoning"
     assert first.evidence == {"answer_280352e9:0"}
     assert first.evidence_sessions == {"answer_280352e9"}
@@ -316,6 +323,20 @@ def test_beam_loader_reads_the_official_layout():
     # one conversation directory, or one size directory, work too
     assert len(beam.load(BEAM / "100K" / "2").questions) == 1
     assert len(beam.load(BEAM / "100K").questions) == 5
+
+
+def test_judge_prompt_follows_the_question_kind():
+    from bench.prompts import judge_messages
+
+    ds = beam.load(BEAM)
+    by = {q.category: q for q in ds.questions}
+    abstain = judge_messages(by["abstention"], "x")[1]["content"]
+    rubric = judge_messages(by["knowledge_update"], "x")[1]["content"]
+    plain = judge_messages(answer_dataset(LOCOMO).questions[0], "x")[1]["content"]
+    assert "cannot be answered" in abstain and "Rubric" not in abstain
+    assert "Reference answer: Around 250ms due to caching optimizations" in rubric
+    assert "- LLM response should state: 250ms" in rubric and "Gold answer" not in rubric
+    assert "Gold answer: 7 May 2023" in plain and "Rubric" not in plain
 
 
 # ------------------------------------------------------------------------------ the cache
