@@ -171,9 +171,15 @@ def ask_all(
 
     if workers <= 1:
         return [work(p) for p in track(pairs, "answered", "questions", quiet=quiet)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         return list(track(pool.map(work, pairs), "answered", "questions", total=len(pairs),
                           quiet=quiet))
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # do not keep asking a failing endpoint
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 # ---------------------------------------------------------------------------- the command

@@ -23,7 +23,7 @@ from hmem.errors import LLMResponseInvalid
 from hmem.llm import ChatResult, Usage
 from hmem.llm.extractor import EXTRACTION_PROMPT
 from tests.fake_llm import chat_reply
-from tests.fake_openai import CHAT, FakeOpenAI, Request
+from tests.fake_openai import CHAT, FakeOpenAI, Reply, Request
 
 DATA = Path(__file__).parent / "data"
 LOCOMO = DATA / "locomo_tiny.json"
@@ -223,6 +223,34 @@ def test_no_endpoint_is_a_clear_message_not_a_traceback(tmp_path):
         assert "Traceback" not in proc.stderr
         assert "HMEM_LLM" in proc.stderr and "HMEM_BASE_URL" in proc.stderr
         assert proc.stderr.startswith("error: no LLM is configured")
+
+
+def test_endpoint_failure_stops_the_run_and_a_rerun_resumes(env, tmp_path, capsys):
+    server = env
+    seen: list[str] = []
+
+    def refuse_the_puppy(request: Request):
+        question = _field(request.json["messages"][1]["content"], "Question:")
+        seen.append(question)
+        if "puppy" in question and request.json["model"] == "fake-answer":
+            return Reply.error(400, "this model cannot talk about puppies",
+                               type="invalid_request_error")
+        return fake_llm(request)
+
+    server.route(CHAT, refuse_the_puppy)
+    code = answer.main(["locomo", "--data", str(LOCOMO), "--cache", str(tmp_path / "cache"),
+                        "--embedder", "none", "--judge-model", "fake-judge", "--workers", "1",
+                        "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith("error: chat with 'fake-answer'") and "HTTP 400" in err
+    asked = len(server.requests)
+    assert 0 < asked < 15  # stopped at the puppy, not after every question
+    server.route(CHAT, fake_llm)
+    result = run("locomo", LOCOMO, tmp_path)
+    totals = result["report"]["totals"]
+    assert totals["cache_hits"] == asked - 1  # all but the refused request came from the cache
+    assert totals["cache_hits"] + totals["cache_misses"] == 15
 
 
 def test_locomo_extract_mode_stores_extracted_facts_and_caches_extraction(env, tmp_path):
