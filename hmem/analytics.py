@@ -28,6 +28,15 @@ FROM events e LEFT JOIN facts f ON f.id = e.fact_id LEFT JOIN episodes ep ON ep.
 
 def check_read_only(query: str) -> None:
     """Reject anything but queries (SELECT, WITH ..., EXPLAIN, SUMMARIZE, DESCRIBE ...)."""
+    if not isinstance(query, str):
+        raise InvalidInput(f"SQL must be a string, not {type(query).__name__}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInput(
+            f"SQL is not valid Unicode text ({e.reason} at {e.start}); "
+            f"decode it with errors='replace' first"
+        ) from e
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as e:

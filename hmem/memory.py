@@ -762,6 +762,11 @@ def _check_namespace(namespace: object) -> None:
         raise InvalidInput("namespace must be a non-empty string, e.g. 'default'")
     if any(ord(c) < 32 or ord(c) == 127 for c in namespace) or len(namespace) > 500:
         raise InvalidInput(f"namespace {namespace!r} has control characters or is too long")
+    if any("\ud800" <= c <= "\udfff" for c in namespace):
+        raise InvalidInput(
+            f"namespace {namespace!r} is not valid Unicode text (a lone surrogate); "
+            f"decode it with errors='replace' first"
+        )
 
 
 def _strip(value: object, label: str) -> str:

@@ -254,7 +254,7 @@ class FactState:
         if isinstance(ev, FactRemembered):
             vf = tx if ev.valid_from is None else to_us(ev.valid_from)
             vt = None if ev.valid_to is None else to_us(ev.valid_to)
-            self.facts[seq] = self._new_fact(ev, ev.subject, [Row(vf, vt, seq, tx)])
+            self.facts[seq] = self._new_fact(ev, ev.subject, [Row(vf, vt, seq, tx)], tx)
             return [seq]
         if isinstance(ev, FactRevised):
             old = self.facts[ev.fact_id]
@@ -272,7 +272,7 @@ class FactState:
             else:
                 new_row = Row(row.valid_from, row.valid_to if new_vt is None else new_vt, seq, tx)
                 kind = "correction"
-            new = self._new_fact(ev, ev.subject or old.subject, [new_row])
+            new = self._new_fact(ev, ev.subject or old.subject, [new_row], tx)
             new.supersedes, new.revision, new.reason = old.id, kind, ev.reason
             self.facts[seq] = new
             return [old.id, seq]
@@ -298,7 +298,9 @@ class FactState:
         raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
 
     @staticmethod
-    def _new_fact(ev: FactRemembered | FactRevised, subject: str, rows: list[Row]) -> Fact:
+    def _new_fact(
+        ev: FactRemembered | FactRevised, subject: str, rows: list[Row], tx: int
+    ) -> Fact:
         return Fact(
             derived_from=ev.derived_from,
             extractor=ev.extractor,
@@ -313,7 +315,7 @@ class FactState:
             source_agent=ev.source_agent,
             source_ref=ev.source_ref,
             entities=ev.entities or fact_entities(subject, ev.text),
-            created_at=to_us(ev.tx_at),
+            created_at=tx,
             rows=rows,
         )
 

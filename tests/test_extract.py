@@ -437,7 +437,7 @@ def _outside(m: Memory) -> tuple:
     return logged, m.history("maya"), m.episodes()
 
 
-@settings(max_examples=examples(dev=10, ci=30), deadline=None,
+@settings(max_examples=examples(dev=10, ci=20), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(answers=st.lists(_answer, min_size=1, max_size=2), embed=st.booleans())
 def test_any_extractor_answer_keeps_the_store_sound(tmp_path_factory, shared_server, answers,
