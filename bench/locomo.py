@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,6 +63,11 @@ class Question:
 class Scores:
     hits: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
     tokens: dict[int, list[int]] = field(default_factory=lambda: {k: [] for k in KS})
+
+
+def split_of(sample_id: str) -> str:
+    """'dev' for the two conversations knobs were tuned on, else 'held-out'."""
+    return "dev" if sample_id in DEV else "held-out"
 
 
 def parse_session_date(text: str) -> datetime:
@@ -119,6 +125,20 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[Question], int]:
     return data, questions, skipped
 
 
+def session_facts(sample: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
+    """(session date, ``remember`` arguments of each non-empty turn) for every session."""
+    return [
+        (date, [
+            {
+                "subject": t["speaker"], "text": turn_text(t), "valid_from": date,
+                "source_ref": t["dia_id"], "source_agent": "locomo",
+            }
+            for t in turns if turn_text(t)
+        ])
+        for date, turns in sessions(sample["conversation"])
+    ]
+
+
 # Published LLM-judge J on categories 1-4 (1,540 questions), gpt-4o-mini answering and judging.
 ANSWER_REFERENCES = (
     Reference("Mem0", 66.9),
@@ -164,17 +184,23 @@ def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
     """Store every turn of a conversation in its namespace; returns the last session's date."""
     ns = m.in_namespace(sample["sample_id"])
     last = None
-    for date, turns in sessions(sample["conversation"]):
-        ns.remember_many([
-            {
-                "subject": t["speaker"], "text": turn_text(t), "valid_from": date,
-                "source_ref": t["dia_id"], "source_agent": "locomo",
-            }
-            for t in turns if turn_text(t)
-        ])
+    for date, facts in session_facts(sample):
+        ns.remember_many(facts)
         last = date
     assert last is not None
     return last
+
+
+def score_hits(
+    scores: Scores, evidence: frozenset[str], refs: Sequence[str | None],
+    tokens: Sequence[int] | None = None,
+) -> None:
+    """Add one question's evidence recall at every k (|evidence ∩ refs[:k]| / |evidence|) and
+    the tokens of its top-k hits (0 when not given) to ``scores``."""
+    for k in KS:
+        found = {r for r in refs[:k] if r is not None} & evidence
+        scores.hits[k].append(len(found) / len(evidence))
+        scores.tokens[k].append(sum(tokens[:k]) if tokens is not None else 0)
 
 
 def evaluate(
@@ -192,13 +218,9 @@ def evaluate(
         result = mem.recall(q.text, limit=max(KS), max_tokens=10**9,
                             reference_time=reference[q.sample])
         latencies.append(time.perf_counter() - t0)
-        split = "dev" if q.sample in DEV else "held-out"
-        scores = by[split].setdefault(q.category, Scores())
-        for k in KS:
-            top = result.hits[:k]
-            found = {h.source_ref for h in top} & q.evidence
-            scores.hits[k].append(len(found) / len(q.evidence))
-            scores.tokens[k].append(sum(math.ceil(len(h.render()) / 4) for h in top))
+        scores = by[split_of(q.sample)].setdefault(q.category, Scores())
+        score_hits(scores, q.evidence, [h.source_ref for h in result.hits],
+                   [math.ceil(len(h.render()) / 4) for h in result.hits])
     return by, latencies
 
 
