@@ -68,6 +68,12 @@ class DocVectors:
             self.count += 1
         self.size = max(self.size, doc + 1)
 
+    def get(self, doc: int) -> np.ndarray | None:
+        """The (normalised) vector of ``doc``, or None when it has none."""
+        if 0 <= doc < self.size and self._has[doc]:
+            return self._matrix[doc]
+        return None
+
     def scores(self, query: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
         """(cosine of every document 0..n_docs-1, mask of documents that have a vector)."""
         q = np.asarray(query, dtype=np.float32)
