@@ -326,7 +326,7 @@ def bench_remember(tmp: TmpDirs, gen: TextGen, quick: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for policy in ("always", "never"):
         d = tmp.new(f"remember-{policy}")
-        mem = Memory(d, fsync=policy)  # type: ignore[arg-type]
+        mem = Memory(d, fsync=policy, embedder=None)  # type: ignore[arg-type]
         try:
             items = []
             for _ in range(n + warm):
@@ -382,7 +382,7 @@ def build_store(
 ) -> dict[str, Any]:
     """Build a store with ``n_facts`` facts (remember + revise) through Memory, fsync=never."""
     clock = SimClock(datetime(2024, 1, 1, tzinfo=timezone.utc), timedelta(minutes=5))
-    mem = Memory(root, fsync="never", flush_every=10**9, clock=clock)
+    mem = Memory(root, fsync="never", flush_every=10**9, clock=clock, embedder=None)
     heads: list[int] = []  # live chain heads (not superseded, not forgotten)
     texts: list[str] = []
     counts = {"remember": 0, "revise_world": 0, "revise_correction": 0, "forget": 0}
@@ -479,7 +479,7 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
     remove_projection(root)
     gc.collect()
     t0 = time.perf_counter()
-    mem = Memory(root)
+    mem = Memory(root, embedder=None)
     out["reopen_no_projection_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     mem.close()
@@ -506,7 +506,7 @@ def bench_open(root: Path, events: int, quick: bool) -> dict[str, Any]:
     for _ in range(3):
         gc.collect()
         t0 = time.perf_counter()
-        mem = Memory(root)
+        mem = Memory(root, embedder=None)
         runs.append(time.perf_counter() - t0)
         mem.close()
     out["writer_open_runs_s"] = runs
@@ -515,7 +515,7 @@ def bench_open(root: Path, events: int, quick: bool) -> dict[str, Any]:
     for _ in range(2):
         gc.collect()
         t0 = time.perf_counter()
-        mem = Memory(root, read_only=True)
+        mem = Memory(root, read_only=True, embedder=None)
         runs.append(time.perf_counter() - t0)
         mem.close()
     out["read_only_open_runs_s"] = runs
@@ -549,7 +549,7 @@ def bench_recall(
     n_q = 200 if quick else 500
     queries = make_queries(texts, n_q + 50, rng)
     out: dict[str, Any] = {}
-    mem = Memory(root)
+    mem = Memory(root, embedder=None)
     try:
         for q in queries[:50]:  # warm-up
             mem.recall(q)

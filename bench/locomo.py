@@ -2,6 +2,7 @@
 
     python -m bench.locomo                       # hybrid with the local embedder (if installed)
     python -m bench.locomo --configs bm25,dense,hybrid,best --out bench/out/locomo.json
+    python -m bench.locomo --answer [--dry-run]  # answer + LLM-judge J instead (bench.answer)
 
 Each conversation goes into its own namespace, one fact per turn: subject = speaker,
 valid_from = the session's date, source_ref = dia_id, the image caption appended when present.
@@ -26,11 +27,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.qa import QA, Conversation, Dataset, Reference, Session, Turn
 from hmem import Memory
 from hmem.progress import track
 from hmem.recall import RecallConfig
@@ -60,6 +63,11 @@ class Question:
 class Scores:
     hits: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
     tokens: dict[int, list[int]] = field(default_factory=lambda: {k: [] for k in KS})
+
+
+def split_of(sample_id: str) -> str:
+    """'dev' for the two conversations knobs were tuned on, else 'held-out'."""
+    return "dev" if sample_id in DEV else "held-out"
 
 
 def parse_session_date(text: str) -> datetime:
@@ -117,21 +125,82 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[Question], int]:
     return data, questions, skipped
 
 
-def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
-    """Store every turn of a conversation in its namespace; returns the last session's date."""
-    ns = m.in_namespace(sample["sample_id"])
-    last = None
-    for date, turns in sessions(sample["conversation"]):
-        ns.remember_many([
+def session_facts(sample: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
+    """(session date, ``remember`` arguments of each non-empty turn) for every session."""
+    return [
+        (date, [
             {
                 "subject": t["speaker"], "text": turn_text(t), "valid_from": date,
                 "source_ref": t["dia_id"], "source_agent": "locomo",
             }
             for t in turns if turn_text(t)
         ])
+        for date, turns in sessions(sample["conversation"])
+    ]
+
+
+# Published LLM-judge J on categories 1-4 (1,540 questions), gpt-4o-mini answering and judging.
+ANSWER_REFERENCES = (
+    Reference("Mem0", 66.9),
+    Reference("Zep", 75.1, "corrected"),
+    Reference("full context", 72.9),
+    Reference("plain-files agent", 74.0),
+)
+
+
+def answer_dataset(path: Path) -> Dataset:
+    """LoCoMo for ``bench.answer``: every question of categories 1-4 that has an answer (also
+    those without evidence ids), asked at the conversation's last session date; split = dev
+    (conv-26, conv-30, where recall was tuned) or held-out."""
+    data = json.loads(Path(path).read_text())
+    conversations, questions, left_out = [], [], 0
+    for sample in data:
+        sid = sample["sample_id"]
+        found = sessions(sample["conversation"])
+        conversations.append(Conversation(sid, tuple(
+            Session(date, tuple(Turn(t["speaker"], turn_text(t), t["dia_id"]) for t in turns))
+            for date, turns in found
+        )))
+        for i, qa in enumerate(sample["qa"]):
+            if qa["category"] not in CATEGORIES or "answer" not in qa:
+                left_out += 1
+                continue
+            questions.append(QA(
+                qid=f"{sid}:{i}", conversation=sid, category=CATEGORIES[qa["category"]],
+                question=qa["question"], answer=str(qa["answer"]), asked_at=found[-1][0],
+                evidence=parse_evidence(qa.get("evidence", [])),
+                split="dev" if sid in DEV else "held-out",
+            ))
+    return Dataset(
+        "locomo", conversations, questions, tuple(CATEGORIES.values()), ANSWER_REFERENCES,
+        "Published LLM-judge J on LoCoMo categories 1-4 (gpt-4o-mini answering and judging; "
+        "other systems' own prompts):",
+        [f"{left_out} questions of category 5 (adversarial) or without an answer left out, as "
+         f"in the published numbers"],
+    )
+
+
+def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
+    """Store every turn of a conversation in its namespace; returns the last session's date."""
+    ns = m.in_namespace(sample["sample_id"])
+    last = None
+    for date, facts in session_facts(sample):
+        ns.remember_many(facts)
         last = date
     assert last is not None
     return last
+
+
+def score_hits(
+    scores: Scores, evidence: frozenset[str], refs: Sequence[str | None],
+    tokens: Sequence[int] | None = None,
+) -> None:
+    """Add one question's evidence recall at every k (|evidence ∩ refs[:k]| / |evidence|) and
+    the tokens of its top-k hits (0 when not given) to ``scores``."""
+    for k in KS:
+        found = {r for r in refs[:k] if r is not None} & evidence
+        scores.hits[k].append(len(found) / len(evidence))
+        scores.tokens[k].append(sum(tokens[:k]) if tokens is not None else 0)
 
 
 def evaluate(
@@ -149,13 +218,9 @@ def evaluate(
         result = mem.recall(q.text, limit=max(KS), max_tokens=10**9,
                             reference_time=reference[q.sample])
         latencies.append(time.perf_counter() - t0)
-        split = "dev" if q.sample in DEV else "held-out"
-        scores = by[split].setdefault(q.category, Scores())
-        for k in KS:
-            top = result.hits[:k]
-            found = {h.source_ref for h in top} & q.evidence
-            scores.hits[k].append(len(found) / len(q.evidence))
-            scores.tokens[k].append(sum(math.ceil(len(h.render()) / 4) for h in top))
+        scores = by[split_of(q.sample)].setdefault(q.category, Scores())
+        score_hits(scores, q.evidence, [h.source_ref for h in result.hits],
+                   [math.ceil(len(h.render()) / 4) for h in result.hits])
     return by, latencies
 
 
@@ -209,6 +274,11 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--answer" in argv:  # the LLM answer benchmark: bench.answer's options apply
+        from bench.answer import main as answer_main
+
+        return answer_main([a for a in argv if a != "--answer"], dataset="locomo")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("HMEM_LOCOMO", DEFAULT_DATA)))
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names")

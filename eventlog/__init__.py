@@ -3,6 +3,7 @@
 from eventlog.events import (
     EVENT_TYPES,
     EmbeddingRecorded,
+    EpisodeRecorded,
     Event,
     EventBase,
     FactForgotten,
@@ -15,6 +16,7 @@ from eventlog.repair import RepairReport, VerifyReport, repair_log, verify_log
 __all__ = [
     "EVENT_TYPES",
     "EmbeddingRecorded",
+    "EpisodeRecorded",
     "Event",
     "EventBase",
     "EventLog",

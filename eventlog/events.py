@@ -22,6 +22,7 @@ __all__ = [
     "FactRevised",
     "FactForgotten",
     "EmbeddingRecorded",
+    "EpisodeRecorded",
     "Event",
     "EVENT_TYPES",
     "encode",
@@ -46,6 +47,11 @@ class FactRemembered(EventBase, tag="remembered"):
 
     ``entities`` are the fact's entities, normalised, subject included, as resolved when the
     event was written (so replay never re-runs entity extraction); empty means "derive them".
+
+    Lineage of a fact an LLM extracted (all optional, empty for facts stated directly):
+    ``derived_from`` are the seqs of the ``EpisodeRecorded`` turns it came from, ``extractor``
+    the model and ``prompt_version`` the extraction prompt; ``category`` (semantic, episodic,
+    procedural) and ``importance`` (1-10) are the extractor's judgement.
     """
 
     subject: str
@@ -54,6 +60,11 @@ class FactRemembered(EventBase, tag="remembered"):
     valid_to: datetime | None = None
     confidence: float = 1.0
     entities: tuple[str, ...] = ()
+    derived_from: tuple[int, ...] = ()
+    extractor: str | None = None
+    prompt_version: str | None = None
+    category: str | None = None
+    importance: int | None = None
 
 
 class FactRevised(EventBase, tag="revised"):
@@ -62,7 +73,7 @@ class FactRevised(EventBase, tag="revised"):
     With ``valid_from`` the world changed: the old fact stays believed for its earlier valid
     period, which now ends at ``valid_from``. Without it this is a correction: the old statement is
     no longer believed at all from ``tx_at`` on, and the new one takes over its valid period.
-    ``subject=None`` keeps the old subject.
+    ``subject=None`` keeps the old subject. The lineage fields are as in ``FactRemembered``.
     """
 
     fact_id: int
@@ -73,6 +84,11 @@ class FactRevised(EventBase, tag="revised"):
     confidence: float = 1.0
     entities: tuple[str, ...] = ()
     reason: str | None = None
+    derived_from: tuple[int, ...] = ()
+    extractor: str | None = None
+    prompt_version: str | None = None
+    category: str | None = None
+    importance: int | None = None
 
 
 class FactForgotten(EventBase, tag="forgotten"):
@@ -94,12 +110,30 @@ class EmbeddingRecorded(EventBase, tag="embedding"):
     vector: bytes
 
 
-Event = Union[FactRemembered, FactRevised, FactForgotten, EmbeddingRecorded]
+class EpisodeRecorded(EventBase, tag="episode"):
+    """One raw conversation turn, stored as said (before, and whatever, any extraction).
+
+    Episodes are not facts: recall of facts never returns them. ``turn`` is the turn's index in
+    its session (0-based, in order of recording); ``role`` is the chat role (user, assistant,
+    ...), ``speaker`` an optional name; ``observed_at`` is when it was said (valid time),
+    ``None`` meaning at ``tx_at``.
+    """
+
+    session_id: str
+    turn: int
+    role: str
+    text: str
+    speaker: str | None = None
+    observed_at: datetime | None = None
+
+
+Event = Union[FactRemembered, FactRevised, FactForgotten, EmbeddingRecorded, EpisodeRecorded]
 EVENT_TYPES: tuple[type[EventBase], ...] = (
     FactRemembered,
     FactRevised,
     FactForgotten,
     EmbeddingRecorded,
+    EpisodeRecorded,
 )
 
 _encoder = msgspec.msgpack.Encoder()

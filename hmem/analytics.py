@@ -19,18 +19,27 @@ from projections.duck import TABLES
 
 __all__ = ["NamespaceCopy", "check_read_only", "EVENT_TYPES"]
 
-EVENT_TYPES = ("remembered", "revised", "forgotten", "embedding")
+EVENT_TYPES = ("remembered", "revised", "forgotten", "embedding", "episode")
 
 _EVENTS_VIEW = """
 CREATE VIEW event_log AS
 SELECT e.seq, e.type, e.tx_at, e.namespace, e.fact_id, e.target_id, f.subject, f.subject_key,
-       f.text, e.source_agent, e.source_ref, e.reason
-FROM events e LEFT JOIN facts f ON f.id = e.fact_id
+       coalesce(f.text, ep.text) AS text, e.source_agent, e.source_ref, e.reason
+FROM events e LEFT JOIN facts f ON f.id = e.fact_id LEFT JOIN episodes ep ON ep.seq = e.seq
 """
 
 
 def check_read_only(query: str) -> None:
     """Reject anything but queries (SELECT, WITH ..., EXPLAIN, SUMMARIZE, DESCRIBE ...)."""
+    if not isinstance(query, str):
+        raise InvalidInput(f"SQL must be a string, not {type(query).__name__}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInput(
+            f"SQL is not valid Unicode text ({e.reason} at {e.start}); "
+            f"decode it with errors='replace' first"
+        ) from e
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as e:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from eventlog.events import (
     EmbeddingRecorded,
+    EpisodeRecorded,
     Event,
     FactForgotten,
     FactRemembered,
@@ -124,6 +125,9 @@ def _event_body(ev: Event) -> str:
         body = fact_id(ev.fact_id) + (f" reason: {ev.reason}" if ev.reason else "")
     elif isinstance(ev, EmbeddingRecorded):
         body = f"{fact_id(ev.fact_id)} {ev.model} ({ev.dims} dims)"
+    elif isinstance(ev, EpisodeRecorded):
+        who = ev.role + (f" {ev.speaker}" if ev.speaker else "")
+        body = f"session {ev.session_id} turn {ev.turn} {who}: {_quote(ev.text)}"
     else:  # pragma: no cover - a new event type
         body = ""
     if ev.source_agent or ev.source_ref:
@@ -155,6 +159,20 @@ def why_lines(why: Why) -> list[str]:
     ]
     for link in why.chain:
         lines.extend(fact_lines(link, indent="  "))
+        if link.extractor or link.derived_from:
+            turns = ", ".join(f"seq {s}" for s in link.derived_from) or "-"
+            lines.append(
+                f"      extracted by {link.extractor or '?'} (prompt "
+                f"{link.prompt_version or '?'}) from turns {turns}"
+            )
+    if why.episodes:
+        lines.append("source turns:")
+        for e in why.episodes:
+            who = e.role + (f" {e.speaker}" if e.speaker else "")
+            lines.append(
+                f"  seq {e.seq}  session {e.session_id} turn {e.turn}  {tx(e.observed_at)}  "
+                f"{who}: {_quote(e.text)}"
+            )
     lines.append("events:")
     for ev in why.events:
         lines.append(f"  seq {ev.seq}  {_event_type(ev):<10}  {tx(ev.tx_at)}  "

@@ -25,6 +25,11 @@ __all__ = [
     "ProjectionError",
     "EmbedderError",
     "EmbedderUnavailable",
+    "LLMError",
+    "LLMNotConfigured",
+    "LLMUnavailable",
+    "LLMResponseInvalid",
+    "ExtractionFailed",
 ]
 
 
@@ -125,6 +130,42 @@ class EmbedderUnavailable(EmbedderError):
     """The embedder cannot be used here: an extra is not installed or it is not configured.
 
     The message names the install command or the settings to make."""
+
+
+class LLMError(HmemError):
+    """Base class of errors from the (optional) LLM layer, ``hmem.llm``."""
+
+
+class LLMNotConfigured(LLMError):
+    """No model or endpoint is configured, or the ``openai`` extra is not installed.
+
+    The message names the environment variables (or the install command)."""
+
+
+class LLMUnavailable(LLMError):
+    """The endpoint failed: an HTTP error, a timeout or a connection error (after retries)."""
+
+
+class LLMResponseInvalid(LLMError):
+    """The model's answer was not the JSON asked for, after re-asking.
+
+    ``raw`` holds an excerpt of the last answer."""
+
+    def __init__(self, message: str, raw: str = "") -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class ExtractionFailed(HmemError):
+    """``Memory.add`` stored the raw turns but extracting facts from them failed.
+
+    No fact of the failed extraction was appended. ``episode_seqs`` are the log seqs of the
+    ``EpisodeRecorded`` events that *were* stored, so the caller can retry the extraction only
+    (``Memory.extract(episode_seqs)``) instead of adding the turns twice."""
+
+    def __init__(self, message: str, episode_seqs: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.episode_seqs = tuple(episode_seqs)
 
 
 def shown(value: object, limit: int = 60) -> str:

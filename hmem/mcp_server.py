@@ -353,6 +353,7 @@ def build_server(
         return _ok(fmt.why_lines(result), {
             "fact": _data(result.fact), "chain": _data(result.chain),
             "events": [_event(ev) for ev in result.events],
+            "episodes": _data(result.episodes),
         })
 
     @tool("diff")

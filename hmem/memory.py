@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -34,7 +34,16 @@ from hmem.recall import RecallConfig, RecallResult, run_recall
 from hmem.store import Store, default_root
 from hmem.timeexpr import parse_time_expression
 from hmem.timeparse import TimeLike, parse_time, parse_time_opt
-from hmem.views import Belief, Diff, FactView, Stats, Why, fact_view
+from hmem.views import (
+    Belief,
+    Diff,
+    EpisodeView,
+    FactView,
+    Stats,
+    Why,
+    episode_view,
+    fact_view,
+)
 from projections.entities import fact_entities
 from projections.projector import index_text
 from projections.state import subject_key
@@ -44,6 +53,9 @@ from replay import diff as _diff
 from replay import seq_at, snapshot_query, verify_projection
 from replay.rebuild import Progress
 from replay.verify import ProjectionDiff
+
+if TYPE_CHECKING:  # the LLM layer is optional and imported only when used
+    from hmem.extract import AddResult, ExtractorSpec
 
 __all__ = ["Memory", "Clock", "utc_now"]
 
@@ -89,6 +101,7 @@ class Memory:
         self._embedder_spec = embedder
         self._embedder_resolved = False
         self._embedder_obj: Embedder | None = None
+        self._extractor: Any = None  # the default LLM extractor, built on first add()
         self.source_agent = source_agent
         self.recall_config = recall_config or RecallConfig()
         self._lock = _lock or threading.RLock()
@@ -353,6 +366,59 @@ class Memory:
             )
         )
 
+    def add(
+        self,
+        messages: Iterable[dict[str, Any]],
+        *,
+        session_id: str,
+        observed_at: TimeLike | None = None,
+        namespace: str | None = None,
+        extractor: ExtractorSpec = None,
+        context_turns: int = 6,
+        similar: int = 10,
+        profile: str | None = None,
+        source_ref: str | None = None,
+    ) -> AddResult:
+        """Store conversation turns, then extract facts from them with an LLM (``hmem[openai]``;
+        ``HMEM_BASE_URL``, ``HMEM_API_KEY``, ``HMEM_LLM``). See :mod:`hmem.extract`.
+
+        ``messages`` are ``{"role": ..., "content": ...}`` dicts (optionally ``"name"`` and
+        ``"observed_at"``). The turns are stored first, as ``EpisodeRecorded`` events; then one
+        extractor call sees them with the last ``context_turns`` turns of the session and the
+        ``similar`` most similar facts, and its facts are appended in one atomic batch, each
+        with its lineage (the turns, the model, the prompt version). All or nothing: when the
+        extraction fails no fact is appended and :class:`~hmem.errors.ExtractionFailed` carries
+        the stored turns' seqs, for :meth:`extract`.
+        """
+        from hmem import extract
+
+        resolved = extract.resolve_extractor(self, extractor)
+        mem = self if namespace is None else self.in_namespace(namespace)
+        return extract.add(
+            mem, messages, extractor=resolved, session_id=session_id, observed_at=observed_at,
+            context_turns=context_turns, similar=similar, profile=profile, source_ref=source_ref,
+        )
+
+    def extract(
+        self,
+        episode_seqs: Iterable[int],
+        *,
+        extractor: ExtractorSpec = None,
+        context_turns: int = 6,
+        similar: int = 10,
+        profile: str | None = None,
+    ) -> AddResult:
+        """Extract facts from turns already stored (all of one session of this namespace): to
+        retry after :class:`~hmem.errors.ExtractionFailed`, or to re-extract with another model
+        (new events; nothing is changed in place)."""
+        from hmem import extract
+
+        resolved = extract.resolve_extractor(self, extractor)
+        return extract.extract(
+            self, list(episode_seqs), extractor=resolved, context_turns=context_turns,
+            similar=similar, profile=profile,
+        )
+
     # ------------------------------------------------------------------ reads
 
     def _tx_seq(self, store: Store, point: TxPoint, label: str) -> int:
@@ -495,7 +561,16 @@ class Memory:
                 ).fetchall()
             ]
             events = tuple(store.log.get(s) for s in seqs)
-            return Why(fact_view(fact), tuple(fact_view(f) for f in chain), events)
+            turns = sorted({s for f in chain for s in f.derived_from})
+            episodes = tuple(episode_view(state.episodes[s]) for s in turns)
+            return Why(fact_view(fact), tuple(fact_view(f) for f in chain), events, episodes)
+
+    def episodes(self, session_id: str | None = None) -> list[EpisodeView]:
+        """The raw conversation turns recorded in this namespace (of one session, if given),
+        in the order they were recorded. Episodes are not facts: recall never returns them."""
+        with self._lock:
+            state = self._read().projector.state
+            return [episode_view(e) for e in state.episodes_in(self.namespace, session_id)]
 
     def history(self, subject: str) -> list[FactView]:
         """Every fact ever stored about ``subject`` (case-insensitive), oldest first."""
@@ -624,9 +699,9 @@ class Memory:
         subject: str | None = None,
     ) -> duckdb.DuckDBPyRelation:
         """This namespace's events (``since < seq <= until``; each a time or a seq) as a DuckDB
-        relation with the fact's subject and text joined in, ordered by seq. ``types`` picks
-        event types (remembered, revised, forgotten, embedding); ``subject`` is
-        case-insensitive."""
+        relation with the fact's subject and text joined in (an episode's text for an episode),
+        ordered by seq. ``types`` picks event types (remembered, revised, forgotten, embedding,
+        episode); ``subject`` is case-insensitive."""
         where, params = ["true"], []
         with self._lock:
             store = self._read()
@@ -701,6 +776,11 @@ def _check_namespace(namespace: object) -> None:
         raise InvalidInput(
             f"namespace {shown(namespace)} has control characters or is longer than 500 "
             f"characters; use a short printable name")
+    if any("\ud800" <= c <= "\udfff" for c in namespace):
+        raise InvalidInput(
+            f"namespace {shown(namespace)} is not valid Unicode text (a lone surrogate); "
+            f"decode it with errors='replace' first"
+        )
 
 
 def _strip(value: object, label: str) -> str:

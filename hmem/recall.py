@@ -31,7 +31,7 @@ import numpy as np
 
 from projections.entities import extract_entities, normalize_entity
 from projections.hot import NamespaceIndex
-from projections.projector import Projector
+from projections.projector import Projector, index_counts
 from projections.state import Fact, Row, subject_key
 from projections.text import STOPWORDS, tokenize
 from projections.timeutil import from_us, from_us_opt
@@ -61,6 +61,9 @@ class RecallConfig:
     next_weight: float = 0.3  # ... and with its next turn's, times this
     context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
     dense_neighbors: bool = False  # neighbour weights apply to cosines too
+    feedback_docs: int = 0  # pseudo-relevance feedback: expand the query from the top docs...
+    feedback_terms: int = 10  # ... with this many of their best terms ...
+    feedback_weight: float = 0.3  # ... each weighted this much against a query term
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -188,6 +191,8 @@ def run_recall(
     alpha, beta = config.neighbor_weight, config.next_weight
     if tokens:
         docs, scores = index.text.score(tokens)
+        if config.feedback_docs and len(docs):
+            docs, scores = _feedback(index, state.facts, tokens, docs, scores, visible, config)
         if alpha or beta:
             full = np.zeros(n, dtype=np.float32)
             full[docs] = scores
@@ -267,6 +272,36 @@ def _context(
             out.append(ContextTurn(other.id, other.text, other.subject, other.source_ref,
                                    sign * step))
     return tuple(sorted(out, key=lambda c: c.position))
+
+
+def _feedback(
+    index: NamespaceIndex, facts: dict[int, Fact], tokens: list[str], docs: np.ndarray,
+    scores: np.ndarray, visible: Callable[[np.ndarray], np.ndarray], config: RecallConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents to
+    the query, weighted by their tf-idf share there, and score again."""
+    keep = visible(docs)
+    top_docs, top_scores = _top(docs[keep], scores[keep], config.feedback_docs)
+    if not len(top_docs):
+        return docs, scores
+    query = set(tokens)
+    weights: dict[str, float] = {}
+    best = float(top_scores[0]) or 1.0
+    for doc, score in zip(top_docs.tolist(), top_scores.tolist()):
+        fact = facts[index.fact_ids[doc]]
+        counts = index_counts(fact.subject, fact.text)
+        total = sum(counts.values()) or 1
+        for term, tf in counts.items():
+            if term not in query:
+                weights[term] = weights.get(term, 0.0) + (score / best) * tf / total * index.text.idf(term)
+    chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
+    if not chosen:
+        return docs, scores
+    top_weight = chosen[0][1]
+    expanded: dict[str, float] = dict.fromkeys(tokens, 1.0)
+    for term, w in chosen:
+        expanded[term] = config.feedback_weight * w / top_weight
+    return index.text.score(expanded)
 
 
 def _with_neighbors(

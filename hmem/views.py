@@ -7,7 +7,7 @@ from datetime import datetime
 import msgspec
 
 from eventlog.events import Event
-from projections.state import Fact, Row
+from projections.state import Episode, Fact, Row
 from projections.timeutil import from_us, from_us_opt
 
 __all__ = [
@@ -18,7 +18,9 @@ __all__ = [
     "Revision",
     "Diff",
     "Stats",
+    "EpisodeView",
     "fact_view",
+    "episode_view",
     "version_view",
 ]
 
@@ -55,6 +57,11 @@ class FactView(msgspec.Struct, frozen=True):
     forgotten_at: datetime | None
     forget_reason: str | None
     versions: tuple[Version, ...]
+    derived_from: tuple[int, ...] = ()  # lineage: seqs of the episodes it was extracted from
+    extractor: str | None = None  # the model that extracted it
+    prompt_version: str | None = None
+    category: str | None = None
+    importance: int | None = None
 
     @property
     def forgotten(self) -> bool:
@@ -81,12 +88,30 @@ class Belief(msgspec.Struct, frozen=True):
     source_ref: str | None
 
 
+class EpisodeView(msgspec.Struct, frozen=True):
+    """One recorded conversation turn (an ``EpisodeRecorded`` event); ``seq`` is its id."""
+
+    seq: int
+    namespace: str
+    session_id: str
+    turn: int
+    role: str
+    speaker: str | None
+    text: str
+    observed_at: datetime
+    recorded_at: datetime
+    source_agent: str | None
+    source_ref: str | None
+
+
 class Why(msgspec.Struct, frozen=True):
-    """Provenance of a fact: its source, the whole revision chain (oldest first) and the events."""
+    """Provenance of a fact: its source, the whole revision chain (oldest first) and the events;
+    for extracted facts, ``episodes`` are the turns the chain was derived from."""
 
     fact: FactView
     chain: tuple[FactView, ...]
     events: tuple[Event, ...]
+    episodes: tuple[EpisodeView, ...] = ()
 
 
 class Revision(msgspec.Struct, frozen=True):
@@ -162,4 +187,17 @@ def fact_view(fact: Fact) -> FactView:
         forgotten_at=from_us_opt(fact.forgotten_at),
         forget_reason=fact.forget_reason,
         versions=tuple(version_view(r) for r in fact.rows),
+        derived_from=fact.derived_from,
+        extractor=fact.extractor,
+        prompt_version=fact.prompt_version,
+        category=fact.category,
+        importance=fact.importance,
+    )
+
+
+def episode_view(e: Episode) -> EpisodeView:
+    return EpisodeView(
+        seq=e.seq, namespace=e.namespace, session_id=e.session_id, turn=e.turn, role=e.role,
+        speaker=e.speaker, text=e.text, observed_at=from_us(e.observed_at),
+        recorded_at=from_us(e.recorded_at), source_agent=e.source_agent, source_ref=e.source_ref,
     )

@@ -9,6 +9,7 @@ Tables (see the README for the documented schema):
   document lengths.
 * ``events``: one row per logged event (seq, type, tx_at, namespace, fact, provenance; no text).
 * ``vectors``: recorded embeddings.
+* ``episodes``: raw conversation turns (``EpisodeRecorded``); not facts, never recalled as facts.
 * ``meta``: schema version, the last applied seq and the log's hash chain at that seq.
 
 Every batch, including its cursor in ``meta``, is written in one transaction, so the projection is
@@ -30,11 +31,12 @@ import msgspec
 import numpy as np
 
 from hmem.errors import ProjectionError
-from projections.state import Fact, FactState, Row, Vector, subject_key
+from projections.state import Episode, Fact, FactState, Row, Vector, subject_key
 
 __all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES"]
 
-SCHEMA_VERSION = 2  # 2: Snowball stems in postings; subject in indexed text
+# 2: Snowball stems in postings; subject in indexed text. 3: episodes table, fact lineage.
+SCHEMA_VERSION = 3
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR NOT NULL, value VARCHAR NOT NULL);
@@ -57,7 +59,12 @@ CREATE TABLE IF NOT EXISTS facts (
     forgotten_seq BIGINT,
     forgotten_at TIMESTAMPTZ,
     forget_reason VARCHAR,
-    doc_len INTEGER NOT NULL
+    doc_len INTEGER NOT NULL,
+    derived_from BIGINT[] NOT NULL,
+    extractor VARCHAR,
+    prompt_version VARCHAR,
+    category VARCHAR,
+    importance INTEGER
 );
 CREATE TABLE IF NOT EXISTS fact_versions (
     fact_id BIGINT NOT NULL,
@@ -85,6 +92,12 @@ CREATE TABLE IF NOT EXISTS vectors (
     fact_id BIGINT NOT NULL, namespace VARCHAR NOT NULL, model VARCHAR NOT NULL,
     dims INTEGER NOT NULL, vector FLOAT[] NOT NULL, seq BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS episodes (
+    seq BIGINT NOT NULL, namespace VARCHAR NOT NULL, session_id VARCHAR NOT NULL,
+    turn INTEGER NOT NULL, role VARCHAR NOT NULL, speaker VARCHAR, text VARCHAR NOT NULL,
+    observed_at TIMESTAMPTZ NOT NULL, recorded_at TIMESTAMPTZ NOT NULL,
+    source_agent VARCHAR, source_ref VARCHAR
+);
 """
 
 # Table -> ORDER BY that makes a dump canonical (used by verify and the tests).
@@ -95,6 +108,7 @@ TABLES: dict[str, str] = {
     "entities": "namespace, entity, fact_id",
     "postings": "namespace, term, fact_id",
     "vectors": "seq",
+    "episodes": "seq",
 }
 
 _US = "make_timestamp({0})::TIMESTAMPTZ"
@@ -227,6 +241,7 @@ class DuckProjection:
         chain: bytes,
         *,
         written_seq: int,
+        new_episodes: Sequence[Episode] = (),
     ) -> None:
         """Write one batch: new events, changed facts (replacing their rows), new postings,
         entities and vectors, and the cursor, in one transaction. Facts with ids up to
@@ -251,6 +266,8 @@ class DuckProjection:
                 self._insert("entities", _entity_columns(state, new_facts))
             if new_vectors:
                 self._insert("vectors", _vector_columns(new_vectors))
+            if new_episodes:
+                self._insert("episodes", _episode_columns(new_episodes))
             con.execute(
                 "UPDATE meta SET value = CASE key WHEN 'last_seq' THEN ? ELSE ? END "
                 "WHERE key IN ('last_seq', 'chain')",
@@ -291,7 +308,8 @@ class DuckProjection:
             "SELECT id, namespace, subject, text, confidence, source_agent, source_ref, entities, "
             "epoch_us(created_at), supersedes, revision, reason, superseded_by, "
             "epoch_us(superseded_at), forgotten_seq, epoch_us(forgotten_at), forget_reason, "
-            "doc_len FROM facts ORDER BY id"
+            "doc_len, derived_from, extractor, prompt_version, category, importance "
+            "FROM facts ORDER BY id"
         ).fetchall():
             fid = r[0]
             state.facts[fid] = Fact(
@@ -300,12 +318,19 @@ class DuckProjection:
                 rows=rows_by_fact.get(fid, []), supersedes=r[9], revision=r[10], reason=r[11],
                 superseded_by=r[12], superseded_at=r[13], forgotten_seq=r[14],
                 forgotten_at=r[15], forget_reason=r[16], doc_len=r[17],
+                derived_from=tuple(r[18]), extractor=r[19], prompt_version=r[20],
+                category=r[21], importance=r[22],
             )
         for r in con.execute(
             "SELECT fact_id, namespace, model, dims, vector, seq FROM vectors ORDER BY seq"
         ).fetchall():
             vec = np.asarray(r[4], dtype="<f4").tobytes()
             state.vectors.append(Vector(r[0], r[1], r[2], r[3], vec, r[5]))
+        for r in con.execute(
+            "SELECT seq, namespace, session_id, turn, role, speaker, text, epoch_us(observed_at), "
+            "epoch_us(recorded_at), source_agent, source_ref FROM episodes ORDER BY seq"
+        ).fetchall():
+            state.add_episode(Episode(*r))
         state.last_seq = self.cursor()[0]
         return state
 
@@ -364,7 +389,9 @@ def _event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
 
 _FACT_FIELDS = tuple(Fact.__struct_fields__)
 _INT64 = {"id", "created_at"}
-_NULLABLE_INT64 = {"supersedes", "superseded_by", "superseded_at", "forgotten_seq", "forgotten_at"}
+_NULLABLE_INT64 = {
+    "supersedes", "superseded_by", "superseded_at", "forgotten_seq", "forgotten_at", "importance",
+}
 
 
 def _fact_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
@@ -383,6 +410,8 @@ def _fact_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
             cols[name] = np.array(column, dtype=np.int32)
         elif name == "entities":
             cols[name] = _objects([list(e) for e in column])
+        elif name == "derived_from":
+            cols[name] = _objects([[int(x) for x in e] for e in column])
         else:
             cols[name] = _objects(column)
     cols["subject_key"] = _objects([subject_key(s) for s in cols["subject"]])
@@ -447,3 +476,15 @@ def _vector_columns(vectors: Sequence[Vector]) -> dict[str, np.ndarray]:
         "vector": _objects([np.frombuffer(v.vector, dtype="<f4").tolist() for v in vectors]),
         "seq": np.array([v.seq for v in vectors], dtype=np.int64),
     }
+
+
+def _episode_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
+    cols = list(zip(*map(msgspec.structs.astuple, episodes)))
+    names = Episode.__struct_fields__
+    out: dict[str, np.ndarray] = {}
+    for name, column in zip(names, cols):
+        if name in ("seq", "turn", "observed_at", "recorded_at"):
+            out[name] = np.array(column, dtype=np.int64)
+        else:
+            out[name] = _objects(column)
+    return out

@@ -25,7 +25,7 @@ from array import array
 
 import numpy as np
 
-from projections.dense import DocVectors
+from projections.dense import VECTOR_DTYPES, DocVectors
 from projections.state import Fact
 from projections.text import TextIndex
 
@@ -38,9 +38,18 @@ _ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
 
 
 class NamespaceIndex:
-    """Documents are facts of one namespace, numbered in creation order."""
+    """Documents are facts of one namespace, numbered in creation order.
 
-    def __init__(self) -> None:
+    ``vector_dtype`` is how dense vectors are kept: ``"float32"`` (default) or ``"int8"``
+    (a quarter of the memory, cosines within a per-row bound; see :mod:`projections.dense`).
+    """
+
+    def __init__(self, vector_dtype: str = "float32") -> None:
+        if vector_dtype not in VECTOR_DTYPES:
+            raise ValueError(
+                f"vector_dtype {vector_dtype!r} is not one of {', '.join(VECTOR_DTYPES)}"
+            )
+        self.vector_dtype = vector_dtype
         self.text = TextIndex()
         self.fact_ids = array("q")
         self.doc_of: dict[int, int] = {}
@@ -99,7 +108,7 @@ class NamespaceIndex:
         """Record ``fact_id``'s vector from ``model`` (a later one replaces an earlier one)."""
         vectors = self.vectors.get(model)
         if vectors is None:
-            vectors = self.vectors[model] = DocVectors(model, len(vector))
+            vectors = self.vectors[model] = DocVectors(model, len(vector), self.vector_dtype)
         vectors.set(self.doc_of[fact_id], vector)
 
     def update(self, fact: Fact) -> None:

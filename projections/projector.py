@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from array import array
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from eventlog.events import EmbeddingRecorded, Event, FactRemembered, FactRevised
+from eventlog.events import (
+    EmbeddingRecorded,
+    EpisodeRecorded,
+    Event,
+    FactRemembered,
+    FactRevised,
+)
 from projections.duck import DuckProjection, EventRow
 from projections.hot import NamespaceIndex
-from projections.state import Vector
-from projections.text import term_counts, tokenize
+from projections.state import Episode, Vector
+from projections.text import tokenize
 from projections.timeutil import to_us
 
-__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_text"]
+__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_counts", "index_text"]
 
 BULK_FLUSH_EVENTS = 50_000
 
@@ -47,6 +54,7 @@ class Projector:
         self._dirty: set[int] = set()
         self._new: list[tuple[int, dict[str, int]]] = []
         self._new_vectors: list[Vector] = []
+        self._new_episodes: list[Episode] = []
 
     @property
     def last_seq(self) -> int:
@@ -67,7 +75,7 @@ class Projector:
                 index = indexes.get(fact.namespace)
                 if index is None:
                     index = indexes[fact.namespace] = NamespaceIndex()
-                index.add(fact, term_counts(index_text(fact.subject, fact.text)))  # type: ignore[arg-type]
+                index.add(fact, index_counts(fact.subject, fact.text))  # type: ignore[arg-type]
             for vec in self.state.vectors:
                 indexes[vec.namespace].set_vector(vec.fact_id, vec.model, _floats(vec.vector))
             self._indexes = indexes
@@ -77,12 +85,13 @@ class Projector:
         """Fold one event. It is validated against the state first (unless ``validated``), so
         a bad event raises and changes nothing."""
         changed = self.state.apply(ev, validated=validated)
-        self.tx_times.append(to_us(ev.tx_at))
-        self._events.append(_event_row(ev))
+        tx = to_us(ev.tx_at)
+        self.tx_times.append(tx)
+        self._events.append(_event_row(ev, tx))
         indexes = self._indexes
         if isinstance(ev, (FactRemembered, FactRevised)):
             fact = self.state.facts[ev.seq]
-            counts = term_counts(index_text(fact.subject, fact.text))
+            counts = index_counts(fact.subject, fact.text)
             fact.doc_len = sum(counts.values())
             self._new.append((fact.id, counts))
             if indexes is not None:
@@ -97,6 +106,8 @@ class Projector:
             self._new_vectors.append(self.state.vectors[-1])
             if indexes is not None:
                 indexes[ev.namespace].set_vector(ev.fact_id, ev.model, _floats(ev.vector))
+        elif isinstance(ev, EpisodeRecorded):
+            self._new_episodes.append(self.state.episodes[ev.seq])  # not a fact: no index
         elif indexes is not None:
             for fid in changed:
                 other = self.state.facts[fid]
@@ -131,24 +142,25 @@ class Projector:
             return
         self.db.write(
             self.state, self._dirty, self._events, self._new, self._new_vectors, seq,
-            self.chain_at(seq), written_seq=self._db_seq,
+            self.chain_at(seq), written_seq=self._db_seq, new_episodes=self._new_episodes,
         )
         self._db_seq = seq
         self._dirty = set()
         self._events = []
         self._new = []
         self._new_vectors = []
+        self._new_episodes = []
 
 
-def _event_row(ev: Event) -> EventRow:
-    if isinstance(ev, FactRemembered):
-        fact_id, target, reason = ev.seq, None, None
+def _event_row(ev: Event, tx: int) -> EventRow:
+    if isinstance(ev, (FactRemembered, EpisodeRecorded)):
+        fact_id, target, reason = ev.seq, None, None  # an episode's "fact_id" is its own seq
     elif isinstance(ev, FactRevised):
         fact_id, target, reason = ev.seq, ev.fact_id, ev.reason
     else:
         fact_id, target, reason = ev.fact_id, None, getattr(ev, "reason", None)
     return EventRow(
-        ev.seq, ev.__struct_config__.tag, to_us(ev.tx_at), ev.namespace, fact_id, target,  # type: ignore[arg-type]
+        ev.seq, ev.__struct_config__.tag, tx, ev.namespace, fact_id, target,  # type: ignore[arg-type]
         ev.source_agent, ev.source_ref, reason,
     )
 
@@ -160,6 +172,29 @@ def index_text(subject: str, text: str) -> str:
     if subject_words and not subject_words <= set(tokenize(text)):
         return f"{subject}: {text}"
     return text
+
+
+def index_counts(subject: str, text: str) -> dict[str, int]:
+    """Token counts of ``index_text(subject, text)`` (the document's postings), tokenizing the
+    text once and each distinct subject once per process."""
+    tokens = tokenize(text)
+    subject_tokens = _subject_tokens(subject)
+    if subject_tokens and not subject_tokens[1] <= set(tokens):
+        tokens = subject_tokens[0] + tokens
+    return Counter(tokens)
+
+
+_SUBJECTS: dict[str, tuple[list[str], frozenset[str]]] = {}
+
+
+def _subject_tokens(subject: str) -> tuple[list[str], frozenset[str]] | None:
+    got = _SUBJECTS.get(subject)
+    if got is None:
+        tokens = tokenize(subject)
+        got = (tokens, frozenset(tokens))
+        if len(_SUBJECTS) < 100_000:
+            _SUBJECTS[subject] = got
+    return got if got[0] else None
 
 
 def _floats(vector: bytes) -> np.ndarray:

@@ -30,6 +30,7 @@ import msgspec
 
 from eventlog.events import (
     EmbeddingRecorded,
+    EpisodeRecorded,
     Event,
     EventBase,
     FactForgotten,
@@ -49,7 +50,7 @@ from hmem.errors import (
 from projections.entities import fact_entities
 from projections.timeutil import from_us, to_us
 
-__all__ = ["Row", "Fact", "Vector", "FactState", "MAX_TEXT_CHARS", "check_fields"]
+__all__ = ["Row", "Fact", "Vector", "Episode", "FactState", "MAX_TEXT_CHARS", "check_fields"]
 
 MAX_TEXT_CHARS = 100_000
 MAX_NAME_CHARS = 500
@@ -94,6 +95,11 @@ class Fact(msgspec.Struct):
     forgotten_at: int | None = None
     forget_reason: str | None = None
     doc_len: int = 0  # number of index tokens in text (set by the projector)
+    derived_from: tuple[int, ...] = ()  # lineage of an extracted fact: episode seqs
+    extractor: str | None = None
+    prompt_version: str | None = None
+    category: str | None = None
+    importance: int | None = None
 
     @property
     def open_row(self) -> Row | None:
@@ -113,6 +119,22 @@ class Fact(msgspec.Struct):
 
     def is_head_at(self, seq: int) -> bool:
         return self.superseded_by is None or self.superseded_by > seq
+
+
+class Episode(msgspec.Struct, gc=False):
+    """One recorded conversation turn (times in microseconds since the epoch)."""
+
+    seq: int
+    namespace: str
+    session_id: str
+    turn: int
+    role: str
+    speaker: str | None
+    text: str
+    observed_at: int  # valid time: when it was said (tx time when not given)
+    recorded_at: int
+    source_agent: str | None
+    source_ref: str | None
 
 
 class Vector(msgspec.Struct, gc=False):
@@ -137,6 +159,8 @@ class FactState:
     def __init__(self) -> None:
         self.facts: dict[int, Fact] = {}
         self.vectors: list[Vector] = []
+        self.episodes: dict[int, Episode] = {}
+        self.sessions: dict[tuple[str, str], list[int]] = {}  # (namespace, session) -> seqs
         self.last_seq = 0
 
     # ------------------------------------------------------------------ validation
@@ -159,6 +183,14 @@ class FactState:
         Replay runs only these: an event an older hmem accepted is never refused later because
         a field rule got stricter.
         """
+        if isinstance(ev, (FactRemembered, FactRevised)):
+            for seq in ev.derived_from:
+                episode = self.episodes.get(seq) if isinstance(seq, int) else None
+                if episode is None or episode.namespace != ev.namespace:
+                    raise InvalidInput(
+                        f"derived_from names {seq!r}, which is not a recorded episode (turn) in "
+                        f"namespace {ev.namespace!r}; give the seqs of EpisodeRecorded events"
+                    )
         if isinstance(ev, FactRevised):
             old = self.lookup(ev.fact_id, ev.namespace)
             if old.forgotten_seq is not None:
@@ -187,7 +219,7 @@ class FactState:
                 raise FactForgottenError(f"fact {fact.id} is already forgotten")
         elif isinstance(ev, EmbeddingRecorded):
             self.lookup(ev.fact_id, ev.namespace)
-        elif not isinstance(ev, FactRemembered):
+        elif not isinstance(ev, (FactRemembered, EpisodeRecorded)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
     def head_of(self, fact_id: int) -> int:
@@ -222,7 +254,7 @@ class FactState:
         if isinstance(ev, FactRemembered):
             vf = tx if ev.valid_from is None else to_us(ev.valid_from)
             vt = None if ev.valid_to is None else to_us(ev.valid_to)
-            self.facts[seq] = self._new_fact(ev, ev.subject, [Row(vf, vt, seq, tx)])
+            self.facts[seq] = self._new_fact(ev, ev.subject, [Row(vf, vt, seq, tx)], tx)
             return [seq]
         if isinstance(ev, FactRevised):
             old = self.facts[ev.fact_id]
@@ -240,7 +272,7 @@ class FactState:
             else:
                 new_row = Row(row.valid_from, row.valid_to if new_vt is None else new_vt, seq, tx)
                 kind = "correction"
-            new = self._new_fact(ev, ev.subject or old.subject, [new_row])
+            new = self._new_fact(ev, ev.subject or old.subject, [new_row], tx)
             new.supersedes, new.revision, new.reason = old.id, kind, ev.reason
             self.facts[seq] = new
             return [old.id, seq]
@@ -256,11 +288,25 @@ class FactState:
                 Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq)
             )
             return []
+        if isinstance(ev, EpisodeRecorded):
+            self.add_episode(Episode(
+                seq, ev.namespace, ev.session_id, ev.turn, ev.role, ev.speaker, ev.text,
+                tx if ev.observed_at is None else to_us(ev.observed_at), tx,
+                ev.source_agent, ev.source_ref,
+            ))
+            return []
         raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
 
     @staticmethod
-    def _new_fact(ev: FactRemembered | FactRevised, subject: str, rows: list[Row]) -> Fact:
+    def _new_fact(
+        ev: FactRemembered | FactRevised, subject: str, rows: list[Row], tx: int
+    ) -> Fact:
         return Fact(
+            derived_from=ev.derived_from,
+            extractor=ev.extractor,
+            prompt_version=ev.prompt_version,
+            category=ev.category,
+            importance=ev.importance,
             id=ev.seq,
             namespace=ev.namespace,
             subject=subject,
@@ -269,12 +315,22 @@ class FactState:
             source_agent=ev.source_agent,
             source_ref=ev.source_ref,
             entities=ev.entities or fact_entities(subject, ev.text),
-            created_at=to_us(ev.tx_at),
+            created_at=tx,
             rows=rows,
         )
 
     def in_namespace(self, namespace: str) -> Iterable[Fact]:
         return (f for f in self.facts.values() if f.namespace == namespace)
+
+    def add_episode(self, episode: Episode) -> None:
+        self.episodes[episode.seq] = episode
+        self.sessions.setdefault((episode.namespace, episode.session_id), []).append(episode.seq)
+
+    def episodes_in(self, namespace: str, session_id: str | None = None) -> list[Episode]:
+        """This namespace's episodes (of one session, if given), in log order."""
+        if session_id is not None:
+            return [self.episodes[s] for s in self.sessions.get((namespace, session_id), ())]
+        return [e for e in self.episodes.values() if e.namespace == namespace]
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -290,13 +346,23 @@ def check_fields(ev: EventBase) -> None:
     if isinstance(ev, FactRemembered):
         _check_name("subject", ev.subject)
         _check_statement(ev.text, ev.confidence, ev.entities)
+        _check_lineage(ev)
         vf = to_us(ev.tx_at) if ev.valid_from is None else to_us(ev.valid_from)
         _check_period(vf, ev.valid_to)
     elif isinstance(ev, FactRevised):
         if ev.subject is not None:
             _check_name("subject", ev.subject)
         _check_statement(ev.text, ev.confidence, ev.entities)
+        _check_lineage(ev)
         _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+    elif isinstance(ev, EpisodeRecorded):
+        _check_name("session_id", ev.session_id)
+        _check_name("role", ev.role)
+        if ev.speaker is not None:
+            _check_name("speaker", ev.speaker)
+        _check_text("text", ev.text, MAX_TEXT_CHARS)
+        if isinstance(ev.turn, bool) or not isinstance(ev.turn, int) or ev.turn < 0:
+            raise InvalidInput(f"turn must be an integer >= 0, not {ev.turn!r}")
     elif isinstance(ev, FactForgotten):
         _check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
     elif isinstance(ev, EmbeddingRecorded):
@@ -306,6 +372,22 @@ def check_fields(ev: EventBase) -> None:
                 f"vector has {len(ev.vector)} bytes but dims={ev.dims} needs {4 * ev.dims} "
                 f"(little-endian float32)"
             )
+
+
+def _check_lineage(ev: FactRemembered | FactRevised) -> None:
+    for label, value in (
+        ("extractor", ev.extractor), ("prompt_version", ev.prompt_version),
+        ("category", ev.category),
+    ):
+        if value is not None:
+            _check_name(label, value)
+    if ev.importance is not None and (
+        isinstance(ev.importance, bool) or not isinstance(ev.importance, int)
+        or not 1 <= ev.importance <= 10
+    ):
+        raise InvalidInput(f"importance must be an integer from 1 to 10, not {ev.importance!r}")
+    if len(set(ev.derived_from)) != len(ev.derived_from):
+        raise InvalidInput("derived_from names an episode twice")
 
 
 def _check_text(label: str, value: str, limit: int, *, allow_empty: bool = False) -> None:

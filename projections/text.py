@@ -104,20 +104,33 @@ class TextIndex:
         self._total_len += length
         return doc
 
-    def score(self, query_tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(doc numbers, BM25 scores) of every document sharing a term with the query."""
+    def idf(self, term: str) -> float:
+        """BM25's inverse document frequency of ``term`` (0 for a term no document has)."""
+        p = self._terms.get(term)
         n = len(self._doc_len)
-        postings = [self._terms[t] for t in dict.fromkeys(query_tokens) if t in self._terms]
+        if p is None or not n:
+            return 0.0
+        df = len(p.docs)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def score(
+        self, query_tokens: list[str] | dict[str, float]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(doc numbers, BM25 scores) of every document sharing a term with the query; a dict
+        query weighs each term's contribution."""
+        n = len(self._doc_len)
+        weights = query_tokens if isinstance(query_tokens, dict) else dict.fromkeys(query_tokens, 1.0)
+        postings = [(self._terms[t], w) for t, w in weights.items() if t in self._terms]
         if not n or not postings:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         avgdl = self._total_len / n or 1.0
         doc_len = np.frombuffer(self._doc_len, dtype=np.float32, count=n)
         scores = np.zeros(n, dtype=np.float32)
         k1, b = self.k1, self.b
-        for p in postings:
+        for p, weight in postings:
             docs, tfs = p.arrays()
             df = len(docs)
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            idf = weight * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl)
             scores[docs] += idf * tfs * (k1 + 1.0) / (tfs + norm)
         hit = np.flatnonzero(scores)

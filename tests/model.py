@@ -13,7 +13,7 @@ from datetime import datetime
 
 @dataclass
 class Op:
-    kind: str  # remember | revise | forget | embed
+    kind: str  # remember | revise | forget | embed | episode
     seq: int
     tx: datetime
     namespace: str
@@ -23,6 +23,7 @@ class Op:
     text: str = ""
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    session: str = ""  # episode: its session (the text is in ``text``)
 
 
 @dataclass
@@ -103,6 +104,17 @@ class Model:
         while fid in replaced:
             fid = replaced[fid]
             out.append(fid)
+        return out
+
+    def episodes(self, namespace: str, session: str | None = None) -> list[tuple[int, int, str]]:
+        """(seq, turn, text) of the recorded turns, in log order; turns count per session."""
+        out, turns = [], {}
+        for op in self.ops:
+            if op.kind == "episode" and op.namespace == namespace:
+                turn = turns.get(op.session, 0)
+                turns[op.session] = turn + 1
+                if session is None or op.session == session:
+                    out.append((op.seq, turn, op.text))
         return out
 
     def seq_at(self, t: datetime) -> int:

@@ -18,6 +18,7 @@ from eventlog import format as fmt
 from eventlog.events import (
     EVENT_TYPES,
     EmbeddingRecorded,
+    EpisodeRecorded,
     FactForgotten,
     FactRemembered,
     FactRevised,
@@ -41,18 +42,25 @@ common = dict(
     seq=st.integers(0, 2**62), tx_at=times, namespace=names, source_agent=opt_names,
     source_ref=opt_names,
 )
+lineage = dict(
+    derived_from=st.lists(st.integers(1, 2**62), max_size=3).map(tuple), extractor=opt_names,
+    prompt_version=opt_names, category=opt_names, importance=st.none() | st.integers(1, 10),
+)
 EVENT_STRATEGIES = {
     FactRemembered: st.builds(FactRemembered, subject=names, text=st.text(max_size=300), valid_from=opt_times,
               valid_to=opt_times, confidence=st.floats(0, 1),
-              entities=st.lists(names, max_size=3).map(tuple), **common),
+              entities=st.lists(names, max_size=3).map(tuple), **lineage, **common),
     FactRevised: st.builds(FactRevised, fact_id=st.integers(1, 2**62), text=st.text(max_size=300),
               subject=opt_names, valid_from=opt_times, valid_to=opt_times,
               confidence=st.floats(0, 1), entities=st.lists(names, max_size=3).map(tuple),
-              reason=opt_names, **common),
+              reason=opt_names, **lineage, **common),
     FactForgotten: st.builds(FactForgotten, fact_id=st.integers(1, 2**62), reason=opt_names,
                              **common),
     EmbeddingRecorded: st.builds(EmbeddingRecorded, fact_id=st.integers(1, 2**62), model=names,
               dims=st.integers(1, 64), vector=st.binary(max_size=256), **common),
+    EpisodeRecorded: st.builds(EpisodeRecorded, session_id=names, turn=st.integers(0, 2**31),
+              role=names, text=st.text(max_size=300), speaker=opt_names,
+              observed_at=opt_times, **common),
 }
 events = st.one_of(*EVENT_STRATEGIES.values())
 

@@ -234,3 +234,26 @@ def test_budget_skips_long_hits_past_the_first_block(tmp_path):
         assert len(res) == 1 and res.omitted == 41
         assert len(m.recall("tea", limit=3, max_tokens=1)) == 0
         assert m.recall("tea", limit=3, max_tokens=1).omitted == 42
+
+
+def test_feedback_finds_a_document_through_the_words_of_the_top_hit(tmp_path):
+    """Pseudo-relevance feedback: the top hit names the dog, so the turn about the dog that
+    shares no word with the query is found; without feedback it is not; forgotten facts are
+    never used as feedback."""
+    from hmem.recall import RecallConfig
+
+    with Memory(tmp_path / "s", embedder=None) as m:
+        m.remember("maya", "Maya adopted a puppy called Biscuit")
+        about_dog = m.remember("sam", "Biscuit chewed the sofa cushions yesterday")
+        m.remember("sam", "The weather is sunny today")
+        plain = m.recall("what did maya adopt")
+        assert about_dog not in {h.id for h in plain}
+        with Memory(tmp_path / "s", embedder=None, read_only=True,
+                    recall_config=RecallConfig(feedback_docs=1, feedback_terms=3)) as fb:
+            hits = fb.recall("what did maya adopt")
+            assert [h.text for h in hits][:2] == [
+                "Maya adopted a puppy called Biscuit", "Biscuit chewed the sofa cushions yesterday"]
+        m.forget(1)
+        with Memory(tmp_path / "s", embedder=None, read_only=True,
+                    recall_config=RecallConfig(feedback_docs=1, feedback_terms=3)) as fb:
+            assert about_dog not in {h.id for h in fb.recall("what did maya adopt")}

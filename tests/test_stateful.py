@@ -25,6 +25,8 @@ from hypothesis.stateful import (
 
 from hmem import Memory, errors
 from hmem.embedders import HashEmbedder
+from hmem.llm import Usage
+from hmem.llm.extractor import Candidate, ExtractorOutput
 from tests.conftest import examples
 from tests.model import Model, Op
 
@@ -48,6 +50,24 @@ namespaces = st.sampled_from(NAMESPACES)
 ALL = dict(limit=10_000, max_tokens=10**9)
 # Every fact also gets a vector, so recall's dense path is held to the same visibility rules.
 EMBEDDER = HashEmbedder(16)
+
+
+SESSIONS = ["s1", "s2"]
+
+
+class StubExtractor:
+    """Answers with the given candidates, or fails like a model that never returns valid JSON."""
+
+    prompt_version = "stub-v1"
+
+    def __init__(self, candidates: list[Candidate], fail: bool = False) -> None:
+        self.candidates = candidates
+        self.fail = fail
+
+    def extract(self, request):
+        if self.fail:
+            raise errors.LLMResponseInvalid("stub: not JSON")
+        return ExtractorOutput(tuple(self.candidates), "stub-model", Usage())
 
 
 class Clock:
@@ -142,6 +162,66 @@ class MemoryMachine(RuleBasedStateMachine):
         ns, fid = fact
         seq = self.m(ns).record_embedding(fid, "hash-4", [0.5, -1.0, 0.25, float(fid)])
         self._logged(Op("embed", seq, self.clock.now, ns, fid))
+
+    def _add_turns(self, ns, session, turns, candidates, fail):
+        """Memory.add with a stub extractor; logs the turns in the model, returns the result."""
+        m = self.m(ns)
+        extractor = StubExtractor(candidates, fail)
+        first = self.model.last_seq + 1
+        if fail:
+            with pytest.raises(errors.ExtractionFailed) as info:
+                m.add([{"role": "user", "content": t} for t in turns], session_id=session,
+                      extractor=extractor, similar=0)
+            result = None
+            assert info.value.episode_seqs == tuple(range(first, first + len(turns)))
+        else:
+            result = m.add([{"role": "user", "content": t} for t in turns], session_id=session,
+                           extractor=extractor, similar=0)
+            assert result.episode_seqs == tuple(range(first, first + len(turns)))
+        for i, text in enumerate(turns):
+            self.model.ops.append(Op("episode", first + i, self.clock.now, ns, first + i,
+                                     text=text, session=session))
+        return result
+
+    @rule(target=facts, ns=namespaces, session=st.sampled_from(SESSIONS),
+          turns=st.lists(texts, min_size=1, max_size=2),
+          mode=st.sampled_from(["none", "fail", "new"]))
+    def add_turns(self, ns, session, turns, mode):
+        """Memory.add: the turns are always stored; then one new fact, none, or a failure."""
+        text = f"fact extracted {self.model.last_seq}"  # unique: never a duplicate
+        cands = [Candidate(text=text, subject="maya")] if mode == "new" else []
+        result = self._add_turns(ns, session, turns, cands, fail=mode == "fail")
+        if mode != "new":
+            assert self.mem.last_seq == self.model.last_seq  # turns only: no fact
+            return multiple()
+        (fid,) = result.added
+        self._logged(Op("remember", fid, self.clock.now, ns, fid, subject="maya", text=text))
+        assert self.m(ns).get(fid).derived_from == result.episode_seqs
+        return (ns, fid)
+
+    @rule(target=facts, fact=facts, ns=namespaces, session=st.sampled_from(SESSIONS),
+          turns=st.lists(texts, min_size=1, max_size=2))
+    def add_turns_superseding(self, fact, ns, session, turns):
+        """An extracted fact that supersedes a bundle fact: a revise when that fact is current
+        in this namespace, else ignored (and the fact is added)."""
+        _, target = fact
+        text = f"fact extracted {self.model.last_seq}"
+        cand = Candidate(text=text, subject="maya", supersedes=[target])
+        result = self._add_turns(ns, session, turns, [cand], fail=False)
+        old = self.model.fold().get(target)
+        now = self.clock.now
+        if old is not None and old.namespace == ns and old.believed and not old.superseded:
+            (revision,) = result.revised
+            assert revision.old_id == target and result.added == ()
+            fid = revision.new_id
+            change = now if now > old.valid_from else None
+            self._logged(Op("revise", fid, now, ns, fid, target=target, subject="maya",
+                            text=text, valid_from=change))
+        else:
+            assert [i.fact_id for i in result.ignored_supersedes] == [target]
+            (fid,) = result.added
+            self._logged(Op("remember", fid, now, ns, fid, subject="maya", text=text))
+        return (ns, fid)
 
     @rule(seconds=st.sampled_from([0, 0, 1, 3600, 86400 * 40]))
     def advance_clock(self, seconds):
@@ -273,6 +353,10 @@ class MemoryMachine(RuleBasedStateMachine):
             for h in hits:  # superseded versions appear only inside their successor's chain
                 assert [p.id for p in h.history] == self.model.predecessors(h.id)
             assert {f.id for s in SUBJECTS for f in m.history(s)} == self.model.facts_in(ns)
+            assert [(e.seq, e.turn, e.text) for e in m.episodes()] == self.model.episodes(ns)
+            for session in SESSIONS:
+                got = [(e.seq, e.turn, e.text) for e in m.episodes(session)]
+                assert got == self.model.episodes(ns, session)
 
     @rule(ns=namespaces)
     def namespace_wall_in_sql_reads(self, ns):

@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hmem.errors import InvalidTime
 from hmem.timeparse import parse_time
 from projections.entities import extract_entities, fact_entities, normalize_entity
+from projections.projector import index_counts, index_text
 from projections.text import TextIndex, term_counts, tokenize
 
 UTC = timezone.utc
@@ -103,3 +106,14 @@ def test_parse_time_accepts(value, expected):
 def test_parse_time_rejects(value, message):
     with pytest.raises(InvalidTime, match=message):
         parse_time(value, "t")
+
+
+@given(
+    subject=st.text(alphabet="Maya Lon the is:é_-1", max_size=20),
+    text=st.text(alphabet="Maya lives in London the is é_-1.", max_size=60),
+)
+def test_index_counts_equal_counts_of_index_text(subject, text):
+    """The replay fast path (tokenize the text once, each subject once) indexes exactly what
+    the documented rule says: the counts of ``index_text(subject, text)``."""
+    assert index_counts(subject, text) == term_counts(index_text(subject, text))
+    assert list(index_counts(subject, text)) == list(term_counts(index_text(subject, text)))

@@ -1,0 +1,577 @@
+"""Recall latency at 10k, 100k and 1M facts in one namespace: BM25-only and hybrid (BM25 + dense).
+
+Usage::
+
+    python -m bench.recall_speed                   # 10k, 100k (via Memory) and 1M (index layer)
+    python -m bench.recall_speed --quick           # 10k only, fewer queries (< 30 s)
+    python -m bench.recall_speed --sizes 10k,100k --queries 300 --out recall.json
+
+Prints numbers and never asserts. Targets at 100k facts: hybrid recall p95 <= 10 ms and
+BM25-only recall p95 <= 5 ms, both *without* the query embedding, which is timed separately
+(all-MiniLM-L6-v2 single-query latency, when the local model is installed).
+
+What is timed, per size (same queries for every row):
+
+* ``run_recall`` BM25-only: ``hmem.recall.run_recall`` with no query vector.
+* ``run_recall`` hybrid: the same with a precomputed query vector (``query_vector=``, ``model=``):
+  BM25 + dense cosine over every document, RRF fusion, recency / entity / time factors, hits.
+* ``Memory.recall`` (stores built through ``Memory`` only): the public call, with an embedder
+  stub that returns the precomputed query vector from a dict (~1 us), so it measures everything
+  but the model; BM25-only through a view of the same store with ``embedder=None``.
+* Components: ``TextIndex.score`` alone and ``DocVectors.scores`` (the dense matrix-vector
+  product) alone, to show where the time goes.
+
+Workload: ``bench.core.TextGen`` sentences (60-120 chars, a few hundred subjects, Zipf-like
+words), all current (no revisions), ``source_ref`` grouping them into 20-turn sessions (so the
+neighbouring-turn weights of the default ``RecallConfig`` do their work), ``valid_from`` spread
+over 2024. Queries are 2-4 words sampled from stored texts (``bench.core.make_queries``).
+
+Dense vectors are random unit vectors of dimension 384 (MiniLM's), not model outputs: embedding
+1M texts with MiniLM on 2 cores would take hours, and the cost of the dense scan depends on the
+matrix size (rows x dims x 4 bytes read per query), not on the values. They are recorded as
+``EmbeddingRecorded`` events by ``Memory.remember_many`` with an embedder stub that hands out the
+precomputed rows (fsync=never, no DuckDB flush until close), so replay-built indexes see them
+exactly as real vectors. Query vectors are random unit vectors too.
+
+Sizes above ``--memory-max`` (default 100k) are built at the index layer only: the same
+``Fact`` structs, ``NamespaceIndex.add`` and ``NamespaceIndex.set_vector`` calls the projector
+makes, without the event log and DuckDB (building 1M facts through ``Memory`` is mostly log
+append, fold and a 1.5 GB DuckDB vector write, none of which recall touches). ``run_recall``
+runs against that index unchanged; ``Memory.recall`` is not timed there.
+
+Why 1M is slow: the dense scan reads the whole float32 matrix per query, 1M x 384 x 4 B =
+1.5 GB; at this machine class's ~10-15 GB/s memory bandwidth that alone is >= 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.core import (
+    SEED,
+    TextGen,
+    TmpDirs,
+    fmt_ms,
+    lat_summary,
+    line,
+    machine_info,
+    make_queries,
+    section,
+    size_label,
+)
+from bench.embed_speed import OtherLoad
+from hmem.memory import Memory
+from hmem.recall import RecallConfig, run_recall
+from projections.entities import fact_entities
+from projections.dense import DocVectors
+from projections.hot import NamespaceIndex
+from projections.projector import index_text
+from projections.state import Fact, Row
+from projections.text import term_counts, tokenize
+from projections.timeutil import to_us
+
+DIMS = 384
+MODEL = "random-unit-384"
+NAMESPACE = "default"
+TURNS_PER_SESSION = 20
+TARGETS = {"hybrid_p95_ms_100k": 10.0, "bm25_p95_ms_100k": 5.0, "hybrid_p95_ms_1M": 25.0,
+           "as_of_p95_ms_1M": 20.0}
+_BASE = datetime(2024, 1, 1, tzinfo=timezone.utc)
+_YEAR_S = 366 * 86_400
+
+
+# ---------------------------------------------------------------------------------- workload
+
+
+def parse_size(text: str) -> int:
+    t = text.strip().lower().replace("_", "")
+    mult = 1
+    if t.endswith("k"):
+        t, mult = t[:-1], 1_000
+    elif t.endswith("m"):
+        t, mult = t[:-1], 1_000_000
+    return int(float(t) * mult)
+
+
+def random_unit(rng: np.random.Generator, n: int, dims: int = DIMS) -> np.ndarray:
+    """``n`` random unit vectors (float32), generated in blocks to bound temporary memory."""
+    out = np.empty((n, dims), dtype=np.float32)
+    for start in range(0, n, 65_536):
+        block = rng.standard_normal((min(65_536, n - start), dims), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[start : start + len(block)] = block
+    return out
+
+
+def make_facts(gen: TextGen, n: int) -> list[tuple[str, str]]:
+    """``n`` (subject, text) pairs of varied length and vocabulary: 1 sentence (70%), 2 (20%)
+    or 4 (10%) ``TextGen`` sentences, so 60-480 characters; a third also carry a rare token
+    (an order number, a ticket id or a place), giving BM25 a long vocabulary tail."""
+    rng = random.Random(gen.rng.random())
+    out = []
+    for _ in range(n):
+        subject = gen.subject()
+        k = rng.choices((1, 2, 4), weights=(70, 20, 10))[0]
+        text = " ".join(gen.text(subject) for _ in range(k))
+        if rng.random() < 0.33:
+            text += rng.choice((f" Order #{rng.randrange(10**6)}.",
+                                f" Ticket T-{rng.randrange(10**5)}.",
+                                f" Code {rng.randrange(36**4):x}."))
+        out.append((subject, text))
+    return out
+
+
+def valid_from(i: int, n: int) -> datetime:
+    return _BASE + timedelta(seconds=int(_YEAR_S * i / max(n, 1)))
+
+
+def source_ref(i: int) -> str:
+    return f"s{i // TURNS_PER_SESSION}:t{i % TURNS_PER_SESSION}"
+
+
+class StubEmbedder:
+    """Hands out precomputed vectors: the next rows of ``docs`` for fact batches, and the
+    vector of a known query string for recall. Costs ~1 us, so timings exclude any model."""
+
+    def __init__(self, docs: np.ndarray, queries: dict[str, np.ndarray]) -> None:
+        self.model = MODEL
+        self.dims = docs.shape[1]
+        self._docs = docs
+        self._next = 0
+        self.queries = queries
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) == 1 and texts[0] in self.queries:
+            return self.queries[texts[0]][None, :]
+        rows = self._docs[self._next : self._next + len(texts)]
+        if len(rows) != len(texts):
+            raise RuntimeError("StubEmbedder ran out of precomputed document vectors")
+        self._next += len(texts)
+        return rows
+
+
+class _State:
+    def __init__(self, facts: dict[int, Fact]) -> None:
+        self.facts = facts
+
+
+class IndexOnly:
+    """What ``run_recall`` reads from a ``Projector``: indexes, state.facts, last_seq."""
+
+    def __init__(self, index: NamespaceIndex, facts: dict[int, Fact], last_seq: int) -> None:
+        self.indexes = {NAMESPACE: index}
+        self.state = _State(facts)
+        self.last_seq = last_seq
+
+
+# ---------------------------------------------------------------------------------- builds
+
+
+def build_memory(
+    root: Path, facts: list[tuple[str, str]], docs: np.ndarray, queries: dict[str, np.ndarray]
+) -> tuple[Memory, dict[str, float]]:
+    """A store built through ``Memory.remember_many`` (one FactRemembered + one
+    EmbeddingRecorded per fact), fsync=never, DuckDB written only at close."""
+    n = len(facts)
+    stub = StubEmbedder(docs, queries)
+    clock_t = [_BASE + timedelta(days=400)]
+
+    def clock() -> datetime:
+        clock_t[0] += timedelta(milliseconds=1)
+        return clock_t[0]
+
+    mem = Memory(root, fsync="never", flush_every=10**12, clock=clock, embedder=stub)
+    batch = 5_000
+    t0 = time.perf_counter()
+    for start in range(0, n, batch):
+        mem.remember_many(
+            {"subject": s, "text": t, "valid_from": valid_from(start + j, n),
+             "source_ref": source_ref(start + j)}
+            for j, (s, t) in enumerate(facts[start : start + batch])
+        )
+    t_log = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store = mem._open()
+    _ = store.projector.indexes  # the recall indexes are built on first use
+    t_index = time.perf_counter() - t0
+    return mem, {"append_s": t_log, "index_s": t_index}
+
+
+def build_index_only(
+    facts: list[tuple[str, str]], docs: np.ndarray
+) -> tuple[IndexOnly, dict[str, float]]:
+    """The recall index without log or DuckDB: the Fact structs and the NamespaceIndex calls
+    the projector makes for FactRemembered + EmbeddingRecorded."""
+    n = len(facts)
+    index = NamespaceIndex()
+    by_id: dict[int, Fact] = {}
+    created = to_us(_BASE + timedelta(days=400))
+    t0 = time.perf_counter()
+    gc_was = gc.isenabled()
+    gc.disable()  # as replay does (Projector.apply_all(bulk=True))
+    try:
+        for i, (subject, text) in enumerate(facts):
+            fid = i + 1
+            vf = to_us(valid_from(i, n))
+            counts = term_counts(index_text(subject, text))
+            fact = Fact(
+                id=fid, namespace=NAMESPACE, subject=subject, text=text, confidence=1.0,
+                source_agent=None, source_ref=source_ref(i),
+                entities=fact_entities(subject, text), created_at=created + fid,
+                rows=[Row(valid_from=vf, valid_to=None, tx_from_seq=fid, tx_from=created + fid)],
+                doc_len=sum(counts.values()),
+            )
+            by_id[fid] = fact
+            index.add(fact, counts)
+            index.set_vector(fid, MODEL, docs[i])
+    finally:
+        if gc_was:
+            gc.enable()
+    return IndexOnly(index, by_id, n), {"index_s": time.perf_counter() - t0}
+
+
+# ---------------------------------------------------------------------------------- timing
+
+
+def time_calls(fn: Callable[[Any], Any], args: list[Any], warm: int) -> list[float]:
+    for a in args[:warm]:
+        fn(a)
+    samples = []
+    pc = time.perf_counter
+    for a in args[warm:]:
+        t0 = pc()
+        fn(a)
+        samples.append(pc() - t0)
+    return samples
+
+
+def recall_fn(projector: Any, cfg: RecallConfig, qvecs: dict[str, np.ndarray] | None,
+              now_us: int, as_of_seq: int | None = None) -> Callable[[str], Any]:
+    def call(q: str) -> Any:
+        return run_recall(
+            projector, NAMESPACE, q, config=cfg, limit=cfg.limit, max_tokens=cfg.max_tokens,
+            as_of_seq=as_of_seq, valid_at_us=None, reference_us=now_us, subject=None,
+            query_vector=None if qvecs is None else qvecs[q],
+            model=None if qvecs is None else MODEL,
+        )
+    return call
+
+
+def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    label = size_label(n) if n < 1_000_000 else f"{n / 1e6:g}M"
+    via_memory = n <= args.memory_max
+    section(f"{label} facts ({'built through Memory' if via_memory else 'index layer only'})")
+    gen = TextGen(seed=SEED + n)
+    rng = np.random.default_rng(SEED + n)
+    t0 = time.perf_counter()
+    facts = make_facts(gen, n)
+    docs = random_unit(rng, n)
+    t_gen = time.perf_counter() - t0
+    n_q = args.queries
+    warm = min(20, max(5, n_q // 10))
+    qrng = random.Random(SEED + 1 + n)
+    queries = make_queries([t for _, t in facts], n_q + warm, qrng)
+    qvecs = dict(zip(queries, random_unit(rng, len(queries))))
+    line("generate texts + random unit vectors (not part of any build time)", f"{t_gen:.1f} s")
+
+    out: dict[str, Any] = {"facts": n, "label": label, "via": "Memory" if via_memory else "index"}
+    cfg = RecallConfig()
+    now_us = to_us(_BASE + timedelta(days=400))
+    mem = None
+    root = None
+    try:
+        if via_memory:
+            root = tmp.new(f"recall-{label}")
+            mem, build = build_memory(root, facts, docs, qvecs)
+            projector = mem._open().projector
+            line("Memory.remember_many (fact + EmbeddingRecorded per fact, fsync=never)",
+                 f"{build['append_s']:.1f} s ({n / build['append_s']:,.0f} facts/s)")
+            line("recall index build on first use (text + vectors)", f"{build['index_s']:.1f} s")
+        else:
+            projector, build = build_index_only(facts, docs)
+            line("index layer build (Fact + NamespaceIndex.add + set_vector)",
+                 f"{build['index_s']:.1f} s ({n / build['index_s']:,.0f} facts/s)")
+        out["build"] = build
+        del docs, facts
+        gc.collect()
+        index = projector.indexes[NAMESPACE]
+        vectors = index.vectors[MODEL]
+        out["matrix_mib"] = vectors.size * vectors.dims * 4 / 2**20
+
+        rows: dict[str, dict[str, float]] = {}
+
+        def record(key: str, label_: str, samples: list[float]) -> None:
+            s = lat_summary(samples)
+            rows[key] = s
+            line(label_, f"p50 {fmt_ms(s['p50_ms'])} ms  p95 {fmt_ms(s['p95_ms'])} ms  "
+                         f"p99 {fmt_ms(s['p99_ms'])} ms  max {fmt_ms(s['max_ms'])} ms")
+
+        tokens = {q: tokenize(q) or tokenize(q, keep_stopwords=True) for q in queries}
+        load = OtherLoad()
+        load.__enter__()
+        record("bm25_score", "component: TextIndex.score alone",
+               time_calls(lambda q: index.text.score(tokens[q]), queries, warm))
+        record("dense_scan",
+               f"component: DocVectors.scores alone ({out['matrix_mib']:,.0f} MiB f32)",
+               time_calls(lambda q: vectors.scores(qvecs[q], len(index)), queries, warm))
+        record("bm25", "run_recall, BM25-only",
+               time_calls(recall_fn(projector, cfg, None, now_us), queries, warm))
+        record("hybrid", "run_recall, hybrid (BM25 + dense, precomputed query vector)",
+               time_calls(recall_fn(projector, cfg, qvecs, now_us), queries, warm))
+        mid = max(1, projector.last_seq // 2)
+        record("bm25_as_of", f"run_recall, BM25-only, as_of seq {mid:,} (mid-history)",
+               time_calls(recall_fn(projector, cfg, None, now_us, mid), queries, warm))
+        record("hybrid_as_of", f"run_recall, hybrid, as_of seq {mid:,}",
+               time_calls(recall_fn(projector, cfg, qvecs, now_us, mid), queries, warm))
+        f32_hits = [recall_fn(projector, cfg, qvecs, now_us)(q) for q in queries[warm:]]
+        out["mean_hits"] = statistics.fmean(len(h) for h in f32_hits)
+        out["int8"] = bench_int8(index, vectors, queries, qvecs, warm, record)
+        index.vectors[MODEL] = out["int8"].pop("vectors")
+        record("hybrid_int8", "run_recall, hybrid, int8 vectors",
+               time_calls(recall_fn(projector, cfg, qvecs, now_us), queries, warm))
+        record("hybrid_as_of_int8", f"run_recall, hybrid, int8 vectors, as_of seq {mid:,}",
+               time_calls(recall_fn(projector, cfg, qvecs, now_us, mid), queries, warm))
+        out["int8"]["hit_overlap"] = statistics.fmean(
+            _overlap(a, recall_fn(projector, cfg, qvecs, now_us)(q))
+            for a, q in zip(f32_hits, queries[warm:])
+        )
+        line("hybrid recall hits shared by float32 and int8 (mean share)",
+             f"{out['int8']['hit_overlap']:.3f}")
+        if mem is not None:
+            record("memory_hybrid_int8", "Memory.recall, stub embedder, int8 vectors",
+                   time_calls(lambda q: mem.recall(q), queries, warm))
+        index.vectors[MODEL] = vectors
+        if mem is not None:
+            plain = Memory(namespace=NAMESPACE, embedder=None, _store=mem._open(),
+                           _lock=mem._lock)  # BM25 only: no embedder, no query vector
+            record("memory_bm25", "Memory.recall, no embedder (BM25-only)",
+                   time_calls(lambda q: plain.recall(q), queries, warm))
+            record("memory_hybrid", "Memory.recall, stub embedder (hybrid, model time excluded)",
+                   time_calls(lambda q: mem.recall(q), queries, warm))
+        load.__exit__()
+        out["latency"] = rows
+        out["rss_mib"] = rss_mib()
+        line("process RSS with this index (and, via Memory, the store) open",
+             f"{out['rss_mib']:,.0f} MiB")
+        out["other_load_cores"] = load.cores
+        line("CPU used by other processes while timing (cores of "
+             f"{os.cpu_count()})", f"{load.cores:.2f}")
+    finally:
+        if mem is not None:
+            t0 = time.perf_counter()
+            mem.close()
+            line("Memory.close (writes the DuckDB projection; not a recall cost)",
+                 f"{time.perf_counter() - t0:.1f} s")
+            out["bytes_per_fact"] = store_bytes(root, n)
+            b = out["bytes_per_fact"]
+            line(f"bytes per fact with a {DIMS}-d float32 vector: log / projection",
+                 f"{b['log']:,.0f} / {b['projection']:,.0f}")
+        if root is not None:
+            tmp.remove(root)
+    return out
+
+
+def bench_embed(queries: list[str]) -> dict[str, Any] | None:
+    """Single-query latency of the local MiniLM embedder, if installed."""
+    try:
+        from hmem.embedders.local import LocalEmbedder
+
+        emb = LocalEmbedder()
+        emb.embed(["warm up"])
+    except Exception as e:  # noqa: BLE001 - optional extra; say why and go on
+        line("query embedding (local MiniLM)", f"not available: {e}")
+        return None
+    samples = time_calls(lambda q: emb.embed([q]), queries, 10)
+    s = lat_summary(samples)
+    line(f"query embedding, local all-MiniLM-L6-v2, {len(samples)} queries",
+         f"p50 {fmt_ms(s['p50_ms'])} ms  p95 {fmt_ms(s['p95_ms'])} ms")
+    return s
+
+
+def bench_int8(index: NamespaceIndex, vectors: DocVectors, queries: list[str],
+               qvecs: dict[str, np.ndarray], warm: int,
+               record: Callable[[str, str, list[float]], None]) -> dict[str, Any]:
+    """An int8 copy of ``vectors`` (returned under "vectors"), its build time and the dense
+    scan with it; float16 blocks are timed too, as the other way to halve the memory read."""
+    n = len(index)
+    t0 = time.perf_counter()
+    i8 = DocVectors(MODEL, vectors.dims, "int8")
+    matrix = vectors._matrix  # the float32 rows, read directly: this is a benchmark
+    for doc in range(vectors.size):
+        i8.set(doc, matrix[doc])
+    build_s = time.perf_counter() - t0
+    line(f"int8 copy of the vectors ({i8.nbytes / 2**20:,.0f} MiB), DocVectors.set per row",
+         f"{build_s:.1f} s")
+    record("dense_scan_int8", "component: DocVectors.scores alone, int8 blocks -> float32",
+           time_calls(lambda q: i8.scores(qvecs[q], n), queries, warm))
+    f16 = matrix[: vectors.size].astype(np.float16)
+    buf = np.empty((1024, vectors.dims), dtype=np.float32)
+    out = np.empty(len(f16), dtype=np.float32)
+
+    def f16_scan(q: str) -> None:
+        for start in range(0, len(f16), 1024):
+            block = f16[start : start + 1024]
+            np.copyto(buf[: len(block)], block)
+            np.matmul(buf[: len(block)], qvecs[q], out=out[start : start + len(block)])
+
+    record("dense_scan_f16", "component: float16 blocks -> float32 (not in hmem, for scale)",
+           time_calls(f16_scan, queries[: warm + 50], min(warm, 5)))
+    del f16
+    return {"vectors": i8, "build_s": build_s, "mib": i8.nbytes / 2**20}
+
+
+def _overlap(a: Any, b: Any) -> float:
+    ids_a, ids_b = {h.id for h in a}, {h.id for h in b}
+    return len(ids_a & ids_b) / max(len(ids_a), 1)
+
+
+def rss_mib() -> float:
+    """Resident set size of this process now (Linux), MiB; 0 if unknown."""
+    try:
+        for raw in Path("/proc/self/status").read_text().splitlines():
+            if raw.startswith("VmRSS:"):
+                return int(raw.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def store_bytes(root: Path, n_facts: int) -> dict[str, float]:
+    """Log and projection bytes per fact of the closed store at ``root``."""
+    log = sum(f.stat().st_size for f in (root / "log").rglob("*") if f.is_file())
+    proj = sum(f.stat().st_size for f in root.glob("projection.duckdb*"))
+    return {"log": log / n_facts, "projection": proj / n_facts}
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def markdown(res: dict[str, Any]) -> str:
+    m = res["machine"]
+
+    def pair(r: dict[str, float] | None) -> str:
+        return "-" if r is None else f"{fmt_ms(r['p50_ms'])} / {fmt_ms(r['p95_ms'])}"
+
+    def verdict(r: dict[str, float], target: float) -> str:
+        return f"{'ok' if r['p95_ms'] <= target else 'MISS'} (p95 <= {target:g})"
+
+    loads = ", ".join(f"{s['label']} {s['other_load_cores']:.2f}" for s in res["sizes"])
+    head = (
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['mem_gib']} GiB; Python {m['python']}, "
+        f"NumPy {m['numpy']}, BLAS threads {res['blas_threads'] or 'default'}. "
+        f"Command: `{res['command']}`. {res['queries']} queries per row, 2-4 words. "
+        f"Dense: random unit vectors, {DIMS} dims, float32. Times in ms, p50 / p95; "
+        "query embedding excluded (separate row). Cores used by other processes while timing: "
+        f"{loads}.\n\n"
+    )
+    table = [
+        "| facts | built via | f32 / int8 matrix | run_recall BM25-only | hybrid f32 | hybrid int8 "
+        "| hybrid f32, as_of | BM25, as_of | dense scan f32 | dense scan int8 | dense scan f16 "
+        "| Memory.recall hybrid f32 | RSS | targets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in res["sizes"]:
+        lat = s["latency"]
+        target = ""
+        if s["facts"] == 100_000:
+            target = (f"BM25 {verdict(lat['bm25'], TARGETS['bm25_p95_ms_100k'])}; hybrid "
+                      f"{verdict(lat['hybrid'], TARGETS['hybrid_p95_ms_100k'])}")
+        elif s["facts"] == 1_000_000:
+            target = (f"hybrid {verdict(lat['hybrid'], TARGETS['hybrid_p95_ms_1M'])}; as_of "
+                      f"{verdict(lat['hybrid_as_of'], TARGETS['as_of_p95_ms_1M'])}")
+        table.append(
+            f"| {s['label']} | {s['via']} | {s['matrix_mib']:,.0f} / {s['int8']['mib']:,.0f} MiB "
+            f"| {pair(lat['bm25'])} | {pair(lat['hybrid'])} | {pair(lat['hybrid_int8'])} "
+            f"| {pair(lat['hybrid_as_of'])} | {pair(lat['bm25_as_of'])} "
+            f"| {pair(lat['dense_scan'])} | {pair(lat['dense_scan_int8'])} "
+            f"| {pair(lat['dense_scan_f16'])} | {pair(lat.get('memory_hybrid'))} "
+            f"| {s['rss_mib']:,.0f} MiB | {target} |"
+        )
+    emb = res.get("embed")
+    if emb is not None:
+        table.append(f"\nQuery embedding (local all-MiniLM-L6-v2, one query), added to "
+                     f"hybrid recall by Memory.recall with a real model: {pair(emb)} ms.")
+    return head + "\n".join(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.recall_speed",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="10k facts, 100 queries (< 30 s)")
+    p.add_argument("--sizes", default=None, help="comma-separated sizes (default 10k,100k,1M)")
+    p.add_argument("--queries", type=int, default=None, help="timed queries per row (default 300)")
+    p.add_argument("--memory-max", default="100k",
+                   help="largest size built through Memory; larger ones use the index layer")
+    p.add_argument("--blas-threads", type=int, default=None,
+                   help="limit numpy's BLAS to this many threads (threadpoolctl) for the run")
+    p.add_argument("--no-embed", action="store_true", help="skip timing the MiniLM query embedding")
+    p.add_argument("--out", default=None, help="also write all results as JSON to this file")
+    args = p.parse_args(argv)
+    args.memory_max = parse_size(args.memory_max)
+    if args.sizes:
+        sizes = sorted({parse_size(x) for x in args.sizes.split(",") if x.strip()})
+    else:
+        sizes = [10_000] if args.quick else [10_000, 100_000, 1_000_000]
+    if args.queries is None:
+        args.queries = 100 if args.quick else 300
+
+    if args.blas_threads is not None:
+        from threadpoolctl import threadpool_limits  # the [local] extra installs it
+
+        threadpool_limits(args.blas_threads)
+    started = time.perf_counter()
+    tmp = TmpDirs()
+    res: dict[str, Any] = {
+        "command": "python -m bench.recall_speed "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "queries": args.queries, "targets": TARGETS, "dims": DIMS,
+        "blas_threads": args.blas_threads,
+    }
+    try:
+        res["machine"] = machine_info(tmp.root)
+        section("Machine")
+        for k, v in res["machine"].items():
+            line(k, str(v))
+        res["sizes"] = []
+        for n in sizes:
+            res["sizes"].append(bench_size(tmp, n, args))
+            gc.collect()
+        if not args.no_embed:
+            section("Query embedding (added to hybrid recall by Memory.recall with a real model)")
+            texts = [t for _, t in make_facts(TextGen(seed=SEED), 500)]
+            qs = make_queries(texts, (50 if args.quick else 200) + 10, random.Random(SEED))
+            res["embed"] = bench_embed(qs)
+    finally:
+        tmp.cleanup()
+    res["total_s"] = time.perf_counter() - started
+    section(f"Summary (total {res['total_s']:.1f} s)")
+    print()
+    print(markdown(res))
+    for s in res["sizes"]:
+        if s["facts"] >= 1_000_000:
+            gb = s["matrix_mib"] * 2**20 / 1e9
+            scan = s["latency"]["dense_scan"]["p50_ms"]
+            print(f"\n{s['label']}: the dense scan reads the whole {gb:.2f} GB float32 matrix per "
+                  f"query ({scan:.0f} ms p50 = {gb / (scan / 1000):.1f} GB/s): memory bandwidth, "
+                  "not arithmetic, sets the cost of exact float32 search at this size.")
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=2, default=str))
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,298 @@
+"""Turning an extractor's candidates into events: cleaning, dedup, supersedes -> revise.
+
+Runs under the writer lock, so the state it checks is the state the batch is appended to.
+See :mod:`hmem.extract` for the rules.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+from eventlog.events import EventBase, FactRemembered, FactRevised
+from hmem.errors import FactNotFound, HmemError
+from hmem.llm.extractor import Candidate, ExtractionRequest, ExtractorOutput
+from hmem.timeparse import parse_time
+from projections.entities import fact_entities
+from projections.state import Episode, Fact, check_fields
+from projections.timeutil import from_us, to_us
+
+if TYPE_CHECKING:
+    from hmem.memory import Memory
+
+__all__ = [
+    "CATEGORIES",
+    "DUPLICATE_COSINE",
+    "IgnoredSupersede",
+    "Plan",
+    "Revision",
+    "Skipped",
+    "clean_subject",
+    "clean_text",
+    "default_subject",
+    "normalise",
+]
+
+DUPLICATE_COSINE = 0.95
+CATEGORIES = ("semantic", "episodic", "procedural")
+
+
+class Revision(msgspec.Struct, frozen=True):
+    old_id: int
+    new_id: int
+
+
+class Skipped(msgspec.Struct, frozen=True):
+    """A candidate not stored: ``reason`` is "duplicate" (of ``duplicate_of``, None when it
+    repeats an earlier candidate), "empty" or "invalid: ..."."""
+
+    text: str
+    reason: str
+    duplicate_of: int | None = None
+
+
+class IgnoredSupersede(msgspec.Struct, frozen=True):
+    """A ``supersedes`` id that was not revised: not a fact of this namespace, forgotten,
+    already superseded, already revised by this extraction, or one too many."""
+
+    fact_id: int | str
+    reason: str
+
+
+def default_subject(episodes: list[Episode]) -> str:
+    """The subject of a candidate that names none: the first turn's speaker, else its role."""
+    return clean_subject(episodes[0].speaker) or clean_subject(episodes[0].role) or "user"
+
+
+_PUNCT = re.compile(r"[^\w\s]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def normalise(text: str) -> str:
+    """The text as duplicates are compared: case-folded, without punctuation, spaces collapsed."""
+    return " ".join(_PUNCT.sub(" ", text.casefold()).split())
+
+
+def clean_text(text: object) -> str:
+    return text.strip() if isinstance(text, str) else ""
+
+
+def clean_subject(subject: object) -> str:
+    if not isinstance(subject, str):
+        return ""
+    return " ".join(_CONTROL.sub(" ", subject).split())[:200]
+
+
+class Plan:
+    """Turns candidates into events, under the writer lock (the state cannot move meanwhile)."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        episodes: list[Episode],
+        output: ExtractorOutput,
+        prompt_version: str,
+        vectors: list[np.ndarray | None],
+        source_ref: str | None,
+    ) -> None:
+        self.memory = memory
+        self.store = memory._open()
+        self.state = self.store.projector.state
+        self.tx = memory._now(self.store)
+        self.episodes = episodes
+        self.output = output
+        self.prompt_version = prompt_version
+        self.vectors = vectors
+        self.source_ref = source_ref
+        self.events: list[EventBase] = []
+        self.added: list[int] = []
+        self.revised: list[Revision] = []
+        self.skipped: list[Skipped] = []
+        self.ignored: list[IgnoredSupersede] = []
+
+    def build(self, request: ExtractionRequest) -> None:
+        ns = self.memory.namespace
+        texts = {
+            normalise(f.text): f.id
+            for f in self.state.in_namespace(ns)
+            if f.superseded_by is None and f.forgotten_seq is None
+        }
+        seen: dict[str, None] = {}
+        claimed: set[int] = set()
+        near = self._similar_vectors(request)
+        accepted: list[np.ndarray] = []
+        fallback = default_subject(self.episodes)
+        for i, cand in enumerate(self.output.facts):
+            text = clean_text(cand.text)
+            if not text:
+                self.skipped.append(Skipped(str(cand.text), "empty"))
+                continue
+            key = normalise(text) or text
+            if key in texts or key in seen:
+                self.skipped.append(Skipped(text, "duplicate", texts.get(key)))
+                self._ignore_all(cand.supersedes, "its fact was a duplicate")
+                continue
+            target = self._target(cand.supersedes, claimed)
+            vector = self.vectors[i] if i < len(self.vectors) else None
+            if target is None and vector is not None:
+                dup = _near_duplicate(vector, near, accepted)
+                if dup is not False:
+                    self.skipped.append(Skipped(text, "duplicate", dup))
+                    continue
+            subject = clean_subject(cand.subject) or fallback
+            event = self._event(cand, text, subject, target)
+            try:
+                check_fields(event)
+                self.state.check_applies(event)
+            except HmemError as e:
+                self.skipped.append(Skipped(text, f"invalid: {e}"))
+                if target is not None:
+                    self.ignored.append(IgnoredSupersede(target.id, "its fact was invalid"))
+                continue
+            seen[key] = None
+            fid = self.store.log.last_seq + len(self.events) + 1
+            self.events.append(event)
+            if target is not None:
+                claimed.add(target.id)
+                self.revised.append(Revision(target.id, fid))
+            else:
+                self.added.append(fid)
+            if vector is not None:
+                accepted.append(vector)
+                self.events.append(self.memory._embedding_event(self.tx, fid, vector))
+
+    def _event(
+        self, cand: Candidate, text: str, subject: str, target: Fact | None
+    ) -> FactRemembered | FactRevised:
+        when = _parse_day(cand.valid_from)
+        if when is None:
+            when = from_us(max(e.observed_at for e in self.episodes))
+        lineage: dict[str, Any] = dict(
+            tx_at=self.tx, namespace=self.memory.namespace, text=text,
+            entities=fact_entities(subject, text, _names(cand.entities)),
+            derived_from=tuple(e.seq for e in self.episodes), extractor=self.output.model,
+            prompt_version=self.prompt_version,
+            category=cand.category if cand.category in CATEGORIES else None,
+            importance=_importance(cand.importance),
+            source_agent=self.memory.source_agent, source_ref=self.source_ref,
+        )
+        if target is None:
+            return FactRemembered(subject=subject, valid_from=when, **lineage)
+        row = target.open_row
+        assert row is not None
+        # A change in the world when the new fact starts after the old one; else a correction.
+        change = when if to_us(when) > row.valid_from else None
+        return FactRevised(
+            fact_id=target.id, subject=subject if subject != target.subject else None,
+            valid_from=change, reason=f"superseded by extraction ({self.output.model})",
+            **lineage,
+        )
+
+    def _target(self, ids: list[int | str], claimed: set[int]) -> Fact | None:
+        """The fact to revise: the first id naming a current fact of this namespace."""
+        target: Fact | None = None
+        for raw in ids:
+            fid = _as_id(raw)
+            if target is not None:
+                self.ignored.append(IgnoredSupersede(raw, "a fact can supersede only one fact"))
+                continue
+            try:
+                if fid is None:
+                    raise FactNotFound(raw, self.memory.namespace)
+                fact = self.state.lookup(fid, self.memory.namespace)
+            except FactNotFound:
+                self.ignored.append(IgnoredSupersede(raw, "not a fact in this namespace"))
+                continue
+            if fact.forgotten_seq is not None:
+                self.ignored.append(IgnoredSupersede(fid, "forgotten"))
+            elif fact.superseded_by is not None:
+                self.ignored.append(IgnoredSupersede(fid, "already superseded"))
+            elif fid in claimed:
+                self.ignored.append(IgnoredSupersede(fid, "already revised by this extraction"))
+            else:
+                target = fact
+        return target
+
+    def _ignore_all(self, ids: list[int | str], reason: str) -> None:
+        self.ignored.extend(IgnoredSupersede(raw, reason) for raw in ids)
+
+    def _similar_vectors(self, request: ExtractionRequest) -> list[tuple[int, np.ndarray]]:
+        """Vectors (of the configured model) of the similar facts shown to the extractor."""
+        embedder = self.memory.embedder
+        index = self.store.projector.indexes.get(self.memory.namespace)
+        if embedder is None or index is None:
+            return []
+        vectors = index.vectors.get(embedder.model)
+        if vectors is None:
+            return []
+        out = []
+        for known in request.existing_facts:
+            fact = self.state.facts.get(known.id)
+            doc = index.doc_of.get(known.id)
+            if fact is None or doc is None or fact.superseded_by is not None:
+                continue
+            if fact.forgotten_seq is not None:
+                continue
+            vector = vectors.get(doc)
+            if vector is not None:
+                out.append((known.id, vector))
+        return out
+
+
+def _near_duplicate(
+    vector: np.ndarray, near: list[tuple[int, np.ndarray]], accepted: list[np.ndarray]
+) -> int | None | bool:
+    """The id of a similar fact with cosine > DUPLICATE_COSINE, None for an earlier candidate,
+    False when there is none."""
+    v = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    if norm == 0:
+        return False
+    v = v / norm
+    for fid, other in near:
+        if float(other @ v) > DUPLICATE_COSINE:
+            return fid
+    for other in accepted:
+        o = np.asarray(other, dtype=np.float32)
+        n = float(np.linalg.norm(o))
+        if n and float(o @ v) / n > DUPLICATE_COSINE:
+            return None
+    return False
+
+
+def _as_id(raw: object) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and raw.strip().lstrip("#").isdigit():
+        return int(raw.strip().lstrip("#"))
+    return None
+
+
+def _parse_day(value: str | None) -> datetime | None:
+    """The candidate's date, if it is one (a bad or naive date from a model is dropped)."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return parse_time(value, "valid_from")
+    except HmemError:
+        return None
+
+
+def _importance(value: int | float | None) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if not np.isfinite(value):
+        return None
+    return int(min(10, max(1, round(value))))
+
+
+def _names(entities: list[str]) -> tuple[str, ...]:
+    return tuple(
+        name for name in (clean_subject(e) for e in entities if isinstance(e, str)) if name
+    )

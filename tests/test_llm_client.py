@@ -1,0 +1,201 @@
+"""LLMClient through the real ``openai`` client against the fake server on 127.0.0.1 (no
+network; backoff sleeps are injected and recorded, the timeout test uses a 0.2 s timeout)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import msgspec
+import pytest
+
+from hmem.errors import HmemError, LLMNotConfigured, LLMResponseInvalid, LLMUnavailable
+from hmem.llm import ChatResult, LLMClient, LLMConfig, Usage, strip_fences
+from tests.fake_llm import CHAT, chat_reply, fixed_chat
+from tests.fake_openai import FakeOpenAI, Reply
+
+MODEL = "fake-chat"
+
+
+class Answer(msgspec.Struct):
+    answer: str
+    n: int
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI() as srv:
+        srv.route(CHAT, fixed_chat('{"answer": "yes", "n": 2}'))
+        yield srv
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def make(server, sleeps):
+    pytest.importorskip("openai")
+    made: list[LLMClient] = []
+
+    def build(**kwargs) -> LLMClient:
+        config = LLMConfig(
+            model=MODEL,
+            base_url=server.base_url,
+            api_key="sk-test",
+            timeout_s=kwargs.pop("timeout_s", 10.0),
+            max_retries=kwargs.pop("max_retries", 4),
+        )
+        client = LLMClient(config, sleep=sleeps.append, rng=random.Random(0), **kwargs)
+        made.append(client)
+        return client
+
+    yield build
+    for client in made:
+        client.close()
+
+
+def test_chat_sends_the_request_and_counts_tokens(make, server):
+    llm = make()
+    out = llm.chat([{"role": "user", "content": "hi"}], temperature=0.3, max_tokens=50)
+    assert isinstance(out, ChatResult)
+    assert out.text == '{"answer": "yes", "n": 2}' and out.model == MODEL
+    assert out.usage == Usage(prompt_tokens=11, completion_tokens=7, calls=1)
+    assert out.latency_ms >= 0
+    (request,) = server.requests_to(CHAT)
+    body = request.json
+    assert body["model"] == MODEL and body["messages"] == [{"role": "user", "content": "hi"}]
+    assert body["temperature"] == 0.3 and body["max_tokens"] == 50
+    assert "response_format" not in body
+    assert request.headers["authorization"] == "Bearer sk-test"
+    llm.chat([{"role": "user", "content": "again"}], json_mode=True)
+    assert server.requests_to(CHAT)[-1].json["response_format"] == {"type": "json_object"}
+    assert llm.usage == Usage(prompt_tokens=22, completion_tokens=14, calls=2)
+
+
+def test_usage_adds():
+    assert Usage(1, 2, 1) + Usage(10, 20, 2) == Usage(11, 22, 3)
+
+
+def test_429_then_success_retries_with_backoff(make, server, sleeps):
+    server.script(CHAT, Reply.error(429, "slow down"), Reply.error(503))
+    llm = make()
+    out = llm.chat([{"role": "user", "content": "hi"}])
+    assert out.text.startswith("{")
+    assert len(server.requests_to(CHAT)) == 3
+    assert len(sleeps) == 2 and 0.25 <= sleeps[0] <= 0.5 and 0.5 <= sleeps[1] <= 1.0
+    assert llm.usage.calls == 1  # failed attempts cost no tokens
+
+
+def test_retry_after_header_is_honoured_but_capped(make, server, sleeps):
+    server.script(
+        CHAT, Reply.error(429, **{"Retry-After": "3"}), Reply.error(429, **{"retry-after": "999"})
+    )
+    make().chat([{"role": "user", "content": "hi"}])
+    assert sleeps[0] >= 3.0 and sleeps[1] == 8.0
+
+
+def test_500s_until_exhausted_raise_unavailable(make, server, sleeps):
+    server.route(CHAT, lambda request: Reply.error(500, "boom"))
+    llm = make(max_retries=2)
+    match = r"HTTP 500 \(boom\) \(after 3 attempts\).*retry"
+    with pytest.raises(LLMUnavailable, match=match) as info:
+        llm.chat([{"role": "user", "content": "hi"}])
+    assert isinstance(info.value, HmemError)
+    assert len(server.requests_to(CHAT)) == 3 and len(sleeps) == 2
+    assert llm.usage == Usage()
+
+
+def test_client_errors_are_not_retried(make, server, sleeps):
+    server.script(CHAT, Reply.error(401, "bad key", type="invalid_request_error"))
+    with pytest.raises(LLMUnavailable, match="HMEM_API_KEY"):
+        make().chat([{"role": "user", "content": "hi"}])
+    assert len(server.requests_to(CHAT)) == 1 and sleeps == []
+
+
+def test_timeout_is_retried_then_reported(make, server, sleeps):
+    server.script(CHAT, Reply.hang(), Reply.hang())
+    with pytest.raises(LLMUnavailable, match=r"no answer within 0.2 s \(after 2 attempts\)"):
+        make(timeout_s=0.2, max_retries=1).chat([{"role": "user", "content": "hi"}])
+    assert len(sleeps) == 1
+
+
+def test_connection_error_then_success(make, server):
+    server.script(CHAT, Reply.disconnect())
+    assert make().chat([{"role": "user", "content": "hi"}]).text
+
+
+def test_non_json_body_is_invalid_response(make, server):
+    server.script(CHAT, Reply.raw(b"<html>gateway</html>"))
+    with pytest.raises(LLMResponseInvalid, match="not JSON"):
+        make().chat([{"role": "user", "content": "hi"}])
+
+
+def test_chat_json_decodes_and_strips_fences(make, server):
+    server.script(CHAT, chat_reply('```json\n{"answer": "fenced", "n": 1}\n```'))
+    value, result = make().chat_json([{"role": "user", "content": "json please"}], Answer)
+    assert value == Answer("fenced", 1) and result.usage.calls == 1
+    assert server.requests_to(CHAT)[0].json["response_format"] == {"type": "json_object"}
+
+
+def test_chat_json_reasks_once_with_the_error(make, server):
+    server.script(CHAT, chat_reply("sure! here it is: {answer: yes}"))
+    llm = make()
+    value, _ = llm.chat_json([{"role": "user", "content": "json"}], Answer)
+    assert value == Answer("yes", 2)
+    second = server.requests_to(CHAT)[1].json["messages"]
+    assert second[1] == {"role": "assistant", "content": "sure! here it is: {answer: yes}"}
+    assert "not valid" in second[2]["content"]
+    assert llm.usage.calls == 2 and llm.usage.prompt_tokens == 22
+
+
+def test_chat_json_invalid_after_attempts_raises_with_excerpt(make, server):
+    server.route(CHAT, fixed_chat('{"answer": 5}'))  # valid JSON, wrong schema
+    llm = make()
+    with pytest.raises(LLMResponseInvalid, match=r"after 3 asks") as info:
+        llm.chat_json([{"role": "user", "content": "json"}], Answer, attempts=3)
+    assert info.value.raw == '{"answer": 5}'
+    assert "Expected `str`, got `int`" in str(info.value)
+    assert len(server.requests_to(CHAT)) == 3 and llm.usage.calls == 3
+
+
+def test_strip_fences():
+    assert strip_fences('```json\n{"a": 1}\n```') == '{"a": 1}'
+    assert strip_fences('```\n[1]\n```\n') == "[1]"
+    assert strip_fences('  {"a": 1} ') == '{"a": 1}'
+
+
+def test_not_configured_names_the_three_variables():
+    with pytest.raises(LLMNotConfigured) as info:
+        LLMConfig.from_env(env={})
+    for name in ("HMEM_BASE_URL", "HMEM_API_KEY", "HMEM_LLM"):
+        assert name in str(info.value)
+    config = LLMConfig.from_env(
+        env={"HMEM_BASE_URL": "http://127.0.0.1:1/v1", "HMEM_LLM": "m", "HMEM_API_KEY": "k"},
+        timeout_s=5.0,
+    )
+    assert config == LLMConfig("m", "http://127.0.0.1:1/v1", "k", 5.0, 4)
+    assert LLMConfig.from_env(env={"HMEM_BASE_URL": "u"}, model="x").model == "x"
+
+
+def test_missing_openai_package_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(LLMNotConfigured, match=r"pip install 'hmem\[openai\]'"):
+        LLMClient(LLMConfig("m", "http://127.0.0.1:1/v1"))
+
+
+def test_importing_the_llm_package_does_not_import_openai():
+    code = "import sys, hmem.llm, hmem.extract; assert 'openai' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_storage_core_does_not_import_the_llm_layer():
+    code = (
+        "import sys, eventlog, projections.projector, replay, hmem.memory, hmem.store\n"
+        "from hmem import Memory\n"
+        "bad = [m for m in sys.modules if m in ('openai', 'hmem.llm', 'hmem.extract')]\n"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
