@@ -2,7 +2,10 @@
 
 1. Candidates come from two ranked lists over the facts visible to the query (current beliefs,
    or those of ``as_of`` / ``valid_at``): BM25 over the text index and, when the store has
-   vectors of the configured model, dense cosine against the query's embedding.
+   vectors of the configured model, dense cosine against the query's embedding. The BM25 query
+   is expanded by pseudo-relevance feedback: the best tf-idf terms of its top visible hits are
+   added at a lower weight (``feedback_*``), which finds turns that share no word with the
+   question but do with its best answer.
 2. Fusion (``RecallConfig.fusion``): ``"rrf"`` sums ``weight / (rrf_k + rank)`` over the lists
    a fact appears in; ``"weighted"`` sums each signal's score divided by its best score, times
    its weight.
@@ -61,9 +64,9 @@ class RecallConfig:
     next_weight: float = 0.3  # ... and with its next turn's, times this
     context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
     dense_neighbors: bool = False  # neighbour weights apply to cosines too
-    feedback_docs: int = 0  # pseudo-relevance feedback: expand the query from the top docs...
+    feedback_docs: int = 2  # pseudo-relevance feedback: expand the query from the top docs...
     feedback_terms: int = 10  # ... with this many of their best terms ...
-    feedback_weight: float = 0.3  # ... each weighted this much against a query term
+    feedback_weight: float = 0.3  # ... each weighted this much against a query term (0 = off)
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -191,7 +194,7 @@ def run_recall(
     alpha, beta = config.neighbor_weight, config.next_weight
     if tokens:
         docs, scores = index.text.score(tokens)
-        if config.feedback_docs and len(docs):
+        if len(docs) and config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
             docs, scores = _feedback(index, state.facts, tokens, docs, scores, visible, config)
         if alpha or beta:
             full = np.zeros(n, dtype=np.float32)

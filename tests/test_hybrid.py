@@ -142,7 +142,7 @@ def test_time_expression_in_the_query_favours_facts_valid_then(tmp_path):
 
 
 def test_context_turns_attach_neighbours_within_the_budget(tmp_path):
-    cfg = RecallConfig(context_turns=1)
+    cfg = RecallConfig(context_turns=1, feedback_docs=0)  # only the hits that name pottery
     with Memory(tmp_path / "s", embedder=None, recall_config=cfg) as m:
         ids = m.remember_many([
             {"subject": "mel", "text": "How was the weekend?", "source_ref": "D1:1"},

@@ -242,7 +242,8 @@ def test_feedback_finds_a_document_through_the_words_of_the_top_hit(tmp_path):
     never used as feedback."""
     from hmem.recall import RecallConfig
 
-    with Memory(tmp_path / "s", embedder=None) as m:
+    off = RecallConfig(feedback_docs=0)
+    with Memory(tmp_path / "s", embedder=None, recall_config=off) as m:
         m.remember("maya", "Maya adopted a puppy called Biscuit")
         about_dog = m.remember("sam", "Biscuit chewed the sofa cushions yesterday")
         m.remember("sam", "The weather is sunny today")
