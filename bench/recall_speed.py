@@ -78,9 +78,9 @@ from hmem.recall import RecallConfig, run_recall
 from projections.entities import fact_entities
 from projections.dense import DocVectors
 from projections.hot import NamespaceIndex
-from projections.projector import index_text
+from projections.projector import index_counts
 from projections.state import Fact, Row
-from projections.text import term_counts, tokenize
+from projections.text import tokenize
 from projections.timeutil import to_us
 
 DIMS = 384
@@ -226,7 +226,7 @@ def build_index_only(
         for i, (subject, text) in enumerate(facts):
             fid = i + 1
             vf = to_us(valid_from(i, n))
-            counts = term_counts(index_text(subject, text))
+            counts = index_counts(subject, text)
             fact = Fact(
                 id=fid, namespace=NAMESPACE, subject=subject, text=text, confidence=1.0,
                 source_agent=None, source_ref=source_ref(i),

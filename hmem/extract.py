@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from eventlog.events import EpisodeRecorded
-from hmem.errors import ExtractionFailed, HmemError, InvalidInput
+from hmem.errors import ExtractionFailed, HmemError, InvalidInput, LLMError
 from hmem.extract_plan import (
     DUPLICATE_COSINE,
     IgnoredSupersede,
@@ -164,7 +164,7 @@ def extract(
 def _turns(
     messages: Iterable[dict[str, Any]], observed_at: datetime | None
 ) -> list[tuple[str, str | None, str, datetime | None]]:
-    if isinstance(messages, (str, dict)):
+    if isinstance(messages, (str, dict)) or not isinstance(messages, Iterable):
         raise InvalidInput("messages must be a list of {'role': ..., 'content': ...} dicts")
     out = []
     for i, message in enumerate(messages):
@@ -208,7 +208,12 @@ def _run(
     session = episodes[0].session_id
     try:
         request = _request(memory, episodes, context_turns, similar, profile)
-        output = extractor.extract(request)
+        try:
+            output = extractor.extract(request)
+        except HmemError:
+            raise
+        except Exception as e:  # the plug-in boundary: whatever it raises, keep the seqs
+            raise LLMError(f"the extractor raised {type(e).__name__}: {e}") from e
         if not isinstance(output, ExtractorOutput):
             raise InvalidInput(
                 f"the extractor returned {type(output).__name__}, not an ExtractorOutput"
@@ -249,7 +254,8 @@ def _episodes(memory: Memory, seqs: list[int]) -> list[Episode]:
         state = memory._read().projector.state
         found = []
         for seq in seqs:
-            episode = state.episodes.get(seq) if isinstance(seq, int) else None
+            ok = isinstance(seq, int) and not isinstance(seq, bool)
+            episode = state.episodes.get(seq) if ok else None
             if episode is None or episode.namespace != memory.namespace:
                 raise InvalidInput(
                     f"{seq!r} is not a recorded turn in namespace {memory.namespace!r}; list "

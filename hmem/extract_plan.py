@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 
 from eventlog.events import EventBase, FactRemembered, FactRevised
-from hmem.errors import FactNotFound, HmemError
+from hmem.errors import FactNotFound, HmemError, InvalidInput
 from hmem.llm.extractor import Candidate, ExtractionRequest, ExtractorOutput
 from hmem.timeparse import parse_time
 from projections.entities import fact_entities
@@ -265,13 +265,13 @@ def _near_duplicate(
 
 
 def _as_id(raw: object) -> int | None:
-    if isinstance(raw, bool):
+    """A model's fact id as an int, or None when it is not one (Memory's rule for ids)."""
+    from hmem.memory import _fact_id
+
+    try:
+        return _fact_id(raw)
+    except InvalidInput:
         return None
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, str) and raw.strip().lstrip("#").isdigit():
-        return int(raw.strip().lstrip("#"))
-    return None
 
 
 def _parse_day(value: str | None) -> datetime | None:

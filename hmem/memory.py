@@ -392,6 +392,7 @@ class Memory:
         """
         from hmem import extract
 
+        _check_sequence(messages, "messages", "a list of {'role': ..., 'content': ...} dicts")
         resolved = extract.resolve_extractor(self, extractor)
         mem = self if namespace is None else self.in_namespace(namespace)
         return extract.add(
@@ -413,6 +414,7 @@ class Memory:
         (new events; nothing is changed in place)."""
         from hmem import extract
 
+        _check_sequence(episode_seqs, "episode_seqs", "a list of seqs (ExtractionFailed.episode_seqs)")
         resolved = extract.resolve_extractor(self, extractor)
         return extract.extract(
             self, list(episode_seqs), extractor=resolved, context_turns=context_turns,
@@ -781,6 +783,11 @@ def _check_namespace(namespace: object) -> None:
             f"namespace {shown(namespace)} is not valid Unicode text (a lone surrogate); "
             f"decode it with errors='replace' first"
         )
+
+
+def _check_sequence(value: object, label: str, want: str) -> None:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise InvalidInput(f"{label} must be {want}, not {type(value).__name__}")
 
 
 def _strip(value: object, label: str) -> str:

@@ -32,6 +32,7 @@ from datetime import datetime
 import msgspec
 import numpy as np
 
+from hmem.errors import InvalidInput
 from projections.entities import extract_entities, normalize_entity
 from projections.hot import NamespaceIndex
 from projections.projector import Projector, index_counts
@@ -67,6 +68,21 @@ class RecallConfig:
     feedback_docs: int = 2  # pseudo-relevance feedback: expand the query from the top docs...
     feedback_terms: int = 10  # ... with this many of their best terms ...
     feedback_weight: float = 0.3  # ... each weighted this much against a query term (0 = off)
+
+    def __post_init__(self) -> None:
+        for name in ("limit", "max_tokens", "candidates", "context_turns", "feedback_docs",
+                     "feedback_terms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"RecallConfig.{name} must be an integer >= 0, not {value!r}")
+        for name in ("half_life_days", "rrf_k", "feedback_weight", "bm25_weight", "dense_weight"):
+            value = getattr(self, name)
+            low_ok = value > 0 if name == "half_life_days" else value >= 0
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or not low_ok:
+                raise InvalidInput(
+                    f"RecallConfig.{name} must be a finite number "
+                    f"{'> 0' if name == 'half_life_days' else '>= 0'}, not {value!r}"
+                )
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -301,10 +317,10 @@ def _feedback(
     if not chosen:
         return docs, scores
     top_weight = chosen[0][1]
-    expanded: dict[str, float] = dict.fromkeys(tokens, 1.0)
-    for term, w in chosen:
-        expanded[term] = config.feedback_weight * w / top_weight
-    return index.text.score(expanded)
+    expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
+    first = np.zeros(len(index), dtype=np.float32)
+    first[docs] = scores
+    return index.text.score(expansion, base=first)  # BM25 adds up per term
 
 
 def _with_neighbors(

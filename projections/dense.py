@@ -71,6 +71,8 @@ class DocVectors:
     def get(self, doc: int) -> np.ndarray | None:
         """The (normalised) vector of ``doc``, or None when it has none."""
         if 0 <= doc < self.size and self._has[doc]:
+            if self.dtype == "int8":
+                return self._matrix[doc].astype(np.float32) * self._scale[doc]
             return self._matrix[doc]
         return None
 

@@ -84,8 +84,8 @@ class Projector:
     def apply(self, ev: Event, *, validated: bool = False) -> None:
         """Fold one event. It is validated against the state first (unless ``validated``), so
         a bad event raises and changes nothing."""
-        changed = self.state.apply(ev, validated=validated)
         tx = to_us(ev.tx_at)
+        changed = self.state.apply(ev, validated=validated, tx=tx)
         self.tx_times.append(tx)
         self._events.append(_event_row(ev, tx))
         indexes = self._indexes

@@ -231,7 +231,7 @@ class FactState:
 
     # ------------------------------------------------------------------ fold
 
-    def apply(self, ev: Event, *, validated: bool = False) -> list[int]:
+    def apply(self, ev: Event, *, validated: bool = False, tx: int | None = None) -> list[int]:
         """Fold one logged event; returns the ids of facts it created or changed.
 
         ``validated=True`` skips the checks for an event that was just validated against this
@@ -250,7 +250,9 @@ class FactState:
         except (FactNotFound, FactForgottenError, FactSuperseded) as e:
             raise ProjectionError(f"logged event {ev.seq} does not apply: {e}") from e
         self.last_seq = ev.seq
-        seq, tx = ev.seq, to_us(ev.tx_at)
+        seq = ev.seq
+        if tx is None:
+            tx = to_us(ev.tx_at)
         if isinstance(ev, FactRemembered):
             vf = tx if ev.valid_from is None else to_us(ev.valid_from)
             vt = None if ev.valid_to is None else to_us(ev.valid_to)

@@ -76,6 +76,11 @@ class _Postings:
         return self._cache
 
 
+def _idf(df: int, n: int) -> float:
+    """BM25's inverse document frequency of a term in ``df`` of ``n`` documents."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
 class TextIndex:
     """BM25 over documents numbered 0, 1, 2... in the order they were added; append-only."""
 
@@ -110,27 +115,25 @@ class TextIndex:
         n = len(self._doc_len)
         if p is None or not n:
             return 0.0
-        df = len(p.docs)
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return _idf(len(p.docs), n)
 
     def score(
-        self, query_tokens: list[str] | dict[str, float]
+        self, query_tokens: list[str] | dict[str, float], *, base: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(doc numbers, BM25 scores) of every document sharing a term with the query; a dict
-        query weighs each term's contribution."""
+        query weighs each term's contribution; ``base`` (one score per document) is added to."""
         n = len(self._doc_len)
         weights = query_tokens if isinstance(query_tokens, dict) else dict.fromkeys(query_tokens, 1.0)
         postings = [(self._terms[t], w) for t, w in weights.items() if t in self._terms]
-        if not n or not postings:
+        scores = np.zeros(n, dtype=np.float32) if base is None else base.copy()
+        if not n or not (postings or base is not None):
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         avgdl = self._total_len / n or 1.0
         doc_len = np.frombuffer(self._doc_len, dtype=np.float32, count=n)
-        scores = np.zeros(n, dtype=np.float32)
         k1, b = self.k1, self.b
         for p, weight in postings:
             docs, tfs = p.arrays()
-            df = len(docs)
-            idf = weight * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            idf = weight * _idf(len(docs), n)
             norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl)
             scores[docs] += idf * tfs * (k1 + 1.0) / (tfs + norm)
         hit = np.flatnonzero(scores)

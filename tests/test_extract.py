@@ -232,7 +232,7 @@ def test_bad_supersede_ids_are_ignored_and_reported(mem, server, extractor):
     target = mem.remember("maya", "Maya runs")
     before_other = (other.stats().facts, other.why(foreign), other.events().fetchall())
     say(server, facts(
-        fact("Maya swims", supersedes=[foreign, 10**9, "abc", gone, old, target, newer]),
+        fact("Maya swims", supersedes=[foreign, 10**9, "abc", "\u00b2", gone, old, target, newer]),
         fact("Maya cycles", supersedes=[target]),
     ))
     result = mem.add([{"role": "user", "content": "sports"}], session_id="s",
@@ -241,6 +241,7 @@ def test_bad_supersede_ids_are_ignored_and_reported(mem, server, extractor):
         (foreign, "not a fact in this namespace"),
         (10**9, "not a fact in this namespace"),
         ("abc", "not a fact in this namespace"),
+        ("\u00b2", "not a fact in this namespace"),  # isdigit() but not an int
         (gone, "forgotten"),
         (old, "already superseded"),
         (newer, "a fact can supersede only one fact"),
@@ -325,7 +326,7 @@ def test_default_extractor_comes_from_the_environment(mem, server, monkeypatch):
 
 
 @pytest.mark.parametrize("messages", [
-    [], "hello", [{"role": "user"}], [{"role": "user", "content": "  "}],
+    [], "hello", None, 5, [{"role": "user"}], [{"role": "user", "content": "  "}],
     [{"role": 3, "content": "x"}],
     [{"role": "user", "content": "x", "observed_at": "2026-01-01T10:00"}],
 ])
@@ -333,6 +334,23 @@ def test_bad_messages_are_rejected_before_anything_is_stored(mem, extractor, mes
     with pytest.raises(InvalidInput):
         mem.add(messages, session_id="s", extractor=extractor)
     assert mem.last_seq == 0
+
+
+def test_a_crashing_plug_in_extractor_keeps_the_turns_and_their_seqs(mem, extractor):
+    class Crashing:
+        prompt_version = "test"
+
+        def extract(self, request):  # type: ignore[no-untyped-def]
+            raise RuntimeError("connection reset")
+
+    with pytest.raises(ExtractionFailed, match="RuntimeError") as failed:
+        mem.add([{"role": "user", "content": "I moved to Paris"}], session_id="s",
+                extractor=Crashing())
+    assert failed.value.episode_seqs == (1,) and mem.stats().facts == 0
+    with pytest.raises(InvalidInput, match="episode_seqs"):
+        mem.extract(5, extractor=extractor)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="not a recorded turn"):
+        mem.extract([True], extractor=extractor)
 
 
 def test_extract_refuses_turns_of_another_namespace(mem, server, extractor):

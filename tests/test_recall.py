@@ -258,3 +258,14 @@ def test_feedback_finds_a_document_through_the_words_of_the_top_hit(tmp_path):
         with Memory(tmp_path / "s", embedder=None, read_only=True,
                     recall_config=RecallConfig(feedback_docs=1, feedback_terms=3)) as fb:
             assert about_dog not in {h.id for h in fb.recall("what did maya adopt")}
+
+
+@pytest.mark.parametrize("bad", [{"feedback_docs": -1}, {"feedback_terms": 1.5},
+                                 {"feedback_weight": float("nan")}, {"half_life_days": 0},
+                                 {"limit": True}])
+def test_bad_recall_config_is_a_typed_error(bad):
+    from hmem.errors import InvalidInput
+    from hmem.recall import RecallConfig
+
+    with pytest.raises(InvalidInput, match="RecallConfig"):
+        RecallConfig(**bad)

@@ -274,7 +274,9 @@ class LLMClient:
                 raw=json.dumps(payload)[:300],
             ) from e
         model = payload.get("model") or self.config.model
-        raw_usage = payload.get("usage") or {}
+        raw_usage = payload.get("usage")
+        if not isinstance(raw_usage, dict):  # missing, or a server that sends something odd
+            raw_usage = {}
         usage = Usage(
             prompt_tokens=_int(raw_usage.get("prompt_tokens")),
             completion_tokens=_int(raw_usage.get("completion_tokens")),
