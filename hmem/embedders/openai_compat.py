@@ -25,7 +25,6 @@ Any other 4xx (bad key, wrong URL or model) fails at once: retrying cannot fix i
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import time
@@ -36,6 +35,8 @@ import numpy as np
 
 from hmem.embedders.base import check_output
 from hmem.errors import EmbedderError, EmbedderUnavailable, InvalidInput
+from hmem.retry import backoff_delay
+from hmem.retry import retry_after as _retry_after
 
 __all__ = ["OpenAIEmbedder", "RETRY_STATUSES"]
 
@@ -200,12 +201,8 @@ class OpenAIEmbedder:
         ) from error
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with equal jitter, at least the server's Retry-After (capped)."""
-        cap = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
-        delay = cap / 2 + self._rng.uniform(0, cap / 2)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_backoff))
-        return delay
+        return backoff_delay(attempt, backoff=self.backoff, max_backoff=self.max_backoff,
+                             rng=self._rng, retry_after=retry_after)
 
     def _failed(self, what: str, status: int | str | None) -> str:
         if status in (401, 403):
@@ -300,16 +297,3 @@ def _plural(n: int, word: str) -> str:
 
 def _snippet(content: bytes) -> str:
     return content[:80].decode("utf-8", "replace")
-
-
-def _retry_after(e: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds form only)."""
-    headers = e.response.headers
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            value = float(headers.get(name, ""))
-        except ValueError:
-            continue
-        if math.isfinite(value) and value >= 0:
-            return value / scale
-    return None

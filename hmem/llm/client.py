@@ -17,7 +17,6 @@ usage is read from each answer and summed in :attr:`LLMClient.usage`.
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 import time
@@ -27,6 +26,8 @@ from typing import Any, TypeVar
 import msgspec
 
 from hmem.errors import LLMNotConfigured, LLMResponseInvalid, LLMUnavailable
+from hmem.retry import backoff_delay
+from hmem.retry import retry_after as _retry_after
 
 __all__ = ["LLMConfig", "Usage", "ChatResult", "LLMClient", "RETRY_STATUSES", "strip_fences"]
 
@@ -285,11 +286,8 @@ class LLMClient:
         return text, str(model), usage
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        cap = min(self._max_backoff, self._backoff * 2 ** (attempt - 1))
-        delay = cap / 2 + self._rng.uniform(0, cap / 2)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self._max_backoff))
-        return delay
+        return backoff_delay(attempt, backoff=self._backoff, max_backoff=self._max_backoff,
+                             rng=self._rng, retry_after=retry_after)
 
     def _failed(self, what: str, status: int | str | None) -> str:
         if status in (401, 403):
@@ -332,15 +330,3 @@ def _detail(e: Any) -> str:
     if not message:
         message = e.response.content[:80].decode("utf-8", "replace")
     return f" ({str(message)[:200]})" if message else ""
-
-
-def _retry_after(e: Any) -> float | None:
-    headers = e.response.headers
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            value = float(headers.get(name, ""))
-        except ValueError:
-            continue
-        if math.isfinite(value) and value >= 0:
-            return value / scale
-    return None
