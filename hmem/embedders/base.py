@@ -8,10 +8,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from hmem.errors import EmbedderError
+from hmem.errors import EmbedderError, InvalidInput
 from projections.text import tokenize
 
-__all__ = ["Embedder", "HashEmbedder", "check_output"]
+__all__ = ["Embedder", "HashEmbedder", "check_output", "check_texts"]
 
 
 @runtime_checkable
@@ -26,6 +26,17 @@ class Embedder(Protocol):
     dims: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """The texts to embed as a list; a typed error for one string or a non-string item."""
+    if isinstance(texts, str):
+        raise InvalidInput("embed() takes a sequence of texts, not one string")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidInput(f"texts[{i}] is {type(text).__name__}, expected str")
+    return texts
 
 
 def check_output(embedder: Embedder, texts: Sequence[str], out: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from hmem.embedders.base import check_output
+from hmem.embedders.base import check_output, check_texts
 from hmem.errors import EmbedderError, EmbedderUnavailable, InvalidInput
 
 __all__ = ["LocalEmbedder", "bundled_model_dir"]
@@ -170,12 +170,7 @@ class LocalEmbedder:
     # embedding ----------------------------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise InvalidInput("embed() takes a sequence of texts, not one string")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InvalidInput(f"texts[{i}] is {type(text).__name__}, expected str")
+        texts = check_texts(texts)
         out = np.empty((len(texts), self.dims), dtype=_F32)
         if texts:
             self.load()

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from hmem.embedders.base import check_output
+from hmem.embedders.base import check_output, check_texts
 from hmem.errors import EmbedderError, EmbedderUnavailable, InvalidInput
 from hmem.retry import backoff_delay
 from hmem.retry import retry_after as _retry_after
@@ -148,12 +148,7 @@ class OpenAIEmbedder:
         self._client.close()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise InvalidInput("embed() takes a sequence of texts, not one string")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InvalidInput(f"texts[{i}] is {type(text).__name__}, expected str")
+        texts = check_texts(texts)
         todo = [i for i, text in enumerate(texts) if text.strip()]
         batches: list[tuple[list[int], np.ndarray]] = []
         for start in range(0, len(todo), self.batch_size):
