@@ -25,6 +25,8 @@ __all__ = [
     "EpisodeRecorded",
     "Event",
     "EVENT_TYPES",
+    "EVENT_TAGS",
+    "LINEAGE_FIELDS",
     "encode",
     "decode",
 ]
@@ -135,6 +137,13 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     EmbeddingRecorded,
     EpisodeRecorded,
 )
+
+EVENT_TAGS: tuple[str, ...] = tuple(
+    str(t.__struct_config__.tag) for t in EVENT_TYPES
+)  # "remembered", "revised", "forgotten", "embedding", "episode"
+
+# The lineage an extracted fact carries (FactRemembered and FactRevised both have these fields).
+LINEAGE_FIELDS = ("derived_from", "extractor", "prompt_version", "category", "importance")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Event)

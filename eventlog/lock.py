@@ -6,7 +6,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from hmem.errors import StoreLocked
+from eventlog.errors import StoreLocked
 
 __all__ = ["WriterLock"]
 

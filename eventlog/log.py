@@ -35,7 +35,7 @@ from eventlog import format as fmt
 from eventlog.events import EPOCH, Event, EventBase, decode, encode
 from eventlog.fileio import OS, FileIO
 from eventlog.lock import WriterLock
-from hmem.errors import (
+from eventlog.errors import (
     LogCorrupted,
     LogWriteFailed,
     ReadOnlyStore,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from eventlog.lock import WriterLock
 from eventlog.log import EventLog
-from hmem.errors import LogCorrupted
+from eventlog.errors import LogCorrupted
 
 __all__ = ["VerifyReport", "RepairReport", "verify_log", "repair_log"]
 

@@ -17,9 +17,7 @@ import duckdb
 from hmem.errors import InvalidInput
 from projections.duck import TABLES
 
-__all__ = ["NamespaceCopy", "check_read_only", "EVENT_TYPES"]
-
-EVENT_TYPES = ("remembered", "revised", "forgotten", "embedding", "episode")
+__all__ = ["NamespaceCopy", "check_read_only"]
 
 _EVENTS_VIEW = """
 CREATE VIEW event_log AS

@@ -1,17 +1,41 @@
-"""The one error hierarchy of hmem.
+"""The one error hierarchy of hmem: every public error type, wherever it is raised.
 
 Every error hmem raises on purpose is an :class:`HmemError`. Subclasses say precisely what went
 wrong; messages say what to do about it. Third-party errors are translated at the boundary with
-``raise X(...) from e``.
+``raise X(...) from e``. Each floor owns the errors it raises (the log's and the store's live in
+``eventlog.errors``, the fold's in ``projections.errors``, the optional layers' here); this module
+re-exports them all, so ``from hmem.errors import ...`` is the one place to catch them from.
 """
 
 from __future__ import annotations
+
+from eventlog.errors import (
+    HmemError,
+    LogCorrupted,
+    LogError,
+    LogWriteFailed,
+    ReadOnlyStore,
+    StoreClosed,
+    StoreLocked,
+    StoreNotFound,
+    UnsupportedFormat,
+    shown,
+)
+from projections.errors import (
+    FactAlreadyForgotten,
+    FactNotFound,
+    FactSuperseded,
+    InvalidInput,
+    InvalidTime,
+    ProjectionError,
+)
 
 __all__ = [
     "HmemError",
     "InvalidInput",
     "InvalidTime",
     "FactNotFound",
+    "FactAlreadyForgotten",
     "FactForgotten",
     "FactSuperseded",
     "StoreLocked",
@@ -30,96 +54,10 @@ __all__ = [
     "LLMUnavailable",
     "LLMResponseInvalid",
     "ExtractionFailed",
+    "shown",
 ]
 
-
-class HmemError(Exception):
-    """Base class of every error hmem raises on purpose."""
-
-
-class InvalidInput(HmemError, ValueError):
-    """An argument was rejected before anything was written."""
-
-
-class InvalidTime(InvalidInput):
-    """A time argument was naive, unparseable, or out of order."""
-
-
-class FactNotFound(HmemError, LookupError):
-    """No fact with this id exists in this namespace."""
-
-    def __init__(self, fact_id: object, namespace: str) -> None:
-        super().__init__(
-            f"no fact {fact_id!r} in namespace {namespace!r}; "
-            f"list facts with `hmem history SUBJECT` or `hmem recall QUERY`"
-        )
-        self.fact_id = fact_id
-        self.namespace = namespace
-
-
-class FactForgotten(HmemError):
-    """The fact was forgotten (tombstoned); it can no longer be revised or forgotten again."""
-
-
-class FactSuperseded(HmemError):
-    """The fact was already revised; only the newest version of a chain can be revised."""
-
-    def __init__(self, fact_id: int, head_id: int) -> None:
-        super().__init__(
-            f"fact {fact_id} was already revised; revise the newest version, fact {head_id}, instead"
-        )
-        self.fact_id = fact_id
-        self.head_id = head_id
-
-
-class StoreLocked(HmemError):
-    """Another process holds this store open for writing."""
-
-
-class StoreNotFound(HmemError, FileNotFoundError):
-    """No store exists at this path (and it was opened read-only, so none was created)."""
-
-
-class ReadOnlyStore(HmemError):
-    """A write was attempted on a store opened read-only."""
-
-
-class StoreClosed(HmemError):
-    """The store was used after close()."""
-
-
-class LogError(HmemError):
-    """Base class of event-log errors."""
-
-
-class LogCorrupted(LogError):
-    """A record before the tail of the log failed its checks.
-
-    Carries the segment path and byte offset of the first bad record.
-    """
-
-    def __init__(self, segment: str, offset: int, detail: str, store: str | None = None) -> None:
-        where = f" --path {store}" if store else ""
-        super().__init__(
-            f"event log corrupted in {segment} at byte {offset}: {detail}. "
-            f"Inspect with `hmem{where} log verify`; `hmem{where} log repair` keeps a backup and "
-            f"truncates the log to the last good record (events after it are lost)"
-        )
-        self.segment = segment
-        self.offset = offset
-        self.detail = detail
-
-
-class UnsupportedFormat(LogError):
-    """The log was written by a newer (or unknown) format version."""
-
-
-class LogWriteFailed(LogError):
-    """A write or fsync of the log failed; the log refuses writes until it is reopened."""
-
-
-class ProjectionError(HmemError):
-    """The DuckDB projection could not be read or written; it can be rebuilt from the log."""
+FactForgotten = FactAlreadyForgotten  # the older name (it clashed with the event type)
 
 
 class EmbedderError(HmemError):
@@ -166,13 +104,3 @@ class ExtractionFailed(HmemError):
     def __init__(self, message: str, episode_seqs: tuple[int, ...] = ()) -> None:
         super().__init__(message)
         self.episode_seqs = tuple(episode_seqs)
-
-
-def shown(value: object, limit: int = 60) -> str:
-    """``repr(value)`` for an error message, cut after ``limit`` characters (a user's value may
-    be megabytes long)."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
-    return text[:limit] + "..." + size

@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 
 from eventlog.events import (
+    EVENT_TAGS,
     EmbeddingRecorded,
     EventBase,
     FactForgotten,
@@ -20,7 +21,7 @@ from eventlog.events import (
     FactRevised,
 )
 from eventlog.log import FsyncPolicy
-from hmem.analytics import EVENT_TYPES, NamespaceCopy, check_read_only
+from hmem.analytics import NamespaceCopy, check_read_only
 from hmem.embedders import Embedder, check_output, resolve_embedder
 from hmem.errors import (
     EmbedderError,
@@ -715,9 +716,9 @@ class Memory:
                 params.append(self._tx_seq(store, until, "until"))
         if types is not None:
             kinds = [types] if isinstance(types, str) else list(types)
-            unknown = set(kinds) - set(EVENT_TYPES)
+            unknown = set(kinds) - set(EVENT_TAGS)
             if unknown:
-                raise InvalidInput(f"unknown event types {sorted(unknown)}; use {EVENT_TYPES}")
+                raise InvalidInput(f"unknown event types {sorted(unknown)}; use {EVENT_TAGS}")
             where.append("list_contains(?, type)")
             params.append(kinds)
         if subject is not None:

@@ -30,7 +30,7 @@ import duckdb
 import msgspec
 import numpy as np
 
-from hmem.errors import ProjectionError
+from projections.errors import ProjectionError
 from projections.state import Episode, Fact, FactState, Row, Vector, subject_key
 
 __all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES"]

@@ -29,6 +29,7 @@ from datetime import datetime
 import msgspec
 
 from eventlog.events import (
+    LINEAGE_FIELDS,
     EmbeddingRecorded,
     EpisodeRecorded,
     Event,
@@ -37,10 +38,8 @@ from eventlog.events import (
     FactRemembered,
     FactRevised,
 )
-from hmem.errors import (
-    FactForgotten as FactForgottenError,
-)
-from hmem.errors import (
+from projections.errors import (
+    FactAlreadyForgotten,
     FactNotFound,
     FactSuperseded,
     InvalidInput,
@@ -194,7 +193,7 @@ class FactState:
         if isinstance(ev, FactRevised):
             old = self.lookup(ev.fact_id, ev.namespace)
             if old.forgotten_seq is not None:
-                raise FactForgottenError(
+                raise FactAlreadyForgotten(
                     f"fact {old.id} was forgotten; it cannot be revised. Remember a new fact instead"
                 )
             if old.superseded_by is not None:
@@ -216,7 +215,7 @@ class FactState:
         elif isinstance(ev, FactForgotten):
             fact = self.lookup(ev.fact_id, ev.namespace)
             if fact.forgotten_seq is not None:
-                raise FactForgottenError(f"fact {fact.id} is already forgotten")
+                raise FactAlreadyForgotten(f"fact {fact.id} is already forgotten")
         elif isinstance(ev, EmbeddingRecorded):
             self.lookup(ev.fact_id, ev.namespace)
         elif not isinstance(ev, (FactRemembered, EpisodeRecorded)):
@@ -247,7 +246,7 @@ class FactState:
                 self.check_applies(ev)
         except InvalidInput as e:
             raise ProjectionError(f"logged event {ev.seq} is invalid: {e}") from e
-        except (FactNotFound, FactForgottenError, FactSuperseded) as e:
+        except (FactNotFound, FactAlreadyForgotten, FactSuperseded) as e:
             raise ProjectionError(f"logged event {ev.seq} does not apply: {e}") from e
         self.last_seq = ev.seq
         seq = ev.seq
@@ -304,11 +303,7 @@ class FactState:
         ev: FactRemembered | FactRevised, subject: str, rows: list[Row], tx: int
     ) -> Fact:
         return Fact(
-            derived_from=ev.derived_from,
-            extractor=ev.extractor,
-            prompt_version=ev.prompt_version,
-            category=ev.category,
-            importance=ev.importance,
+            **{name: getattr(ev, name) for name in LINEAGE_FIELDS},
             id=ev.seq,
             namespace=ev.namespace,
             subject=subject,

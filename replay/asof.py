@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-from hmem.views import Belief
+from replay.views import Belief
 from projections.timeutil import from_us, from_us_opt
 
 __all__ = ["as_of", "seq_at", "snapshot_query"]

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import duckdb
 
-from hmem.views import Diff, Revision, fact_view
+from replay.views import Diff, Revision, fact_view
 from projections.state import FactState
 from projections.timeutil import from_us
 

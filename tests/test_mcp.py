@@ -287,7 +287,7 @@ def test_schemas_bad_arguments_and_the_usage_log(
             assert f"newest version, fact {fid + 1}" in r["text"]
             await c.ok("forget", id=fid + 1)
             r = await c.call("forget", id=fid + 1)
-            assert r["isError"] and r["structuredContent"]["error"] == "FactForgotten"
+            assert r["isError"] and r["structuredContent"]["error"] == "FactAlreadyForgotten"
 
             assert _stats(store) == (before[0] + 1, before[1] + 2)  # the good revise and forget
             await c.ok("recall", query="passport XK-4472")  # the server is still up

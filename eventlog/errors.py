@@ -1,0 +1,81 @@
+"""The errors of the ground floor: the base of every hmem error, and the log's and store's own.
+
+Every error hmem raises on purpose is an :class:`HmemError`; each floor defines the errors it
+raises (this module, ``projections.errors``, ``hmem.errors``) and :mod:`hmem.errors` re-exports
+them all. Messages say what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HmemError",
+    "StoreLocked",
+    "StoreNotFound",
+    "ReadOnlyStore",
+    "StoreClosed",
+    "LogError",
+    "LogCorrupted",
+    "UnsupportedFormat",
+    "LogWriteFailed",
+    "shown",
+]
+
+
+class HmemError(Exception):
+    """Base class of every error hmem raises on purpose."""
+
+
+class StoreLocked(HmemError):
+    """Another process holds this store open for writing."""
+
+
+class StoreNotFound(HmemError, FileNotFoundError):
+    """No store exists at this path (and it was opened read-only, so none was created)."""
+
+
+class ReadOnlyStore(HmemError):
+    """A write was attempted on a store opened read-only."""
+
+
+class StoreClosed(HmemError):
+    """The store was used after close()."""
+
+
+class LogError(HmemError):
+    """Base class of event-log errors."""
+
+
+class LogCorrupted(LogError):
+    """A record before the tail of the log failed its checks.
+
+    Carries the segment path and byte offset of the first bad record.
+    """
+
+    def __init__(self, segment: str, offset: int, detail: str, store: str | None = None) -> None:
+        where = f" --path {store}" if store else ""
+        super().__init__(
+            f"event log corrupted in {segment} at byte {offset}: {detail}. "
+            f"Inspect with `hmem{where} log verify`; `hmem{where} log repair` keeps a backup and "
+            f"truncates the log to the last good record (events after it are lost)"
+        )
+        self.segment = segment
+        self.offset = offset
+        self.detail = detail
+
+
+class UnsupportedFormat(LogError):
+    """The log was written by a newer (or unknown) format version."""
+
+
+class LogWriteFailed(LogError):
+    """A write or fsync of the log failed; the log refuses writes until it is reopened."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut after ``limit`` characters (a user's value may
+    be megabytes long)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return text[:limit] + "..." + size
