@@ -334,7 +334,7 @@ def bench_remember(tmp: TmpDirs, gen: TextGen, quick: bool) -> dict[str, Any]:
                 items.append((s, gen.text(s)))
             for s, t in items[:warm]:
                 mem.remember(s, t)
-            store = mem._open()
+            store = mem.store
             samples, flushed = [], []
             pc = time.perf_counter
             for s, t in items[warm:]:

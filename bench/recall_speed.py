@@ -12,8 +12,8 @@ BM25-only recall p95 <= 5 ms, both *without* the query embedding, which is timed
 
 What is timed, per size (same queries for every row):
 
-* ``run_recall`` BM25-only: ``hmem.recall.run_recall`` with no query vector.
-* ``run_recall`` hybrid: the same with a precomputed query vector (``query_vector=``, ``model=``):
+* ``rank`` BM25-only: ``hmem.recall.rank`` with no query vector.
+* ``rank`` hybrid: the same with a precomputed query vector (``query_vector=``, ``model=``):
   BM25 + dense cosine over every document, RRF fusion, recency / entity / time factors, hits.
 * ``Memory.recall`` (stores built through ``Memory`` only): the public call, with an embedder
   stub that returns the precomputed query vector from a dict (~1 us), so it measures everything
@@ -36,7 +36,7 @@ exactly as real vectors. Query vectors are random unit vectors too.
 Sizes above ``--memory-max`` (default 100k) are built at the index layer only: the same
 ``Fact`` structs, ``NamespaceIndex.add`` and ``NamespaceIndex.set_vector`` calls the projector
 makes, without the event log and DuckDB (building 1M facts through ``Memory`` is mostly log
-append, fold and a 1.5 GB DuckDB vector write, none of which recall touches). ``run_recall``
+append, fold and a 1.5 GB DuckDB vector write, none of which recall touches). ``rank``
 runs against that index unchanged; ``Memory.recall`` is not timed there.
 
 Why 1M is slow: the dense scan reads the whole float32 matrix per query, 1M x 384 x 4 B =
@@ -74,7 +74,8 @@ from bench.core import (
 )
 from bench.embed_speed import OtherLoad
 from hmem.memory import Memory
-from hmem.recall import RecallConfig, run_recall
+from hmem.ranking import rank
+from hmem.recall import RecallConfig, RecallQuery
 from projections.entities import fact_entities
 from projections.dense import DocVectors
 from projections.hot import NamespaceIndex
@@ -169,7 +170,7 @@ class _State:
 
 
 class IndexOnly:
-    """What ``run_recall`` reads from a ``Projector``: indexes, state.facts, last_seq."""
+    """What ``rank`` reads from a ``Projector``: indexes, state.facts, last_seq."""
 
     def __init__(self, index: NamespaceIndex, facts: dict[int, Fact], last_seq: int) -> None:
         self.indexes = {NAMESPACE: index}
@@ -204,8 +205,7 @@ def build_memory(
         )
     t_log = time.perf_counter() - t0
     t0 = time.perf_counter()
-    store = mem._open()
-    _ = store.projector.indexes  # the recall indexes are built on first use
+    _ = mem.store.projector.indexes  # the recall indexes are built on first use
     t_index = time.perf_counter() - t0
     return mem, {"append_s": t_log, "index_s": t_index}
 
@@ -261,12 +261,11 @@ def time_calls(fn: Callable[[Any], Any], args: list[Any], warm: int) -> list[flo
 def recall_fn(projector: Any, cfg: RecallConfig, qvecs: dict[str, np.ndarray] | None,
               now_us: int, as_of_seq: int | None = None) -> Callable[[str], Any]:
     def call(q: str) -> Any:
-        return run_recall(
-            projector, NAMESPACE, q, config=cfg, limit=cfg.limit, max_tokens=cfg.max_tokens,
-            as_of_seq=as_of_seq, valid_at_us=None, reference_us=now_us, subject=None,
-            query_vector=None if qvecs is None else qvecs[q],
-            model=None if qvecs is None else MODEL,
-        )
+        return rank(projector, NAMESPACE, cfg, RecallQuery(
+            text=q, limit=cfg.limit, max_tokens=cfg.max_tokens, as_of_seq=as_of_seq,
+            valid_at_us=None, reference_us=now_us, subject=None,
+            vector=None if qvecs is None else qvecs[q], model=None if qvecs is None else MODEL,
+        ))
     return call
 
 
@@ -296,7 +295,7 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
         if via_memory:
             root = tmp.new(f"recall-{label}")
             mem, build = build_memory(root, facts, docs, qvecs)
-            projector = mem._open().projector
+            projector = mem.store.projector
             line("Memory.remember_many (fact + EmbeddingRecorded per fact, fsync=never)",
                  f"{build['append_s']:.1f} s ({n / build['append_s']:,.0f} facts/s)")
             line("recall index build on first use (text + vectors)", f"{build['index_s']:.1f} s")
@@ -327,22 +326,22 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
         record("dense_scan",
                f"component: DocVectors.scores alone ({out['matrix_mib']:,.0f} MiB f32)",
                time_calls(lambda q: vectors.scores(qvecs[q], len(index)), queries, warm))
-        record("bm25", "run_recall, BM25-only",
+        record("bm25", "rank, BM25-only",
                time_calls(recall_fn(projector, cfg, None, now_us), queries, warm))
-        record("hybrid", "run_recall, hybrid (BM25 + dense, precomputed query vector)",
+        record("hybrid", "rank, hybrid (BM25 + dense, precomputed query vector)",
                time_calls(recall_fn(projector, cfg, qvecs, now_us), queries, warm))
         mid = max(1, projector.last_seq // 2)
-        record("bm25_as_of", f"run_recall, BM25-only, as_of seq {mid:,} (mid-history)",
+        record("bm25_as_of", f"rank, BM25-only, as_of seq {mid:,} (mid-history)",
                time_calls(recall_fn(projector, cfg, None, now_us, mid), queries, warm))
-        record("hybrid_as_of", f"run_recall, hybrid, as_of seq {mid:,}",
+        record("hybrid_as_of", f"rank, hybrid, as_of seq {mid:,}",
                time_calls(recall_fn(projector, cfg, qvecs, now_us, mid), queries, warm))
         f32_hits = [recall_fn(projector, cfg, qvecs, now_us)(q) for q in queries[warm:]]
         out["mean_hits"] = statistics.fmean(len(h) for h in f32_hits)
         out["int8"] = bench_int8(index, vectors, queries, qvecs, warm, record)
         index.vectors[MODEL] = out["int8"].pop("vectors")
-        record("hybrid_int8", "run_recall, hybrid, int8 vectors",
+        record("hybrid_int8", "rank, hybrid, int8 vectors",
                time_calls(recall_fn(projector, cfg, qvecs, now_us), queries, warm))
-        record("hybrid_as_of_int8", f"run_recall, hybrid, int8 vectors, as_of seq {mid:,}",
+        record("hybrid_as_of_int8", f"rank, hybrid, int8 vectors, as_of seq {mid:,}",
                time_calls(recall_fn(projector, cfg, qvecs, now_us, mid), queries, warm))
         out["int8"]["hit_overlap"] = statistics.fmean(
             _overlap(a, recall_fn(projector, cfg, qvecs, now_us)(q))
@@ -355,8 +354,7 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
                    time_calls(lambda q: mem.recall(q), queries, warm))
         index.vectors[MODEL] = vectors
         if mem is not None:
-            plain = Memory(namespace=NAMESPACE, embedder=None, _store=mem._open(),
-                           _lock=mem._lock)  # BM25 only: no embedder, no query vector
+            plain = mem.in_namespace(NAMESPACE, embedder=None)  # BM25 only: no query vector
             record("memory_bm25", "Memory.recall, no embedder (BM25-only)",
                    time_calls(lambda q: plain.recall(q), queries, warm))
             record("memory_hybrid", "Memory.recall, stub embedder (hybrid, model time excluded)",
@@ -478,7 +476,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"{loads}.\n\n"
     )
     table = [
-        "| facts | built via | f32 / int8 matrix | run_recall BM25-only | hybrid f32 | hybrid int8 "
+        "| facts | built via | f32 / int8 matrix | rank BM25-only | hybrid f32 | hybrid int8 "
         "| hybrid f32, as_of | BM25, as_of | dense scan f32 | dense scan int8 | dense scan f16 "
         "| Memory.recall hybrid f32 | RSS | targets |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",

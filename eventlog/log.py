@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -328,29 +328,38 @@ class EventLog:
         """Append one event; returns it stamped with its seq."""
         return self.append_many([event])[0]
 
-    def append_many(self, events: Sequence[EventBase]) -> list[Event]:
+    def append_many(
+        self, events: Sequence[EventBase], links: Mapping[int, int] | None = None
+    ) -> list[Event]:
         """Append events as one write (and at most one fsync); returns them stamped with seqs.
 
-        Either every event is appended or none is (on error the partial write is cut off and the
-        log refuses further writes until reopened).
+        ``links`` ties events to facts created earlier in the same batch: ``links[j] = i``
+        (``i < j``) sets event ``j``'s ``fact_id`` to the seq event ``i`` is given, so a caller
+        never predicts a seq. Either every event is appended or none is (on error the partial
+        write is cut off and the log refuses further writes until reopened).
         """
+        links = links or {}
         with self._mutex:
             self._check_writable()
             if not events:
                 return []
+            _check_links(links, len(events))
             stamped: list[Event] = []
             frames: list[bytes] = []
             chain = self._chain
             seq = self.last_seq
             last_tx = self._last_tx_at
-            for ev in events:
+            for j, ev in enumerate(events):
                 if ev.tx_at < last_tx:
                     raise ValueError(
                         f"tx_at {ev.tx_at.isoformat()} is before the log's last tx_at "
                         f"{last_tx.isoformat()}; transaction time never goes backwards"
                     )
                 seq += 1
-                ev = msgspec.structs.replace(ev, seq=seq)
+                if j in links:
+                    ev = msgspec.structs.replace(ev, seq=seq, fact_id=stamped[links[j]].seq)
+                else:
+                    ev = msgspec.structs.replace(ev, seq=seq)
                 record, chain = fmt.frame(encode(ev), chain)
                 frames.append(record)
                 stamped.append(ev)  # type: ignore[arg-type]
@@ -535,6 +544,12 @@ class EventLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_links(links: Mapping[int, int], n: int) -> None:
+    for j, i in links.items():
+        if not 0 <= i < j < n:
+            raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")
 
 
 def _write_all(io: FileIO, fd: int, data: bytes) -> None:

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
+from eventlog.log import FSYNC_POLICIES
 from hmem import __version__
 from hmem import cli_format as fmt
+from hmem.args import fact_id
 from hmem.errors import HmemError, InvalidInput, shown
 
 if TYPE_CHECKING:
     from hmem.memory import Memory
 
 __all__ = ["main", "build_parser", "iter_parsers"]
-
-FSYNC_CHOICES = ("always", "batch", "never")
 
 DESCRIPTION = """\
 hmem: memory for AI agents as a boring, trustworthy database.
@@ -88,14 +88,11 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _log_dir(args: argparse.Namespace) -> Path:
-    from hmem.store import StoreNotFound
+    from hmem.store import missing_store
 
     root = _root(args)
     if not (root / "log").is_dir():
-        raise StoreNotFound(
-            f"no hmem store at {root}; create one by writing to it "
-            f"(e.g. `hmem --path {root} remember SUBJECT TEXT`)"
-        )
+        raise missing_store(root)
     return root / "log"
 
 
@@ -116,16 +113,12 @@ def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
 
 
 def _note_empty_namespace(mem: Memory) -> None:
-    """A read of a namespace that holds nothing is most likely a typo: name the ones there are."""
-    if not mem.last_seq:
+    """A read of a namespace that holds nothing is most likely a typo: say so (without naming
+    other namespaces: their names are theirs)."""
+    if mem.stats().namespace_events:
         return
-    facts = mem._store.projector.state.facts.values()  # type: ignore[union-attr]
-    if any(f.namespace == mem.namespace for f in facts):
-        return
-    names = sorted({f.namespace for f in facts})
-    listed = ", ".join(shown(n, 40) for n in names[:10]) + (", ..." if len(names) > 10 else "")
-    print(f"note: namespace {shown(mem.namespace)} holds no facts; this store's namespaces: "
-          f"{listed} (choose one with --namespace)", file=sys.stderr)
+    print(f"note: namespace {shown(mem.namespace)} holds nothing yet (choose another with "
+          f"--namespace)", file=sys.stderr)
 
 
 def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
@@ -153,15 +146,10 @@ def _tx_point(value: str | None) -> int | str | None:
 
 
 def _fact_id(value: str) -> int:
-    text = value.strip().lstrip("#")
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(
-            f"a fact id is a number like 42 or #42, not {shown(value)}")
-    if len(text) > MAX_DIGITS:
-        raise argparse.ArgumentTypeError(
-            f"fact id {shown(text)} is too large; find ids with `hmem recall` or `hmem history`"
-        )
-    return int(text)
+    try:
+        return fact_id(value)
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _namespace(value: str) -> str:
@@ -402,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("HMEM_NAMESPACE") or "default",
                         help="namespace (default: $HMEM_NAMESPACE, else 'default')")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--fsync", choices=FSYNC_CHOICES, default="always",
+    parser.add_argument("--fsync", choices=FSYNC_POLICIES, default="always",
                         help="log durability for writes (default: always)")
     parser.add_argument("--embedder", metavar="NAME",
                         default=os.environ.get("HMEM_EMBEDDER") or "auto",
@@ -449,7 +437,7 @@ def _command(
         p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                        help="no progress bars")
     if writes:
-        p.add_argument("--fsync", choices=FSYNC_CHOICES, default=argparse.SUPPRESS,
+        p.add_argument("--fsync", choices=FSYNC_POLICIES, default=argparse.SUPPRESS,
                        help="log durability (default: always)")
     return p
 

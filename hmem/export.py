@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from hmem import __version__
+from hmem.analytics import NamespaceCopy
 from hmem.errors import HmemError, InvalidInput
 from hmem.progress import Progress
 
 if TYPE_CHECKING:
-    from hmem.analytics import NamespaceCopy
     from hmem.memory import Memory
 
 __all__ = ["export_parquet", "Export", "ExportedTable", "EXPORT_QUERIES", "ExportChanged"]
@@ -88,7 +88,10 @@ def export_parquet(
     out.mkdir(parents=True, exist_ok=True)
     for _ in range(_ATTEMPTS):
         seq = memory.last_seq
-        copy = memory._export_copy()
+        with memory.reading() as store:
+            copy = NamespaceCopy(
+                store.connection(), memory.namespace, store.projector.last_seq, sandboxed=False
+            )
         try:
             tables = _write_tables(copy, out, progress)
         finally:

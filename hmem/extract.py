@@ -22,25 +22,28 @@ their seqs for ``Memory.extract(seqs)``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
 
 from eventlog.events import EpisodeRecorded
+from hmem.embedders import Embedder
 from hmem.errors import ExtractionFailed, HmemError, InvalidInput, LLMError
 from hmem.extract_plan import (
     DUPLICATE_COSINE,
     IgnoredSupersede,
     Plan,
-    Revision,
+    Replacement,
     Skipped,
     clean_subject,
     clean_text,
     default_subject,
     normalise,
 )
+from hmem.hits import RecallResult
 from hmem.llm.client import LLMClient, LLMConfig, Usage
 from hmem.llm.extractor import (
     Candidate,
@@ -51,21 +54,39 @@ from hmem.llm.extractor import (
     LLMExtractor,
     Turn,
 )
+from hmem.store import Store
 from hmem.timeparse import TimeLike, parse_time, parse_time_opt
+from hmem.transaction import Transaction
 from projections.state import Episode
 from projections.timeutil import from_us
 
-if TYPE_CHECKING:
-    from hmem.memory import Memory
+
+class Memory(Protocol):
+    """What extraction uses of a ``Memory``: its public seams and recall."""
+
+    namespace: str
+    source_agent: str | None
+
+    @property
+    def embedder(self) -> Embedder | None: ...
+
+    def transaction(self) -> AbstractContextManager[Transaction]: ...
+
+    def reading(self) -> AbstractContextManager[Store]: ...
+
+    def embed_facts(self, pairs: list[tuple[str, str]]) -> np.ndarray | None: ...
+
+    def recall(self, query: str, *, limit: int, max_tokens: int) -> RecallResult: ...
 
 __all__ = [
     "AddResult",
     "DUPLICATE_COSINE",
     "ExtractorSpec",
     "IgnoredSupersede",
-    "Revision",
+    "Replacement",
     "Skipped",
     "add",
+    "default_extractor",
     "extract",
     "normalise",
     "resolve_extractor",
@@ -81,7 +102,7 @@ class AddResult(msgspec.Struct, frozen=True):
     session_id: str
     episode_seqs: tuple[int, ...]
     added: tuple[int, ...]  # ids of new facts (remembered)
-    revised: tuple[Revision, ...]  # facts replaced by a new version (old id -> new id)
+    revised: tuple[Replacement, ...]  # facts replaced by a new version (old id -> new id)
     skipped: tuple[Skipped, ...]
     ignored_supersedes: tuple[IgnoredSupersede, ...]
     usage: Usage
@@ -94,13 +115,14 @@ class AddResult(msgspec.Struct, frozen=True):
         return tuple(sorted((*self.added, *(r.new_id for r in self.revised))))
 
 
-def resolve_extractor(memory: Memory, spec: ExtractorSpec) -> Extractor:
-    """An extractor from a spec: an :class:`Extractor`, an ``LLMClient``, an ``LLMConfig``, or
-    None: one built from the environment on first use and kept by this ``Memory``."""
-    if spec is None:
-        if memory._extractor is None:
-            memory._extractor = LLMExtractor(LLMClient(LLMConfig.from_env()))
-        return memory._extractor  # type: ignore[no-any-return]
+def default_extractor() -> Extractor:
+    """The extractor ``Memory.add`` uses when given none: an LLM configured from the
+    environment (``HMEM_BASE_URL``, ``HMEM_API_KEY``, ``HMEM_LLM``)."""
+    return LLMExtractor(LLMClient(LLMConfig.from_env()))
+
+
+def resolve_extractor(spec: Extractor | LLMClient | LLMConfig) -> Extractor:
+    """An extractor from a spec: an :class:`Extractor`, an ``LLMClient`` or an ``LLMConfig``."""
     if isinstance(spec, (LLMClient, LLMConfig)):
         return LLMExtractor(spec)
     if not callable(getattr(spec, "extract", None)) or not hasattr(spec, "prompt_version"):
@@ -131,19 +153,17 @@ def add(
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidInput("session_id must be a non-empty string, e.g. 'chat-2025-03-01'")
     turns = _turns(messages, parse_time_opt(observed_at, "observed_at"))
-    with memory._lock:
-        store = memory._open()
-        tx = memory._now(store)
-        first = len(store.projector.state.sessions.get((memory.namespace, session_id), ()))
-        stamped = store.append_batch([
-            EpisodeRecorded(
-                tx_at=tx, namespace=memory.namespace, session_id=session_id, turn=first + i,
-                role=role, text=text, speaker=speaker, observed_at=when,
-                source_agent=memory.source_agent, source_ref=source_ref,
-            )
+    with memory.transaction() as txn:
+        sessions = txn.store.projector.state.sessions
+        first = len(sessions.get((memory.namespace, session_id), ()))
+        positions = [
+            txn.append(EpisodeRecorded(
+                session_id=session_id, turn=first + i, role=role, text=text, speaker=speaker,
+                observed_at=when, source_agent=memory.source_agent, source_ref=source_ref,
+            ))
             for i, (role, speaker, text, when) in enumerate(turns)
-        ])
-    seqs = [ev.seq for ev in stamped]
+        ]
+    seqs = [txn.seq(p) for p in positions]
     return _run(memory, seqs, extractor, context_turns, similar, profile, source_ref)
 
 
@@ -219,10 +239,12 @@ def _run(
                 f"the extractor returned {type(output).__name__}, not an ExtractorOutput"
             )
         vectors = _embed_candidates(memory, output.facts, default_subject(episodes))
-        with memory._lock:
-            plan = Plan(memory, episodes, output, extractor.prompt_version, vectors, source_ref)
+        with memory.transaction() as txn:
+            plan = Plan(
+                txn, memory.source_agent, episodes, output, extractor.prompt_version, vectors,
+                source_ref,
+            )
             plan.build(request)
-            memory._open().append_batch(plan.events)
     except ExtractionFailed:
         raise
     except HmemError as e:
@@ -236,8 +258,8 @@ def _run(
     return AddResult(
         session_id=session,
         episode_seqs=tuple(seqs),
-        added=tuple(plan.added),
-        revised=tuple(plan.revised),
+        added=tuple(txn.seq(p) for p in plan.added),
+        revised=tuple(Replacement(old, txn.seq(p)) for old, p in plan.revised),
         skipped=tuple(plan.skipped),
         ignored_supersedes=tuple(plan.ignored),
         usage=output.usage,
@@ -250,8 +272,8 @@ def _episodes(memory: Memory, seqs: list[int]) -> list[Episode]:
     """The stored turns named by ``seqs``: all of this namespace and of one session."""
     if not seqs:
         raise InvalidInput("no episode seqs given")
-    with memory._lock:
-        state = memory._read().projector.state
+    with memory.reading() as store:
+        state = store.projector.state
         found = []
         for seq in seqs:
             ok = isinstance(seq, int) and not isinstance(seq, bool)
@@ -272,8 +294,8 @@ def _request(
     profile: str | None,
 ) -> ExtractionRequest:
     session, first = episodes[0].session_id, episodes[0].seq
-    with memory._lock:
-        state = memory._read().projector.state
+    with memory.reading() as store:
+        state = store.projector.state
         earlier = [e for e in state.episodes_in(memory.namespace, session) if e.seq < first]
     context = earlier[-context_turns:] if context_turns else []
     query = " ".join(e.text for e in episodes)[:_QUERY_CHARS]
@@ -310,7 +332,7 @@ def _embed_candidates(
         (clean_subject(facts[i].subject) or default_subject, clean_text(facts[i].text))
         for i in usable
     ]
-    got = memory._embed(pairs)
+    got = memory.embed_facts(pairs)
     assert got is not None
     for i, vector in zip(usable, got):
         vectors[i] = vector

@@ -8,28 +8,28 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
-from eventlog.events import EventBase, FactRemembered, FactRevised
+from eventlog.events import FactRemembered, FactRevised
+from hmem.args import fact_id
 from hmem.errors import FactNotFound, HmemError, InvalidInput
 from hmem.llm.extractor import Candidate, ExtractionRequest, ExtractorOutput
 from hmem.timeparse import parse_time
+from hmem.transaction import Transaction
+from projections.checks import CONTROL_CHARS, check_fields
 from projections.entities import fact_entities
-from projections.state import Episode, Fact, check_fields
+from projections.state import Episode, Fact
 from projections.timeutil import from_us, to_us
-
-if TYPE_CHECKING:
-    from hmem.memory import Memory
 
 __all__ = [
     "CATEGORIES",
     "DUPLICATE_COSINE",
     "IgnoredSupersede",
     "Plan",
-    "Revision",
+    "Replacement",
     "Skipped",
     "clean_subject",
     "clean_text",
@@ -41,7 +41,9 @@ DUPLICATE_COSINE = 0.95
 CATEGORIES = ("semantic", "episodic", "procedural")
 
 
-class Revision(msgspec.Struct, frozen=True):
+class Replacement(msgspec.Struct, frozen=True):
+    """Fact ``old_id`` replaced by ``new_id`` (a revise)."""
+
     old_id: int
     new_id: int
 
@@ -69,7 +71,6 @@ def default_subject(episodes: list[Episode]) -> str:
 
 
 _PUNCT = re.compile(r"[^\w\s]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def normalise(text: str) -> str:
@@ -84,38 +85,42 @@ def clean_text(text: object) -> str:
 def clean_subject(subject: object) -> str:
     if not isinstance(subject, str):
         return ""
-    return " ".join(_CONTROL.sub(" ", subject).split())[:200]
+    return " ".join(CONTROL_CHARS.sub(" ", subject).split())[:200]
 
 
 class Plan:
-    """Turns candidates into events, under the writer lock (the state cannot move meanwhile)."""
+    """Turns candidates into the events of one transaction (which holds the store's lock, so
+    the state cannot move meanwhile). ``added`` and ``revised`` hold transaction positions:
+    the log gives them their seqs on commit."""
 
     def __init__(
         self,
-        memory: Memory,
+        txn: Transaction,
+        source_agent: str | None,
         episodes: list[Episode],
         output: ExtractorOutput,
         prompt_version: str,
         vectors: list[np.ndarray | None],
         source_ref: str | None,
     ) -> None:
-        self.memory = memory
-        self.store = memory._open()
-        self.state = self.store.projector.state
-        self.tx = memory._now(self.store)
+        self.txn = txn
+        self.namespace = txn.namespace
+        self.source_agent = source_agent
+        self.state = txn.store.projector.state
+        self.indexes = txn.store.projector.indexes
+        self.tx = txn.time
         self.episodes = episodes
         self.output = output
         self.prompt_version = prompt_version
         self.vectors = vectors
         self.source_ref = source_ref
-        self.events: list[EventBase] = []
-        self.added: list[int] = []
-        self.revised: list[Revision] = []
+        self.added: list[int] = []  # positions of new facts
+        self.revised: list[tuple[int, int]] = []  # (old id, position of its new version)
         self.skipped: list[Skipped] = []
         self.ignored: list[IgnoredSupersede] = []
 
     def build(self, request: ExtractionRequest) -> None:
-        ns = self.memory.namespace
+        ns = self.namespace
         texts = {
             normalise(f.text): f.id
             for f in self.state.in_namespace(ns)
@@ -154,16 +159,16 @@ class Plan:
                     self.ignored.append(IgnoredSupersede(target.id, "its fact was invalid"))
                 continue
             seen[key] = None
-            fid = self.store.log.last_seq + len(self.events) + 1
-            self.events.append(event)
+            position = self.txn.append(event)
             if target is not None:
                 claimed.add(target.id)
-                self.revised.append(Revision(target.id, fid))
+                self.revised.append((target.id, position))
             else:
-                self.added.append(fid)
+                self.added.append(position)
             if vector is not None:
                 accepted.append(vector)
-                self.events.append(self.memory._embedding_event(self.tx, fid, vector))
+                self.txn.append(self.txn.vector(vector, source_agent=self.source_agent),
+                                of=position)
 
     def _event(
         self, cand: Candidate, text: str, subject: str, target: Fact | None
@@ -172,13 +177,13 @@ class Plan:
         if when is None:
             when = from_us(max(e.observed_at for e in self.episodes))
         lineage: dict[str, Any] = dict(
-            tx_at=self.tx, namespace=self.memory.namespace, text=text,
+            tx_at=self.tx, namespace=self.namespace, text=text,
             entities=fact_entities(subject, text, _names(cand.entities)),
             derived_from=tuple(e.seq for e in self.episodes), extractor=self.output.model,
             prompt_version=self.prompt_version,
             category=cand.category if cand.category in CATEGORIES else None,
             importance=_importance(cand.importance),
-            source_agent=self.memory.source_agent, source_ref=self.source_ref,
+            source_agent=self.source_agent, source_ref=self.source_ref,
         )
         if target is None:
             return FactRemembered(subject=subject, valid_from=when, **lineage)
@@ -202,8 +207,8 @@ class Plan:
                 continue
             try:
                 if fid is None:
-                    raise FactNotFound(raw, self.memory.namespace)
-                fact = self.state.lookup(fid, self.memory.namespace)
+                    raise FactNotFound(raw, self.namespace)
+                fact = self.state.lookup(fid, self.namespace)
             except FactNotFound:
                 self.ignored.append(IgnoredSupersede(raw, "not a fact in this namespace"))
                 continue
@@ -222,8 +227,8 @@ class Plan:
 
     def _similar_vectors(self, request: ExtractionRequest) -> list[tuple[int, np.ndarray]]:
         """Vectors (of the configured model) of the similar facts shown to the extractor."""
-        embedder = self.memory.embedder
-        index = self.store.projector.indexes.get(self.memory.namespace)
+        embedder = self.txn.embedder
+        index = self.indexes.get(self.namespace)
         if embedder is None or index is None:
             return []
         vectors = index.vectors.get(embedder.model)
@@ -266,10 +271,8 @@ def _near_duplicate(
 
 def _as_id(raw: object) -> int | None:
     """A model's fact id as an int, or None when it is not one (Memory's rule for ids)."""
-    from hmem.memory import _fact_id
-
     try:
-        return _fact_id(raw)
+        return fact_id(raw)
     except InvalidInput:
         return None
 

@@ -1,4 +1,4 @@
-"""Hybrid recall: ranked signals fused, then weighted by recency, confidence, entities and time.
+"""Recall in one place: its knobs, the request a caller makes, and how a request is answered.
 
 1. Candidates come from two ranked lists over the facts visible to the query (current beliefs,
    or those of ``as_of`` / ``valid_at``): BM25 over the text index and, when the store has
@@ -18,31 +18,40 @@
 
 ``age`` is measured from the fact's valid_from to the reference time (``valid_at`` if given,
 else the ``as_of`` time, else now); facts from the future count as age 0. Every weight lives in
-:class:`RecallConfig`; ``explain=True`` returns each signal's contribution per hit.
+:class:`RecallConfig`; ``explain=True`` returns each signal's contribution per hit. The ranking
+itself is :func:`hmem.ranking.rank`.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, fields
+from datetime import date, datetime
 
-import msgspec
 import numpy as np
 
-from hmem.errors import InvalidInput
-from projections.entities import extract_entities, normalize_entity
-from projections.hot import NamespaceIndex
-from projections.projector import Projector, index_counts
-from projections.state import Fact, Row, subject_key
-from projections.text import STOPWORDS, tokenize
-from projections.timeutil import from_us, from_us_opt
+from hmem.embedders import Embedder, check_output
+from hmem.errors import EmbedderError, InvalidInput
+from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
+from hmem.store import Store
+from hmem.timeexpr import parse_time_expression
+from hmem.timeparse import TimeLike, parse_time_opt
+from projections.timeutil import to_us
 
-__all__ = ["RecallConfig", "Hit", "PastVersion", "ContextTurn", "RecallResult", "run_recall"]
+__all__ = [
+    "FUSIONS",
+    "ContextTurn",
+    "Hit",
+    "PastVersion",
+    "RecallConfig",
+    "RecallQuery",
+    "RecallRequest",
+    "RecallResult",
+    "query_time_range",
+    "recall",
+]
 
-_DAY_US = 86_400 * 1_000_000
+FUSIONS = ("rrf", "weighted")
 
 
 @dataclass(frozen=True)
@@ -70,396 +79,169 @@ class RecallConfig:
     feedback_weight: float = 0.3  # ... each weighted this much against a query term (0 = off)
 
     def __post_init__(self) -> None:
-        for name in ("limit", "max_tokens", "candidates", "context_turns", "feedback_docs",
-                     "feedback_terms"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInput(f"RecallConfig.{name} must be an integer >= 0, not {value!r}")
-        for name in ("half_life_days", "rrf_k", "feedback_weight", "bm25_weight", "dense_weight"):
-            value = getattr(self, name)
-            low_ok = value > 0 if name == "half_life_days" else value >= 0
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or not low_ok:
-                raise InvalidInput(
-                    f"RecallConfig.{name} must be a finite number "
-                    f"{'> 0' if name == 'half_life_days' else '>= 0'}, not {value!r}"
-                )
-
-
-class PastVersion(msgspec.Struct, frozen=True):
-    """An earlier version in a hit's revision chain, as believed at the query's as_of time."""
-
-    id: int
-    text: str
-    valid_from: datetime
-    valid_to: datetime | None
-    revision: str  # how its successor replaced it: "world" or "correction"
-
-
-class ContextTurn(msgspec.Struct, frozen=True):
-    """A neighbouring turn of a hit from the same source session, shown for context."""
-
-    id: int
-    text: str
-    subject: str
-    source_ref: str | None
-    position: int  # -1 the turn before, +1 the turn after, ...
-
-
-class Hit(msgspec.Struct, frozen=True):
-    id: int
-    text: str
-    subject: str
-    score: float
-    valid_from: datetime
-    valid_to: datetime | None
-    recorded_at: datetime
-    confidence: float
-    source_agent: str | None
-    source_ref: str | None
-    superseded_by: int | None
-    history: tuple[PastVersion, ...]
-    explain: dict[str, float] | None = None  # each signal's contribution (explain=True)
-    context: tuple[ContextTurn, ...] = ()  # neighbouring turns (RecallConfig.context_turns)
-
-    def render(self) -> str:
-        """One line for a prompt: text, when it was true, what it replaced."""
-        when = f"since {_day(self.valid_from)}"
-        if self.valid_to is not None:
-            when = f"{_day(self.valid_from)} to {_day(self.valid_to)}"
-        parts = [when]
-        for past in self.history[:3]:
-            if past.revision == "correction":
-                parts.append(f'corrected from "{past.text}"')
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "fusion":
+                if value not in FUSIONS:
+                    raise InvalidInput(
+                        f"RecallConfig.fusion must be one of {', '.join(map(repr, FUSIONS))}, "
+                        f"not {value!r}"
+                    )
+            elif f.name == "dense_neighbors":
+                if not isinstance(value, bool):
+                    raise InvalidInput(f"RecallConfig.dense_neighbors must be True or False, "
+                                       f"not {value!r}")
+            elif f.type == "int":
+                low = 1 if f.name in _AT_LEAST_ONE else 0
+                if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                    raise InvalidInput(
+                        f"RecallConfig.{f.name} must be an integer >= {low}, not {value!r}"
+                    )
             else:
-                span = f"{_day(past.valid_from)} to {_day(past.valid_to) if past.valid_to else '?'}"
-                parts.append(f'replaced "{past.text}", {span}')
-        line = f"- {self.text} ({'; '.join(parts)}) [#{self.id}]"
-        context = [
-            f"    {'before' if c.position < 0 else 'after'}: {c.subject}: {c.text} [#{c.id}]"
-            for c in self.context
-        ]
-        return "\n".join([line, *context])
+                low_text, ok = _FLOAT_RANGES.get(f.name, (">= 0", _non_negative))
+                if (
+                    isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or not ok(value)
+                ):
+                    raise InvalidInput(
+                        f"RecallConfig.{f.name} must be a finite number {low_text}, not {value!r}"
+                    )
 
 
-def _day(dt: datetime | None) -> str:
-    return "?" if dt is None else dt.date().isoformat()
+def _non_negative(x: float) -> bool:
+    return x >= 0
 
 
-class RecallResult(msgspec.Struct, frozen=True):
-    """Hits in rank order, plus what the token budget cut."""
+_AT_LEAST_ONE = {"limit", "max_tokens", "candidates"}
+_FLOAT_RANGES = {
+    "half_life_days": ("> 0", lambda x: x > 0),
+    "chars_per_token": ("> 0", lambda x: x > 0),
+    "recency_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),
+}
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """A caller's recall, validated (build it with :meth:`build`)."""
 
     query: str
-    hits: tuple[Hit, ...]
-    tokens: int
-    omitted: int  # ranked hits left out by the limit or the token budget
+    limit: int
+    max_tokens: int
+    as_of: datetime | int | None
+    valid_at: datetime | None
+    subject: str | None
+    reference_time: datetime | None
+    explain: bool
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self.hits)
-
-    def __len__(self) -> int:
-        return len(self.hits)
-
-    def __getitem__(self, i: int) -> Hit:
-        return self.hits[i]
-
-    def format_block(self) -> str:
-        """The hits as a prompt block, newest first, with dates."""
-        ordered = sorted(self.hits, key=lambda h: (h.valid_from, h.id), reverse=True)
-        return "\n".join(h.render() for h in ordered)
-
-
-def run_recall(
-    projector: Projector,
-    namespace: str,
-    query: str,
-    *,
-    config: RecallConfig,
-    limit: int,
-    max_tokens: int,
-    as_of_seq: int | None,
-    valid_at_us: int | None,
-    reference_us: int,
-    subject: str | None,
-    query_vector: np.ndarray | None = None,
-    model: str | None = None,
-    time_range: tuple[int, int] | None = None,
-    explain: bool = False,
-) -> RecallResult:
-    index = projector.indexes.get(namespace)
-    tokens = tokenize(query) or tokenize(query, keep_stopwords=True)
-    if index is None or not len(index):
-        return RecallResult(query, (), 0, 0)
-    state = projector.state
-    seq = projector.last_seq if as_of_seq is None else as_of_seq
-    key = None if subject is None else subject_key(subject)
-    if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
-        return RecallResult(query, (), 0, 0)
-
-    def visible(docs: np.ndarray) -> np.ndarray:
-        if as_of_seq is None and valid_at_us is None:
-            keep = index.current_mask(docs).copy()
-        else:
-            keep = index.visible_mask(docs, seq, valid_at_us)
-        if key is not None:
-            keep &= index.subject_mask(docs, key)  # type: ignore[operator]
-        return keep
-
-    depth = max(config.candidates, 4 * limit)
-    lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    n = len(index)
-    alpha, beta = config.neighbor_weight, config.next_weight
-    if tokens:
-        docs, scores = index.text.score(tokens)
-        if len(docs) and config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
-            docs, scores = _feedback(index, state.facts, tokens, docs, scores, visible, config)
-        if alpha or beta:
-            full = np.zeros(n, dtype=np.float32)
-            full[docs] = scores
-            full = _with_neighbors(index, full, alpha, beta)
-            docs = np.flatnonzero(full > 0)
-            scores = full[docs]
-        keep = visible(docs)
-        lists["bm25"] = _top(docs[keep], scores[keep], depth)
-    vectors = index.vectors.get(model) if model is not None else None
-    if query_vector is not None and vectors is not None:
-        cosines, has = vectors.scores(query_vector, n)
-        if (alpha or beta) and config.dense_neighbors:
-            cosines = _with_neighbors(index, cosines, alpha, beta)
-        docs = np.flatnonzero(has)
-        keep = visible(docs)
-        lists["dense"] = _top(docs[keep], cosines[docs[keep]], depth)
-    if not any(len(d) for d, _ in lists.values()):
-        return RecallResult(query, (), 0, 0)
-
-    cand, parts = _fuse(lists, config)
-    relevance = np.sum(list(parts.values()), axis=0)
-    ids, recency, confidence = index.ranking_arrays(cand)
-    age_days = np.maximum(reference_us - recency, 0) / _DAY_US
-    w = config.recency_weight
-    recency_factor = (1.0 - w) + w * np.power(0.5, age_days / config.half_life_days)
-    entity_factor = _entity_factor(index, cand, query, config.entity_boost)
-    time_factor = np.ones(len(cand))
-    if time_range is not None:
-        time_factor = _time_factor(state.facts, ids, seq, valid_at_us, time_range, config.time_boost)
-    score = relevance * confidence * recency_factor * entity_factor * time_factor
-
-    hits: list[Hit] = []
-    used = 0
-    for rank in _ranked(score, ids, max(4 * limit, _MIN_TOP)):
-        if len(hits) >= limit:
-            break
-        fact = state.facts[int(ids[rank])]
-        row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
-        why = None
-        if explain:
-            why = {name: round(float(c[rank]), 6) for name, c in parts.items()}
-            why.update(
-                recency=round(float(recency_factor[rank]), 6),
-                confidence=float(confidence[rank]),
-                entity=round(float(entity_factor[rank]), 6),
-                time=float(time_factor[rank]),
-            )
-        hit = _hit(state.facts, fact, row, float(score[rank]), seq, why)
-        if config.context_turns:
-            hit = msgspec.structs.replace(
-                hit, context=_context(index, state.facts, fact.id, config.context_turns, visible)
-            )
-        cost = math.ceil(len(hit.render()) / config.chars_per_token)
-        if used + cost > max_tokens:
-            continue
-        hits.append(hit)
-        used += cost
-    return RecallResult(query, tuple(hits), used, len(cand) - len(hits))
-
-
-def _context(
-    index: NamespaceIndex, facts: dict[int, Fact], fact_id: int, turns: int,
-    visible: Callable[[np.ndarray], np.ndarray],
-) -> tuple[ContextTurn, ...]:
-    """Up to ``turns`` visible neighbouring turns on each side of a hit, nearest first."""
-    out: list[ContextTurn] = []
-    doc0 = index.doc_of[fact_id]
-    for links, sign in ((index.prev_doc, -1), (index.next_doc, 1)):
-        doc = doc0
-        for step in range(1, turns + 1):
-            doc = links[doc]
-            if doc < 0:
-                break
-            if not visible(np.array([doc], dtype=np.int64))[0]:
-                continue
-            other = facts[index.fact_ids[doc]]
-            out.append(ContextTurn(other.id, other.text, other.subject, other.source_ref,
-                                   sign * step))
-    return tuple(sorted(out, key=lambda c: c.position))
-
-
-def _feedback(
-    index: NamespaceIndex, facts: dict[int, Fact], tokens: list[str], docs: np.ndarray,
-    scores: np.ndarray, visible: Callable[[np.ndarray], np.ndarray], config: RecallConfig,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents to
-    the query, weighted by their tf-idf share there, and score again."""
-    keep = visible(docs)
-    top_docs, top_scores = _top(docs[keep], scores[keep], config.feedback_docs)
-    if not len(top_docs):
-        return docs, scores
-    query = set(tokens)
-    weights: dict[str, float] = {}
-    best = float(top_scores[0]) or 1.0
-    for doc, score in zip(top_docs.tolist(), top_scores.tolist()):
-        fact = facts[index.fact_ids[doc]]
-        counts = index_counts(fact.subject, fact.text)
-        total = sum(counts.values()) or 1
-        for term, tf in counts.items():
-            if term not in query:
-                weights[term] = weights.get(term, 0.0) + (score / best) * tf / total * index.text.idf(term)
-    chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
-    if not chosen:
-        return docs, scores
-    top_weight = chosen[0][1]
-    expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
-    first = np.zeros(len(index), dtype=np.float32)
-    first[docs] = scores
-    return index.text.score(expansion, base=first)  # BM25 adds up per term
-
-
-def _with_neighbors(
-    index: NamespaceIndex, scores: np.ndarray, before: float, after: float
-) -> np.ndarray:
-    """Each document's score plus ``before`` times its previous turn's and ``after`` times its
-    next turn's (same source session): a turn often answers what the turn before it asked."""
-    out = scores.copy()
-    for links, weight in ((index.prev_doc, before), (index.next_doc, after)):
-        if weight:
-            other = np.frombuffer(links, dtype=np.int64)[: len(scores)]
-            has = other >= 0
-            out[has] += weight * scores[other[has]]
-    return out
-
-
-def _top(docs: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``depth`` best (docs, scores), best first; the newer document first on ties."""
-    if len(docs) > depth:
-        cut = np.argpartition(-scores, depth - 1)[:depth]
-        floor = scores[cut].min()
-        chosen = np.flatnonzero(scores >= floor)  # keep every tie at the cut
-        docs, scores = docs[chosen], scores[chosen]
-    order = np.lexsort((-docs, -scores))[:depth]
-    return docs[order], scores[order]
-
-
-def _fuse(
-    lists: dict[str, tuple[np.ndarray, np.ndarray]], config: RecallConfig
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Candidate documents (sorted) and each signal's contribution to their relevance."""
-    cand = np.unique(np.concatenate([docs for docs, _ in lists.values()]))
-    weights = {"bm25": config.bm25_weight, "dense": config.dense_weight}
-    parts: dict[str, np.ndarray] = {}
-    for name, (docs, scores) in lists.items():
-        contribution = np.zeros(len(cand))
-        pos = np.searchsorted(cand, docs)
-        if config.fusion == "rrf":
-            # Equal scores share a rank (the best of their positions): ties stay ties.
-            ranks = np.searchsorted(-scores, -scores, side="left") + 1.0
-            contribution[pos] = weights[name] / (config.rrf_k + ranks)
-        elif config.fusion == "weighted":
-            best = float(scores.max()) if len(scores) else 0.0
-            if best > 0:
-                contribution[pos] = weights[name] * np.maximum(scores, 0) / best
-        else:
-            raise ValueError(f"unknown fusion {config.fusion!r}; use 'rrf' or 'weighted'")
-        parts[name] = contribution
-    return cand, parts
-
-
-_QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
-
-
-def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: float) -> np.ndarray:
-    """1 + boost * (share of the query's entities each candidate names)."""
-    if boost <= 0 or not index.entity_docs:
-        return np.ones(len(cand))
-    words = [normalize_entity(w) for w in _QUERY_WORD.findall(query)]
-    named = set(extract_entities(query))
-    for n in (1, 2, 3):
-        for i in range(len(words) - n + 1):
-            gram = " ".join(words[i : i + n])
-            if gram in index.entity_docs and gram not in STOPWORDS:
-                named.add(gram)
-    named &= index.entity_docs.keys()
-    if not named:
-        return np.ones(len(cand))
-    hits = np.zeros(len(cand))
-    for name in named:
-        hits += np.isin(cand, np.frombuffer(index.entity_docs[name], dtype=np.int64))
-    return 1.0 + boost * hits / len(named)
-
-
-def _time_factor(
-    facts: dict[int, Fact], ids: np.ndarray, seq: int, valid_at_us: int | None,
-    time_range: tuple[int, int], boost: float,
-) -> np.ndarray:
-    """1 + boost for candidates whose valid period overlaps [start, end)."""
-    start, end = time_range
-    out = np.ones(len(ids))
-    for i, fid in enumerate(ids.tolist()):
-        fact = facts[fid]
-        row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
-        if row.valid_from < end and (row.valid_to is None or row.valid_to > start):
-            out[i] += boost
-    return out
-
-
-_MIN_TOP = 32
-
-
-def _ranked(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:
-    """Positions in rank order (best score first; the newer fact, higher id, first on ties).
-
-    Only the ``top`` best are sorted up front; the rest are sorted if the caller gets that far
-    (the token budget skipped many hits). The order is that of a full
-    ``np.lexsort((-ids, -score))``: every position left for later scores strictly worse than
-    every position sorted first.
-    """
-    neg = -score
-    if len(neg) <= top:
-        yield from np.lexsort((-ids, neg)).tolist()
-        return
-    cut = np.partition(neg, top - 1)[top - 1]
-    first = neg <= cut  # at least `top` positions; more if the cut falls on a tie
-    chosen = np.flatnonzero(first)
-    yield from chosen[np.lexsort((-ids[chosen], neg[chosen]))].tolist()
-    rest = np.flatnonzero(~first)
-    yield from rest[np.lexsort((-ids[rest], neg[rest]))].tolist()
-
-
-def _hit(
-    facts: dict[int, Fact], fact: Fact, row: Row, score: float, seq: int,
-    explain: dict[str, float] | None = None,
-) -> Hit:
-    history = []
-    prev_id, kind = fact.supersedes, fact.revision
-    while prev_id is not None:
-        prev = facts[prev_id]
-        believed = [r for r in prev.rows if r.tx_from_seq <= seq]
-        shown = believed[-1] if believed else prev.rows[0]
-        history.append(
-            PastVersion(prev.id, prev.text, from_us(shown.valid_from), from_us_opt(shown.valid_to), kind or "world")
+    @classmethod
+    def build(
+        cls,
+        query: str,
+        config: RecallConfig,
+        *,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+        as_of: TimeLike | int | None = None,
+        valid_at: TimeLike | None = None,
+        subject: str | None = None,
+        reference_time: TimeLike | None = None,
+        explain: bool = False,
+    ) -> RecallRequest:
+        """Check every argument before any work; defaults come from ``config``."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query is empty; ask about something, e.g. 'where does maya live'")
+        limit = config.limit if limit is None else limit
+        max_tokens = config.max_tokens if max_tokens is None else max_tokens
+        for name, value in (("limit", limit), ("max_tokens", max_tokens)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise InvalidInput(f"{name} must be an integer of at least 1, not {value!r}")
+        if subject is not None and (not isinstance(subject, str) or not subject.strip()):
+            raise InvalidInput("subject must be a non-empty string (or None for every subject)")
+        if isinstance(as_of, bool) or not isinstance(
+            as_of, (type(None), int, np.integer, str, datetime, date)
+        ):
+            raise InvalidInput("as_of must be a datetime, an ISO string or a seq")
+        if not isinstance(as_of, (type(None), int, np.integer)):
+            as_of = parse_time_opt(as_of, "as_of")
+        return cls(
+            query=query, limit=int(limit), max_tokens=int(max_tokens),
+            as_of=int(as_of) if isinstance(as_of, np.integer) else as_of,
+            valid_at=parse_time_opt(valid_at, "valid_at"), subject=subject,
+            reference_time=parse_time_opt(reference_time, "reference_time"),
+            explain=bool(explain),
         )
-        prev_id, kind = prev.supersedes, prev.revision
-    superseded_by = fact.superseded_by if not fact.is_head_at(seq) else None
-    return Hit(
-        id=fact.id,
-        text=fact.text,
-        subject=fact.subject,
-        score=round(score, 6),
-        valid_from=from_us(row.valid_from),
-        valid_to=from_us_opt(row.valid_to),
-        recorded_at=from_us(fact.created_at),
-        confidence=fact.confidence,
-        source_agent=fact.source_agent,
-        source_ref=fact.source_ref,
-        superseded_by=superseded_by,
-        history=tuple(history),
-        explain=explain,
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """A request resolved against the store: what the ranking reads (times in microseconds)."""
+
+    text: str
+    limit: int
+    max_tokens: int
+    as_of_seq: int | None  # None: current beliefs
+    valid_at_us: int | None
+    reference_us: int  # the "now" that ages are measured from
+    subject: str | None
+    time_range: tuple[int, int] | None = None  # a period the query names
+    model: str | None = None  # the embedder's model, when the query has a vector
+    vector: np.ndarray | None = None
+    explain: bool = False
+
+
+def recall(
+    store: Store,
+    namespace: str,
+    request: RecallRequest,
+    config: RecallConfig,
+    embedder: Embedder | None,
+    now: datetime,
+) -> RecallResult:
+    """Answer ``request`` over ``namespace`` of ``store`` (held under its lock, caught up)."""
+    from hmem.ranking import rank
+
+    seq = None if request.as_of is None else store.tx_seq(request.as_of, "as_of")
+    if request.valid_at is not None:
+        reference = to_us(request.valid_at)
+    elif seq is not None:
+        reference = store.projector.tx_times[seq - 1] if seq else 0
+    else:
+        reference = to_us(now)
+    time_range = query_time_range(request.query, request.reference_time or now)
+    if time_range is not None:
+        reference = min(reference, time_range[1])  # "last summer": age counts from then, not now
+    model, vector = _query_vector(store, namespace, embedder, request.query)
+    query = RecallQuery(
+        text=request.query, limit=request.limit, max_tokens=request.max_tokens, as_of_seq=seq,
+        valid_at_us=None if request.valid_at is None else to_us(request.valid_at),
+        reference_us=reference, subject=request.subject, time_range=time_range, model=model,
+        vector=vector, explain=request.explain,
     )
+    return rank(store.projector, namespace, config, query)
+
+
+def query_time_range(query: str, reference: datetime) -> tuple[int, int] | None:
+    """The valid-time range a query names ("last summer"), in microseconds, if any."""
+    found = parse_time_expression(query, reference)
+    if found is None or found.asks_when:
+        return None  # "when did ..." names no period to favour
+    return to_us(found.start), to_us(found.end)
+
+
+def _query_vector(
+    store: Store, namespace: str, embedder: Embedder | None, query: str
+) -> tuple[str | None, np.ndarray | None]:
+    """(model, query vector) when this namespace has vectors of the embedder's model."""
+    if embedder is None:
+        return None, None
+    index = store.projector.indexes.get(namespace)
+    vectors = None if index is None else index.vectors.get(embedder.model)
+    if vectors is None:
+        return None, None
+    if vectors.dims != embedder.dims:
+        raise EmbedderError(
+            f"stored vectors of {embedder.model!r} have {vectors.dims} dims but the embedder "
+            f"makes {embedder.dims}; re-embed with `hmem reembed` or use the original model"
+        )
+    vector = check_output(embedder, [query], embedder.embed([query]))[0]
+    return embedder.model, vector

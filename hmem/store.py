@@ -14,6 +14,8 @@ replays the log into an in-memory projection and follows the log as it grows.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import duckdb
@@ -29,12 +31,15 @@ from eventlog.events import (
 from eventlog.fileio import OS, FileIO
 from eventlog.log import EventLog, FsyncPolicy
 from hmem.errors import InvalidInput, StoreNotFound
+from hmem.timeparse import TimeLike, parse_time
+from projections.checks import check_fields
 from projections.duck import DuckProjection
 from projections.projector import Projector
-from projections.state import check_fields
+from projections.timeutil import to_us
+from replay.asof import seq_at
 from replay.rebuild import Progress, rebuild_projection
 
-__all__ = ["Store", "StoreNotFound", "default_root"]
+__all__ = ["Store", "StoreNotFound", "default_root", "missing_store"]
 
 PROJECTION_FILE = "projection.duckdb"
 
@@ -47,8 +52,20 @@ def default_root() -> Path:
     return Path(base) / "hmem"
 
 
+def missing_store(root: Path) -> StoreNotFound:
+    """The error for a read of a store that does not exist (nothing was created)."""
+    return StoreNotFound(
+        f"no hmem store at {root}; create one by writing to it "
+        f"(e.g. `hmem --path {root} remember SUBJECT TEXT`)"
+    )
+
+
 class Store:
-    """The log and its projection, kept in step. Not thread-safe: the facade serialises calls."""
+    """The log and its projection, kept in step.
+
+    Not thread-safe by itself: whoever uses it holds :attr:`lock` (every ``Memory`` over this
+    store shares it, so namespace views serialise with each other).
+    """
 
     def __init__(
         self,
@@ -62,12 +79,10 @@ class Store:
     ) -> None:
         self.root = Path(root)
         self.read_only = read_only
+        self.lock = threading.RLock()
         self.notes: list[str] = []
         if read_only and not (self.root / "log").is_dir():
-            raise StoreNotFound(
-                f"no hmem store at {self.root}; create one by writing to it "
-                f"(e.g. `hmem --path {self.root} remember SUBJECT TEXT`)"
-            )
+            raise missing_store(self.root)
         self.log = EventLog(
             self.root / "log",
             read_only=read_only,
@@ -132,22 +147,33 @@ class Store:
         """Validate, log (durably, per the fsync policy) and apply one event."""
         return self.append_batch([event])[0]
 
-    def append_batch(self, events: list[EventBase]) -> list[Event]:
+    def append_batch(
+        self, events: Sequence[EventBase], links: Mapping[int, int] | None = None
+    ) -> list[Event]:
         """Validate, then log as one write (one fsync) and apply, a batch of events.
 
-        Each event is validated against the state before the batch, except that an
-        ``EmbeddingRecorded`` may refer to a fact created earlier in the same batch (its id is
-        the seq that fact will get). A batch may revise or forget a fact only once. All or
-        nothing: an invalid event rejects the whole batch before anything is written.
+        Each event is validated against the state before the batch. ``links[j] = i`` makes the
+        ``EmbeddingRecorded`` at position ``j`` the vector of the fact that event ``i`` of this
+        batch creates (the log sets its ``fact_id`` to that event's seq). A batch may revise or
+        forget a fact only once. All or nothing: an invalid event rejects the whole batch
+        before anything is written.
         """
+        links = dict(links or {})
         state = self.projector.state
-        base = self.log.last_seq
-        created: dict[int, str] = {}  # seq -> namespace of facts the batch creates
         touched: set[int] = set()
-        for i, ev in enumerate(events):
-            if isinstance(ev, EmbeddingRecorded) and ev.fact_id in created:
+        for j, ev in enumerate(events):
+            if j in links:
+                i = links[j]
+                fact = events[i] if 0 <= i < j else None
+                if not isinstance(ev, EmbeddingRecorded) or not isinstance(
+                    fact, (FactRemembered, FactRevised)
+                ):
+                    raise InvalidInput(
+                        "only an embedding may be linked, and only to a fact remembered or "
+                        "revised earlier in the same batch"
+                    )
                 check_fields(ev)
-                if created[ev.fact_id] != ev.namespace:
+                if fact.namespace != ev.namespace:
                     raise InvalidInput("an embedding must be in its fact's namespace")
             else:
                 state.validate(ev)
@@ -155,17 +181,27 @@ class Store:
                 if ev.fact_id in touched:
                     raise InvalidInput(f"fact {ev.fact_id} is revised or forgotten twice in one batch")
                 touched.add(ev.fact_id)
-            if isinstance(ev, (FactRemembered, FactRevised)):
-                created[base + i + 1] = ev.namespace
-        stamped = self.log.append_many(events)
+        stamped = self.log.append_many(events, links)
         for ev in stamped:
             self.projector.apply(ev, validated=True)
         return stamped
 
-    def tables(self):  # type: ignore[no-untyped-def]
-        """The DuckDB connection, with every applied event written to it."""
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The projection's DuckDB connection, with every applied event written to it."""
         self.projector.flush()
         return self.db.con
+
+    def tx_seq(self, point: TimeLike | int, label: str) -> int:
+        """A transaction point as a seq: an int is a seq; a time (datetime, date or ISO string)
+        means the last seq at or before it."""
+        if isinstance(point, bool):
+            raise InvalidInput(f"{label} must be a datetime, an ISO string or a seq")
+        if isinstance(point, int):
+            last = self.projector.last_seq
+            if not 0 <= point <= last:
+                raise InvalidInput(f"{label} seq {point} is outside the log (0..{last})")
+            return point
+        return seq_at(self.projector.tx_times, to_us(parse_time(point, label)))
 
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop the projection and replay the whole log into it; returns events replayed."""

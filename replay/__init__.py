@@ -1,9 +1,10 @@
-"""Rebuild, verify and time travel over the log and its projection."""
+"""Rebuild, verify, time travel and provenance over the log and its projection."""
 
 from replay.asof import as_of, seq_at, snapshot_query
 from replay.diff import diff
 from replay.rebuild import rebuild_projection
 from replay.verify import ProjectionDiff, verify_projection
+from replay.why import why
 
 __all__ = [
     "as_of",
@@ -12,5 +13,6 @@ __all__ = [
     "seq_at",
     "snapshot_query",
     "verify_projection",
+    "why",
     "ProjectionDiff",
 ]

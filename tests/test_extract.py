@@ -24,7 +24,7 @@ from hmem.errors import (
     LLMResponseInvalid,
     LLMUnavailable,
 )
-from hmem.extract import AddResult, Revision, normalise
+from hmem.extract import AddResult, Replacement, normalise
 from hmem.llm import LLMClient, LLMConfig
 from hmem.llm.extractor import PROMPT_VERSION, LLMExtractor
 from tests.fake_llm import CHAT, chat_reply
@@ -209,7 +209,7 @@ def test_supersedes_become_revises(mem, server, extractor):
     ))
     result = mem.add([{"role": "user", "content": "news"}], session_id="s", extractor=extractor)
     assert result.added == ()
-    assert result.revised == (Revision(london, 4), Revision(cat, 5))
+    assert result.revised == (Replacement(london, 4), Replacement(cat, 5))
     berlin, adopted = mem.get(4), mem.get(5)
     assert berlin.supersedes == london and berlin.revision == "world"
     assert berlin.versions[0].valid_from == datetime(2026, 5, 1, tzinfo=timezone.utc)
@@ -248,7 +248,7 @@ def test_bad_supersede_ids_are_ignored_and_reported(mem, server, extractor):
         (target, "already revised by this extraction"),
     ]
     swims = result.revised[0].new_id
-    assert result.revised == (Revision(target, swims),) and len(result.added) == 1
+    assert result.revised == (Replacement(target, swims),) and len(result.added) == 1
     assert mem.get(newer).current and other.get(foreign).current and not mem.get(target).current
     assert (other.stats().facts, other.why(foreign), other.events().fetchall()) == before_other
     assert mem.verify().ok
@@ -365,7 +365,7 @@ def test_extract_refuses_turns_of_another_namespace(mem, server, extractor):
 def test_derived_from_must_name_episodes_of_the_namespace(mem):
     fid = mem.remember("maya", "x")
     with pytest.raises(InvalidInput, match="not a recorded episode"):
-        mem._store.append(
+        mem.store.append(
             FactRemembered(namespace="default", subject="m", text="t", derived_from=(fid,))
         )
 
@@ -451,7 +451,7 @@ def shared_server():
 
 def _outside(m: Memory) -> tuple:
     """Everything of m's namespace: its logged events, facts and episodes."""
-    logged = [ev for ev in m._store.log.read(1) if ev.namespace == m.namespace]
+    logged = [ev for ev in m.store.log.read(1) if ev.namespace == m.namespace]
     return logged, m.history("maya"), m.episodes()
 
 

@@ -106,7 +106,7 @@ def test_a_failed_segment_rollover_is_loud_and_recoverable(tmp_path):
 def test_memory_reports_a_failed_write_and_keeps_its_state(tmp_path):
     io = Faulty("fdatasync", 2, "eio")  # the second remember's sync fails
     store = Store(tmp_path / "s", io=io)
-    m = Memory(_store=store, embedder=None)
+    m = Memory(store=store, embedder=None)
     a = m.remember("maya", "Maya lives in London")
     with pytest.raises(errors.LogWriteFailed):
         m.remember("maya", "Maya likes tea")
@@ -127,8 +127,8 @@ def _store_with_facts(path):
         a = m.remember("maya", "Maya lives in London")
         m.revise(a, "Maya lives in Paris", valid_from="2030-01-01")
         m.remember("tom", "Tom likes chess")
-        m._store.tables()
-        return m._store.db.dump()
+        m.store.connection()
+        return m.store.db.dump()
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate", "garbage", "old-schema", "ahead"])
@@ -151,8 +151,8 @@ def test_a_damaged_projection_is_detected_and_rebuilt_with_a_note(tmp_path, dama
         con.execute("UPDATE meta SET value = '99' WHERE key = 'last_seq'")
         con.close()
     with Memory(path, embedder=None) as m:
-        assert m._store.tables() is not None
-        assert m._store.db.dump() == before
+        assert m.store.connection() is not None
+        assert m.store.db.dump() == before
         assert m.verify().ok
         if damage != "delete":
             assert m.notes, "a rebuilt projection is reported"

@@ -24,7 +24,7 @@ def mem(tmp_path):
 def test_each_fact_is_logged_with_its_vector_in_one_write(mem):
     a = mem.remember("maya", "Maya lives in London")
     b = mem.revise(a, "Maya lives in Paris", valid_from="2030-01-01")
-    events = list(mem._store.log.read())
+    events = list(mem.store.log.read())
     assert [type(e).__name__ for e in events] == [
         "FactRemembered", "EmbeddingRecorded", "FactRevised", "EmbeddingRecorded"
     ]

@@ -186,11 +186,11 @@ def test_truncated_store_reopens_to_the_projection_of_the_prefix(seed, cut, flus
                     ids.append(m.revise(rng.choice(live), "maya likes coffee"))
                 else:
                     m.forget(rng.choice(live))
-            full = list(m._store.log.read())
+            full = list(m.store.log.read())
         seg = only_segment(Path(d) / "log")
         os.truncate(seg, int(cut * seg.stat().st_size))
         with Memory(d, clock=lambda: next(clock)) as m:
-            got = list(m._store.log.read())
+            got = list(m.store.log.read())
             assert got == full[: len(got)]
             assert m.last_seq == len(got)
             assert m.verify().ok

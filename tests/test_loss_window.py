@@ -189,9 +189,9 @@ def test_memory_after_an_os_crash_rebuilds_a_projection_that_is_ahead_of_the_log
     """DuckDB syncs its own file; the log under ``never`` may lose more: the projection is reset."""
     io = Durable()
     store = Store(tmp_path / "s", fsync="never", io=io)
-    m = Memory(_store=store, embedder=None)
+    m = Memory(store=store, embedder=None)
     kept = m.remember("maya", "Maya lives in London")
-    m._store.log.sync()
+    m.store.log.sync()
     m.remember("maya", "Maya likes tea")
     m.remember("tom", "Tom plays chess")
     store.close()  # the projection now covers seq 3; the log's last 2 events were never synced

@@ -212,11 +212,11 @@ def test_deleting_the_projection_rebuilds_it_identically(tmp_path):
         a, b, _ = maya(m)
         m.forget(b)
         m.record_embedding(a, "hash", [1.0, 2.0])
-        m._store.tables()
-        before = m._store.db.dump()
+        m.store.connection()
+        before = m.store.db.dump()
     os.remove(path / "projection.duckdb")
     with Memory(path, clock=Clock()) as m:
-        assert m._store.db.dump() == before
+        assert m.store.db.dump() == before
         assert m.verify().ok
 
 
@@ -224,11 +224,11 @@ def test_a_damaged_projection_file_is_moved_aside_and_rebuilt(tmp_path):
     path = tmp_path / "store"
     with Memory(path, clock=Clock()) as m:
         maya(m)
-        m._store.tables()
-        before = m._store.db.dump()
+        m.store.connection()
+        before = m.store.db.dump()
     (path / "projection.duckdb").write_bytes(b"not a database at all" * 100)
     with Memory(path, clock=Clock()) as m:
-        assert m._store.db.dump() == before
+        assert m.store.db.dump() == before
         assert any("did not open" in n for n in m.notes)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hmem import Memory
-from hmem.recall import _ranked
+from hmem.ranking import ranked_order
 from projections.hot import NamespaceIndex
 from projections.state import Fact, Row
 from projections.timeutil import to_us
@@ -120,7 +120,7 @@ def _check_grid(index: NamespaceIndex, facts: list[Fact]) -> None:
 
 
 def test_visible_mask_matches_fact_rows_on_a_grid(history):
-    projector = history._open().projector
+    projector = history.store.projector
     facts = sorted(projector.state.facts.values(), key=lambda f: f.id)
     _check_grid(projector.indexes["default"], facts)
 
@@ -132,7 +132,7 @@ def test_visible_mask_random_histories(tmp_path):
     clock = Clock()
     dates = [d(f"20{y}-0{m}-01") for y in (24, 25, 26) for m in (1, 6)]
     with Memory(tmp_path / "store", clock=clock, fsync="never") as m:
-        projector = m._open().projector
+        projector = m.store.projector
         assert projector.indexes == {}  # built now, so every later event goes through update()
         heads: list[tuple[int, datetime]] = []
         alive: list[int] = []
@@ -198,7 +198,7 @@ def test_ranked_is_a_full_lexsort(n, top):
         score = rng.integers(0, distinct, n).astype(np.float64) / 7.0
         fact_ids = rng.permutation(n * 3)[:n].astype(np.int64) + 1
         want = np.lexsort((-fact_ids, -score)).tolist()
-        assert list(_ranked(score, fact_ids, top)) == want
+        assert list(ranked_order(score, fact_ids, top)) == want
 
 
 def _facts_with_ties(m: Memory, n: int) -> list[int]:

@@ -236,10 +236,9 @@ class MemoryMachine(RuleBasedStateMachine):
     @rule()
     def crash_before_projection_write(self):
         """The process dies after logging but before the projection batch is written."""
-        store = self.mem._store
+        store = self.mem.store
         store.db.close()
-        store.log.close()
-        self.mem._store = None
+        store.log.close()  # the old Memory is dropped unclosed, as a dead process leaves it
         self.mem = Memory(self.dir, clock=self.clock, flush_every=self.flush_every,
                           embedder=EMBEDDER)
 
@@ -324,7 +323,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def rows_are_never_rewritten_or_removed(self):
         if self.mem is None:
             return
-        con = self.mem._store.tables()
+        con = self.mem.store.connection()
         rows = con.execute(
             "SELECT fact_id, row_no, tx_from_seq, tx_from FROM fact_versions"
         ).fetchall()

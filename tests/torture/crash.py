@@ -89,7 +89,7 @@ def writer(path: str, seed: int) -> None:
 
 
 def _current(m):  # type: ignore[no-untyped-def]
-    state = m._store.projector.state
+    state = m.store.projector.state
     return [f for f in state.facts.values() if f.superseded_by is None and f.forgotten_seq is None]
 
 
@@ -179,7 +179,7 @@ def check(path: Path, acked: dict[int, dict], intent: dict | None, report: Repor
     from hmem import Memory
 
     with Memory(path, embedder="none") as m:
-        log = m._store.log
+        log = m.store.log
         last_acked = max(acked, default=0)
         if log.last_seq < last_acked:
             report.problems.append(f"round {round_no}: log ends at {log.last_seq}, acked {last_acked}")

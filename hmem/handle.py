@@ -1,0 +1,176 @@
+"""One namespace's handle on an open store: lifecycle, and the seams every caller uses.
+
+:class:`StoreHandle` is the base of :class:`~hmem.memory.Memory`. It owns (or shares) the open
+:class:`~hmem.store.Store` and gives the rest of hmem three public seams, so no module reaches
+into another's private names:
+
+* :meth:`~StoreHandle.transaction`: the one write path (see :mod:`hmem.transaction`);
+* :meth:`~StoreHandle.reading`: the store, caught up with the log, under its lock;
+* :meth:`~StoreHandle.embed_facts`: vectors of facts as the store embeds them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+
+from eventlog.log import FsyncPolicy
+from hmem.analytics import NamespaceCopy
+from hmem.args import check_namespace
+from hmem.embedders import Embedder, check_output, resolve_embedder
+from hmem.errors import InvalidInput, StoreClosed
+from hmem.recall import RecallConfig
+from hmem.store import Store, default_root
+from hmem.timeparse import TimeLike
+from hmem.transaction import Clock, Transaction, transaction_time, utc_now
+from projections.projector import index_text
+from replay import verify_projection
+from replay.rebuild import Progress
+from replay.verify import ProjectionDiff
+
+__all__ = ["StoreHandle", "TxPoint"]
+
+TxPoint = TimeLike | int  # a transaction time, or a seq
+
+
+class StoreHandle:
+    """An open store seen from one namespace (see :class:`~hmem.memory.Memory`)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        namespace: str = "default",
+        read_only: bool = False,
+        fsync: FsyncPolicy = "always",
+        clock: Clock = utc_now,
+        source_agent: str | None = None,
+        recall_config: RecallConfig | None = None,
+        embedder: Embedder | str | None = "auto",
+        flush_every: int = 256,
+        store: Store | None = None,
+    ) -> None:
+        self.namespace = check_namespace(namespace)
+        self.clock = clock
+        self.source_agent = source_agent
+        self.recall_config = recall_config or RecallConfig()
+        self.copies: dict[str, NamespaceCopy] = {}  # Memory.sql's private copy, per seq
+        self._embedder_spec = embedder
+        self._embedder_resolved = False
+        self._embedder: Embedder | None = None
+        self.owns_store = store is None
+        if store is None:
+            root = Path(path) if path is not None else default_root()
+            store = Store(root, read_only=read_only, fsync=fsync, flush_every=flush_every)
+        self._store: Store | None = store
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def in_namespace(self, namespace: str, **overrides: Any) -> Self:
+        """A view of the same open store in another namespace (shares the store, its lock and,
+        unless ``overrides`` say otherwise, the clock, source agent, recall config and
+        embedder). Closing the view leaves the store open."""
+        settings: dict[str, Any] = dict(
+            clock=self.clock, source_agent=self.source_agent, recall_config=self.recall_config,
+            embedder=self.embedder,
+        )
+        unknown = set(overrides) - set(settings)
+        if unknown:
+            raise InvalidInput(f"in_namespace takes only {sorted(settings)}, not {sorted(unknown)}")
+        settings.update(overrides)
+        return type(self)(namespace=namespace, store=self.store, **settings)
+
+    @property
+    def store(self) -> Store:
+        """The open store (the log and its projection); raises ``StoreClosed`` after close."""
+        if self._store is None:
+            raise StoreClosed("this Memory is closed; open a new one")
+        return self._store
+
+    @property
+    def path(self) -> Path:
+        return self.store.root
+
+    @property
+    def read_only(self) -> bool:
+        return self.store.read_only
+
+    @property
+    def notes(self) -> list[str]:
+        """What opening the store found and repaired (torn log tail, rebuilt projection)."""
+        return list(self.store.notes)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder new facts and queries are embedded with (resolved on first use)."""
+        if not self._embedder_resolved:
+            self._embedder = resolve_embedder(self._embedder_spec)
+            self._embedder_resolved = True
+        return self._embedder
+
+    def close(self) -> None:
+        """Write the projection, sync the log, release the writer lock. Idempotent."""
+        store = self._store
+        if store is None:
+            return
+        with store.lock:
+            for copy in self.copies.values():
+                copy.close()
+            self.copies.clear()
+            if self.owns_store:
+                store.close()
+            self._store = None
+
+    # ------------------------------------------------------------------ seams
+
+    @contextmanager
+    def reading(self) -> Iterator[Store]:
+        """The store under its lock, with every event the log holds applied (a read-only
+        store first picks up what the writer appended)."""
+        store = self.store
+        with store.lock:
+            if store.read_only:
+                store.catch_up()
+            yield store
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """A batch of events appended as one write when the block ends without an error
+        (nothing is appended if it raises). Holds the store's lock throughout."""
+        store = self.store
+        with store.lock:
+            txn = Transaction(
+                self.store, self.namespace, transaction_time(self.clock, store.log), self.embedder
+            )
+            yield txn
+            txn.commit()
+
+    def embed_facts(self, pairs: list[tuple[str, str]]) -> np.ndarray | None:
+        """Vectors of (subject, text) pairs with the configured embedder, as the store embeds
+        facts (the subject leads a text that lacks its words); None without an embedder."""
+        embedder = self.embedder
+        if embedder is None or not pairs:
+            return None
+        texts = [index_text(subject, text) for subject, text in pairs]
+        return check_output(embedder, texts, embedder.embed(texts))
+
+    # ------------------------------------------------------------------ maintenance
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Drop the projection and replay the whole log; returns the number of events replayed."""
+        with self.store.lock:
+            return self.store.rebuild(progress)
+
+    def verify(self) -> ProjectionDiff:
+        """Replay the log into a fresh database and compare it with the live projection.
+
+        On a writer this checks the projection file that was updated incrementally (and across
+        reopens); on a read-only Memory, the in-memory projection that followed the log."""
+        with self.reading() as store:
+            store.connection()
+            return verify_projection(store.log, store.db)

@@ -1,0 +1,313 @@
+"""The ranking of recall: candidates from BM25 and vectors, fused, then weighted by recency,
+confidence, entities and time (see :mod:`hmem.recall` for the formula). Touches numpy arrays of
+the namespace's recall index; loops in Python only over the hits it returns."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+
+import msgspec
+import numpy as np
+
+from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
+from hmem.recall import RecallConfig, RecallQuery
+from projections.entities import extract_entities, normalize_entity
+from projections.hot import NamespaceIndex
+from projections.projector import Projector, index_counts
+from projections.state import Fact, Row, subject_key
+from projections.text import STOPWORDS, tokenize
+from projections.timeutil import from_us, from_us_opt
+
+__all__ = ["rank", "ranked_order"]
+
+_DAY_US = 86_400 * 1_000_000
+
+
+def rank(
+    projector: Projector, namespace: str, config: RecallConfig, query: RecallQuery
+) -> RecallResult:
+    """The hits of ``query``, best first, within its limit and token budget."""
+    limit, max_tokens, explain = query.limit, query.max_tokens, query.explain
+    as_of_seq, valid_at_us, subject = query.as_of_seq, query.valid_at_us, query.subject
+    reference_us, time_range = query.reference_us, query.time_range
+    query_vector, model = query.vector, query.model
+    index = projector.indexes.get(namespace)
+    tokens = tokenize(query.text) or tokenize(query.text, keep_stopwords=True)
+    if index is None or not len(index):
+        return RecallResult(query.text, (), 0, 0)
+    state = projector.state
+    seq = projector.last_seq if as_of_seq is None else as_of_seq
+    key = None if subject is None else subject_key(subject)
+    if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
+        return RecallResult(query.text, (), 0, 0)
+
+    def visible(docs: np.ndarray) -> np.ndarray:
+        if as_of_seq is None and valid_at_us is None:
+            keep = index.current_mask(docs).copy()
+        else:
+            keep = index.visible_mask(docs, seq, valid_at_us)
+        if key is not None:
+            keep &= index.subject_mask(docs, key)  # type: ignore[operator]
+        return keep
+
+    depth = max(config.candidates, 4 * limit)
+    lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    n = len(index)
+    alpha, beta = config.neighbor_weight, config.next_weight
+    if tokens:
+        docs, scores = index.text.score(tokens)
+        if len(docs) and config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
+            docs, scores = _feedback(index, state.facts, tokens, docs, scores, visible, config)
+        if alpha or beta:
+            full = np.zeros(n, dtype=np.float32)
+            full[docs] = scores
+            full = _with_neighbors(index, full, alpha, beta)
+            docs = np.flatnonzero(full > 0)
+            scores = full[docs]
+        keep = visible(docs)
+        lists["bm25"] = _top(docs[keep], scores[keep], depth)
+    vectors = index.vectors.get(model) if model is not None else None
+    if query_vector is not None and vectors is not None:
+        cosines, has = vectors.scores(query_vector, n)
+        if (alpha or beta) and config.dense_neighbors:
+            cosines = _with_neighbors(index, cosines, alpha, beta)
+        docs = np.flatnonzero(has)
+        keep = visible(docs)
+        lists["dense"] = _top(docs[keep], cosines[docs[keep]], depth)
+    if not any(len(d) for d, _ in lists.values()):
+        return RecallResult(query.text, (), 0, 0)
+
+    cand, parts = _fuse(lists, config)
+    relevance = np.sum(list(parts.values()), axis=0)
+    ids, recency, confidence = index.ranking_arrays(cand)
+    age_days = np.maximum(reference_us - recency, 0) / _DAY_US
+    w = config.recency_weight
+    recency_factor = (1.0 - w) + w * np.power(0.5, age_days / config.half_life_days)
+    entity_factor = _entity_factor(index, cand, query.text, config.entity_boost)
+    time_factor = np.ones(len(cand))
+    if time_range is not None:
+        time_factor = _time_factor(state.facts, ids, seq, valid_at_us, time_range, config.time_boost)
+    score = relevance * confidence * recency_factor * entity_factor * time_factor
+
+    hits: list[Hit] = []
+    used = 0
+    for rank in ranked_order(score, ids, max(4 * limit, _MIN_TOP)):
+        if len(hits) >= limit:
+            break
+        fact = state.facts[int(ids[rank])]
+        row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
+        why = None
+        if explain:
+            why = {name: round(float(c[rank]), 6) for name, c in parts.items()}
+            why.update(
+                recency=round(float(recency_factor[rank]), 6),
+                confidence=float(confidence[rank]),
+                entity=round(float(entity_factor[rank]), 6),
+                time=float(time_factor[rank]),
+            )
+        hit = _hit(state.facts, fact, row, float(score[rank]), seq, why)
+        if config.context_turns:
+            hit = msgspec.structs.replace(
+                hit, context=_context(index, state.facts, fact.id, config.context_turns, visible)
+            )
+        cost = math.ceil(len(hit.render()) / config.chars_per_token)
+        if used + cost > max_tokens:
+            continue
+        hits.append(hit)
+        used += cost
+    return RecallResult(query.text, tuple(hits), used, len(cand) - len(hits))
+
+
+def _context(
+    index: NamespaceIndex, facts: dict[int, Fact], fact_id: int, turns: int,
+    visible: Callable[[np.ndarray], np.ndarray],
+) -> tuple[ContextTurn, ...]:
+    """Up to ``turns`` visible neighbouring turns on each side of a hit, nearest first."""
+    out: list[ContextTurn] = []
+    doc0 = index.doc_of[fact_id]
+    for links, sign in ((index.prev_doc, -1), (index.next_doc, 1)):
+        doc = doc0
+        for step in range(1, turns + 1):
+            doc = links[doc]
+            if doc < 0:
+                break
+            if not visible(np.array([doc], dtype=np.int64))[0]:
+                continue
+            other = facts[index.fact_ids[doc]]
+            out.append(ContextTurn(other.id, other.text, other.subject, other.source_ref,
+                                   sign * step))
+    return tuple(sorted(out, key=lambda c: c.position))
+
+
+def _feedback(
+    index: NamespaceIndex, facts: dict[int, Fact], tokens: list[str], docs: np.ndarray,
+    scores: np.ndarray, visible: Callable[[np.ndarray], np.ndarray], config: RecallConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents to
+    the query, weighted by their tf-idf share there, and score again."""
+    keep = visible(docs)
+    top_docs, top_scores = _top(docs[keep], scores[keep], config.feedback_docs)
+    if not len(top_docs):
+        return docs, scores
+    query = set(tokens)
+    weights: dict[str, float] = {}
+    best = float(top_scores[0]) or 1.0
+    for doc, score in zip(top_docs.tolist(), top_scores.tolist()):
+        fact = facts[index.fact_ids[doc]]
+        counts = index_counts(fact.subject, fact.text)
+        total = sum(counts.values()) or 1
+        for term, tf in counts.items():
+            if term not in query:
+                weights[term] = weights.get(term, 0.0) + (score / best) * tf / total * index.text.idf(term)
+    chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
+    if not chosen:
+        return docs, scores
+    top_weight = chosen[0][1]
+    expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
+    first = np.zeros(len(index), dtype=np.float32)
+    first[docs] = scores
+    return index.text.score(expansion, base=first)  # BM25 adds up per term
+
+
+def _with_neighbors(
+    index: NamespaceIndex, scores: np.ndarray, before: float, after: float
+) -> np.ndarray:
+    """Each document's score plus ``before`` times its previous turn's and ``after`` times its
+    next turn's (same source session): a turn often answers what the turn before it asked."""
+    out = scores.copy()
+    for links, weight in ((index.prev_doc, before), (index.next_doc, after)):
+        if weight:
+            other = np.frombuffer(links, dtype=np.int64)[: len(scores)]
+            has = other >= 0
+            out[has] += weight * scores[other[has]]
+    return out
+
+
+def _top(docs: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``depth`` best (docs, scores), best first; the newer document first on ties."""
+    if len(docs) > depth:
+        cut = np.argpartition(-scores, depth - 1)[:depth]
+        floor = scores[cut].min()
+        chosen = np.flatnonzero(scores >= floor)  # keep every tie at the cut
+        docs, scores = docs[chosen], scores[chosen]
+    order = np.lexsort((-docs, -scores))[:depth]
+    return docs[order], scores[order]
+
+
+def _fuse(
+    lists: dict[str, tuple[np.ndarray, np.ndarray]], config: RecallConfig
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Candidate documents (sorted) and each signal's contribution to their relevance."""
+    cand = np.unique(np.concatenate([docs for docs, _ in lists.values()]))
+    weights = {"bm25": config.bm25_weight, "dense": config.dense_weight}
+    parts: dict[str, np.ndarray] = {}
+    for name, (docs, scores) in lists.items():
+        contribution = np.zeros(len(cand))
+        pos = np.searchsorted(cand, docs)
+        if config.fusion == "rrf":
+            # Equal scores share a rank (the best of their positions): ties stay ties.
+            ranks = np.searchsorted(-scores, -scores, side="left") + 1.0
+            contribution[pos] = weights[name] / (config.rrf_k + ranks)
+        elif config.fusion == "weighted":
+            best = float(scores.max()) if len(scores) else 0.0
+            if best > 0:
+                contribution[pos] = weights[name] * np.maximum(scores, 0) / best
+        else:
+            raise ValueError(f"unknown fusion {config.fusion!r}; use 'rrf' or 'weighted'")
+        parts[name] = contribution
+    return cand, parts
+
+
+_QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+
+
+def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: float) -> np.ndarray:
+    """1 + boost * (share of the query's entities each candidate names)."""
+    if boost <= 0 or not index.entity_docs:
+        return np.ones(len(cand))
+    words = [normalize_entity(w) for w in _QUERY_WORD.findall(query)]
+    named = set(extract_entities(query))
+    for n in (1, 2, 3):
+        for i in range(len(words) - n + 1):
+            gram = " ".join(words[i : i + n])
+            if gram in index.entity_docs and gram not in STOPWORDS:
+                named.add(gram)
+    named &= index.entity_docs.keys()
+    if not named:
+        return np.ones(len(cand))
+    hits = np.zeros(len(cand))
+    for name in named:
+        hits += np.isin(cand, np.frombuffer(index.entity_docs[name], dtype=np.int64))
+    return 1.0 + boost * hits / len(named)
+
+
+def _time_factor(
+    facts: dict[int, Fact], ids: np.ndarray, seq: int, valid_at_us: int | None,
+    time_range: tuple[int, int], boost: float,
+) -> np.ndarray:
+    """1 + boost for candidates whose valid period overlaps [start, end)."""
+    start, end = time_range
+    out = np.ones(len(ids))
+    for i, fid in enumerate(ids.tolist()):
+        fact = facts[fid]
+        row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
+        if row.valid_from < end and (row.valid_to is None or row.valid_to > start):
+            out[i] += boost
+    return out
+
+
+_MIN_TOP = 32
+
+
+def ranked_order(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:
+    """Positions in rank order (best score first; the newer fact, higher id, first on ties).
+
+    Only the ``top`` best are sorted up front; the rest are sorted if the caller gets that far
+    (the token budget skipped many hits). The order is that of a full
+    ``np.lexsort((-ids, -score))``: every position left for later scores strictly worse than
+    every position sorted first.
+    """
+    neg = -score
+    if len(neg) <= top:
+        yield from np.lexsort((-ids, neg)).tolist()
+        return
+    cut = np.partition(neg, top - 1)[top - 1]
+    first = neg <= cut  # at least `top` positions; more if the cut falls on a tie
+    chosen = np.flatnonzero(first)
+    yield from chosen[np.lexsort((-ids[chosen], neg[chosen]))].tolist()
+    rest = np.flatnonzero(~first)
+    yield from rest[np.lexsort((-ids[rest], neg[rest]))].tolist()
+
+
+def _hit(
+    facts: dict[int, Fact], fact: Fact, row: Row, score: float, seq: int,
+    explain: dict[str, float] | None = None,
+) -> Hit:
+    history = []
+    prev_id, kind = fact.supersedes, fact.revision
+    while prev_id is not None:
+        prev = facts[prev_id]
+        believed = [r for r in prev.rows if r.tx_from_seq <= seq]
+        shown = believed[-1] if believed else prev.rows[0]
+        history.append(
+            PastVersion(prev.id, prev.text, from_us(shown.valid_from), from_us_opt(shown.valid_to), kind or "world")
+        )
+        prev_id, kind = prev.supersedes, prev.revision
+    superseded_by = fact.superseded_by if not fact.is_head_at(seq) else None
+    return Hit(
+        id=fact.id,
+        text=fact.text,
+        subject=fact.subject,
+        score=round(score, 6),
+        valid_from=from_us(row.valid_from),
+        valid_to=from_us_opt(row.valid_to),
+        recorded_at=from_us(fact.created_at),
+        confidence=fact.confidence,
+        source_agent=fact.source_agent,
+        source_ref=fact.source_ref,
+        superseded_by=superseded_by,
+        history=tuple(history),
+        explain=explain,
+    )

@@ -1,0 +1,241 @@
+"""The read calls of :class:`~hmem.memory.Memory`: recall, provenance, time travel, counts and
+SQL. Each reads one consistent state under :meth:`~hmem.handle.StoreHandle.reading`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from eventlog.events import EVENT_TAGS
+from hmem.analytics import NamespaceCopy, check_read_only
+from hmem.args import fact_id
+from hmem.errors import InvalidInput, InvalidTime
+from hmem.handle import StoreHandle, TxPoint
+from hmem.recall import RecallRequest, RecallResult, recall
+from hmem.timeparse import TimeLike, parse_time_opt
+from hmem.transaction import transaction_time
+from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
+from projections.state import subject_key
+from projections.timeutil import from_us, from_us_opt, to_us
+from replay import as_of as beliefs_as_of
+from replay import diff as diff_between
+from replay import snapshot_query
+from replay import why as why_of
+
+__all__ = ["ReadMethods"]
+
+
+class ReadMethods(StoreHandle):
+    """Reads: recall, get, why, history, episodes, as_of, snapshot, diff, stats, sql, events."""
+
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        max_tokens: int | None = None,
+        as_of: TxPoint | None = None,
+        valid_at: TimeLike | None = None,
+        subject: str | None = None,
+        reference_time: TimeLike | None = None,
+        explain: bool = False,
+    ) -> RecallResult:
+        """The facts most relevant to ``query``, best first, within ``max_tokens`` (~4 chars each).
+
+        By default: current beliefs only (forgotten and superseded facts are left out, but each
+        hit shows the versions it replaced). ``as_of``: what was believed then. ``valid_at``:
+        what was true in the world then, including versions later superseded by a world change.
+        Time expressions in the query ("last summer", "in March 2023") favour facts valid then,
+        read relative to ``reference_time`` (default: now). ``explain=True`` puts each signal's
+        contribution on every hit.
+        """
+        config = self.recall_config
+        request = RecallRequest.build(
+            query, config, limit=limit, max_tokens=max_tokens, as_of=as_of, valid_at=valid_at,
+            subject=subject, reference_time=reference_time, explain=explain,
+        )
+        embedder = self.embedder
+        with self.reading() as store:
+            now = transaction_time(self.clock, store.log)
+            return recall(store, self.namespace, request, config, embedder, now)
+
+    def get(self, fact_id: int) -> FactView:
+        """One fact with its provenance and every version row."""
+        fid = _fact_id(fact_id)
+        with self.reading() as store:
+            return fact_view(store.projector.state.lookup(fid, self.namespace))
+
+    def why(self, fact_id: int) -> Why:
+        """How we came to believe this: source, the revision chain (oldest first), the events."""
+        fid = _fact_id(fact_id)
+        with self.reading() as store:
+            return why_of(
+                store.connection(), store.projector.state, store.log, self.namespace, fid
+            )
+
+    def episodes(self, session_id: str | None = None) -> list[EpisodeView]:
+        """The raw conversation turns recorded in this namespace (of one session, if given),
+        in the order they were recorded. Episodes are not facts: recall never returns them."""
+        with self.reading() as store:
+            state = store.projector.state
+            return [episode_view(e) for e in state.episodes_in(self.namespace, session_id)]
+
+    def history(self, subject: str) -> list[FactView]:
+        """Every fact ever stored about ``subject`` (case-insensitive), oldest first."""
+        key = subject_key(subject)
+        with self.reading() as store:
+            facts = store.projector.state.in_namespace(self.namespace)
+            return [fact_view(f) for f in facts if f.subject_key == key]
+
+    def as_of(self, tx: TxPoint, *, valid_at: TimeLike | None = None) -> list[Belief]:
+        """Everything believed at transaction time ``tx`` (a time or a seq), optionally only
+        what was true at world time ``valid_at``. Includes superseded rows (flagged)."""
+        valid = parse_time_opt(valid_at, "valid_at")
+        with self.reading() as store:
+            seq = store.tx_seq(tx, "as_of")
+            return beliefs_as_of(
+                store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
+            )
+
+    def snapshot(
+        self,
+        as_of: TxPoint | None = None,
+        *,
+        valid_at: TimeLike | None = None,
+        parquet: str | os.PathLike[str] | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """The belief set at ``as_of`` (default now) as a DuckDB relation; with ``parquet``,
+        also written to that file. Use ``.df()``, ``.arrow()``, ``.fetchall()`` on the result."""
+        valid = parse_time_opt(valid_at, "valid_at")
+        with self.reading() as store:
+            seq = store.projector.last_seq if as_of is None else store.tx_seq(as_of, "as_of")
+            rel = snapshot_query(
+                store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
+            )
+            if parquet is not None:
+                rel.write_parquet(str(parquet))
+            return rel
+
+    def diff(self, since: TxPoint, until: TxPoint | None = None) -> Diff:
+        """What was added, revised and forgotten after ``since`` up to and including ``until``
+        (default now). Each is a transaction time or a seq."""
+        with self.reading() as store:
+            lo = store.tx_seq(since, "since")
+            hi = store.projector.last_seq if until is None else store.tx_seq(until, "until")
+            if hi < lo:
+                raise InvalidTime("until is before since; swap them")
+            return diff_between(
+                store.connection(), store.projector.state, self.namespace, lo, hi,
+                store.projector.tx_times,
+            )
+
+    def stats(self) -> Stats:
+        """Counts for this namespace and the state of the log and projection."""
+        with self.reading() as store:
+            state = store.projector.state
+            facts = list(state.in_namespace(self.namespace))
+            con = store.connection()
+            ns_events, first, last = con.execute(
+                "SELECT count(*), min(epoch_us(tx_at)), max(epoch_us(tx_at)) FROM events "
+                "WHERE namespace = ?",
+                [self.namespace],
+            ).fetchone()
+            n_entities = con.execute(
+                "SELECT count(DISTINCT entity) FROM entities WHERE namespace = ?", [self.namespace]
+            ).fetchone()[0]
+            return Stats(
+                path=str(store.root),
+                namespace=self.namespace,
+                facts=len(facts),
+                current=sum(f.superseded_by is None and f.forgotten_seq is None for f in facts),
+                superseded=sum(f.superseded_by is not None for f in facts),
+                forgotten=sum(f.forgotten_seq is not None for f in facts),
+                subjects=len({f.subject_key for f in facts}),
+                entities=n_entities,
+                vectors=sum(v.namespace == self.namespace for v in state.vectors),
+                namespace_events=ns_events,
+                log_events=store.log.last_seq,
+                log_bytes=store.log.size_bytes,
+                log_segments=len(store.log.segment_paths),
+                projection_seq=store.projector.last_seq,
+                first_tx=from_us_opt(first),
+                last_tx=from_us_opt(last),
+                fsync=store.log.fsync_policy,
+                read_only=store.read_only,
+            )
+
+    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
+        """Read-only SQL over this namespace's projection (tables ``facts``, ``fact_versions``,
+        ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see the
+        README). Runs on a private copy without file access: it can neither see other
+        namespaces nor change the store nor read or write files (use ``hmem.export`` for
+        Parquet). Returns a DuckDB relation: ``.df()``, ``.arrow()``, ``.fetchall()``,
+        ``.pl()``."""
+        check_read_only(query)
+        with self.reading() as store:
+            seq = store.projector.last_seq
+            copy = self.copies.get(self.namespace)
+            if copy is None or copy.seq != seq:
+                if copy is not None:
+                    copy.close()
+                copy = self.copies[self.namespace] = NamespaceCopy(
+                    store.connection(), self.namespace, seq
+                )
+            try:
+                return copy.query(query, params)
+            except duckdb.Error as e:
+                raise InvalidInput(f"SQL failed: {e}") from e
+
+    def events(
+        self,
+        since: TxPoint | None = None,
+        until: TxPoint | None = None,
+        *,
+        types: Iterable[str] | None = None,
+        subject: str | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """This namespace's events (``since < seq <= until``; each a time or a seq) as a DuckDB
+        relation with the fact's subject and text joined in (an episode's text for an episode),
+        ordered by seq. ``types`` picks event types (remembered, revised, forgotten, embedding,
+        episode); ``subject`` is case-insensitive."""
+        where: list[str] = ["true"]
+        params: list[Any] = []
+        with self.reading() as store:
+            if since is not None:
+                where.append("seq > ?")
+                params.append(store.tx_seq(since, "since"))
+            if until is not None:
+                where.append("seq <= ?")
+                params.append(store.tx_seq(until, "until"))
+        if types is not None:
+            kinds = [types] if isinstance(types, str) else list(types)
+            unknown = set(kinds) - set(EVENT_TAGS)
+            if unknown:
+                raise InvalidInput(f"unknown event types {sorted(unknown)}; use {EVENT_TAGS}")
+            where.append("list_contains(?, type)")
+            params.append(kinds)
+        if subject is not None:
+            where.append("subject_key = ?")
+            params.append(subject_key(subject))
+        return self.sql(f"SELECT * FROM event_log WHERE {' AND '.join(where)} ORDER BY seq", params)
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the newest event in the store (all namespaces)."""
+        with self.reading() as store:
+            return store.projector.last_seq
+
+    def tx_time(self, seq: int) -> datetime:
+        """The transaction time of an event."""
+        with self.reading() as store:
+            last = store.projector.last_seq
+            if not 1 <= seq <= last:
+                raise InvalidInput(f"seq {seq} is outside the log (1..{last})")
+            return from_us(store.projector.tx_times[seq - 1])
+
+
+_fact_id = fact_id  # the argument check, under a name the parameters do not shadow

@@ -1,0 +1,104 @@
+"""The one write path: events appended as one atomic batch, with one transaction time.
+
+Every write of the facade, the LLM layer, the CLI and the benchmarks goes through a
+:class:`Transaction` (``with memory.transaction() as t: ...``): it holds the store's lock, stamps
+every event with the transaction's time and the Memory's namespace, validates the batch as a
+whole, and takes every new id from the log's own answer (``t.seq(position)`` after commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import msgspec
+import numpy as np
+
+from eventlog.events import EmbeddingRecorded, Event, EventBase
+from eventlog.log import EventLog
+from hmem.embedders import Embedder
+from hmem.errors import EmbedderUnavailable, InvalidTime
+from hmem.store import Store
+
+__all__ = ["Clock", "Transaction", "transaction_time", "utc_now"]
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def transaction_time(clock: Clock, log: EventLog) -> datetime:
+    """The clock's time in UTC, never before the log's last transaction time."""
+    now = clock()
+    if not isinstance(now, datetime) or now.tzinfo is None:
+        raise InvalidTime("the clock must return an aware datetime (e.g. in UTC)")
+    now = now.astimezone(timezone.utc)
+    last = log.last_tx_at
+    return now if now > last else last
+
+
+class Transaction:
+    """Events to append as one write: all of them or none.
+
+    ``append`` returns the event's position in the batch; ``seq(position)`` is the seq the log
+    gave it (after commit). Events are stamped with :attr:`time` and :attr:`namespace`.
+    """
+
+    def __init__(
+        self, store: Store, namespace: str, time: datetime, embedder: Embedder | None = None
+    ) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.time = time
+        self.embedder = embedder
+        self._events: list[EventBase] = []
+        self._links: dict[int, int] = {}
+        self._stamped: list[Event] | None = None
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @property
+    def events(self) -> tuple[EventBase, ...]:
+        """The events added so far (not yet stamped with seqs)."""
+        return tuple(self._events)
+
+    def append(self, event: EventBase, *, of: int | None = None) -> int:
+        """Add ``event``; returns its position. ``of`` is the position of a fact this
+        transaction creates: the event (an ``EmbeddingRecorded``) becomes that fact's vector."""
+        if self._stamped is not None:
+            raise RuntimeError("this transaction is already committed")
+        position = len(self._events)
+        if of is not None:
+            self._links[position] = of
+        self._events.append(
+            msgspec.structs.replace(event, tx_at=self.time, namespace=self.namespace)
+        )
+        return position
+
+    def vector(
+        self, vector: np.ndarray, fact_id: int = 0, *, source_agent: str | None = None
+    ) -> EmbeddingRecorded:
+        """An ``EmbeddingRecorded`` of the configured embedder's ``vector`` for ``fact_id``
+        (leave it 0 and ``append(..., of=position)`` for a fact of this transaction)."""
+        if self.embedder is None:
+            raise EmbedderUnavailable("no embedder is configured for this Memory")
+        return EmbeddingRecorded(
+            tx_at=self.time, namespace=self.namespace, fact_id=fact_id,
+            model=self.embedder.model, dims=self.embedder.dims,
+            vector=np.asarray(vector, dtype="<f4").tobytes(), source_agent=source_agent,
+        )
+
+    def commit(self) -> list[Event]:
+        """Validate and append every event as one write; returns them stamped with seqs."""
+        if self._stamped is None:
+            self._stamped = self.store.append_batch(self._events, self._links) if self._events else []
+        return self._stamped
+
+    def seq(self, position: int) -> int:
+        """The seq the log gave the event at ``position`` (after commit)."""
+        if self._stamped is None:
+            raise RuntimeError("seqs are known only after commit")
+        return self._stamped[position].seq

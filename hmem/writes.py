@@ -1,0 +1,283 @@
+"""The write calls of :class:`~hmem.memory.Memory`: remember, revise, forget, embeddings, and
+the LLM layer's ``add`` / ``extract``. Each builds its events and appends them through one
+:meth:`~hmem.handle.StoreHandle.transaction`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eventlog.events import EmbeddingRecorded, FactForgotten, FactRemembered, FactRevised
+from hmem.args import check_sequence, entity_names, fact_id, text_arg
+from hmem.errors import EmbedderUnavailable, InvalidInput
+from hmem.handle import StoreHandle
+from hmem.timeparse import TimeLike, parse_time_opt
+from projections.entities import fact_entities
+from replay.rebuild import Progress
+
+if TYPE_CHECKING:  # the LLM layer is optional and imported only when used
+    from hmem.extract import AddResult, ExtractorSpec
+    from hmem.llm.extractor import Extractor
+
+__all__ = ["WriteMethods"]
+
+_REMEMBER_ARGS = frozenset({
+    "subject", "text", "valid_from", "valid_to", "confidence", "entities", "source_agent",
+    "source_ref",
+})
+
+
+class WriteMethods(StoreHandle):
+    """Writes: every call appends events; nothing stored is ever changed."""
+
+    _extractor: Extractor | None = None  # the default LLM extractor, built on first add()
+
+    def _vector_of(self, subject: str, text: str) -> np.ndarray | None:
+        if not isinstance(subject, str) or not isinstance(text, str) or not text.strip():
+            return None  # validation reports it; never send junk to a model
+        vectors = self.embed_facts([(subject, text)])
+        return None if vectors is None else vectors[0]
+
+    def remember(
+        self,
+        subject: str,
+        text: str,
+        *,
+        valid_from: TimeLike | None = None,
+        valid_to: TimeLike | None = None,
+        confidence: float = 1.0,
+        entities: Iterable[str] = (),
+        source_agent: str | None = None,
+        source_ref: str | None = None,
+    ) -> int:
+        """Store a new belief about ``subject``; returns its id.
+
+        ``valid_from`` (when it became true in the world) defaults to now; ``valid_to`` to
+        "still true". Entities default to the proper nouns of ``text`` (plus the subject).
+        """
+        return self.remember_many([dict(
+            subject=subject, text=text, valid_from=valid_from, valid_to=valid_to,
+            confidence=confidence, entities=entities, source_agent=source_agent,
+            source_ref=source_ref,
+        )])[0]
+
+    def remember_many(self, facts: Iterable[dict[str, Any]]) -> list[int]:
+        """Remember many facts as one write (one fsync; embeddings computed in one batch).
+
+        Each item holds ``remember``'s arguments by name, e.g.
+        ``{"subject": "maya", "text": "...", "valid_from": "2025-01-01"}``. All or nothing:
+        one invalid item rejects the batch. Returns the new ids in order.
+        """
+        check_sequence(facts, "facts", "a list of dicts of remember's arguments")
+        events = [self._remembered(item, i) for i, item in enumerate(facts)]
+        vectors = None
+        if all(ev.text for ev in events):  # else validation refuses the batch: embed nothing
+            vectors = self.embed_facts([(ev.subject, ev.text) for ev in events])
+        with self.transaction() as txn:
+            positions = []
+            for i, event in enumerate(events):
+                positions.append(txn.append(event))
+                if vectors is not None:
+                    txn.append(txn.vector(vectors[i], source_agent=self.source_agent),
+                               of=positions[-1])
+        return [txn.seq(p) for p in positions]
+
+    def _remembered(self, item: object, i: int) -> FactRemembered:
+        if not isinstance(item, dict):
+            raise InvalidInput(f"facts[{i}] must be a dict of remember's arguments, e.g. "
+                               f"{{'subject': 'maya', 'text': 'Maya lives in London'}}")
+        unknown = set(item) - _REMEMBER_ARGS
+        if unknown or not {"subject", "text"} <= set(item):
+            raise InvalidInput(
+                f"each item needs subject and text and may have {sorted(_REMEMBER_ARGS)}; "
+                f"got {sorted(item)}"
+            )
+        subject, text = text_arg(item["subject"], "subject"), text_arg(item["text"], "text")
+        return FactRemembered(
+            namespace=self.namespace, subject=subject, text=text,
+            valid_from=parse_time_opt(item.get("valid_from"), "valid_from"),
+            valid_to=parse_time_opt(item.get("valid_to"), "valid_to"),
+            confidence=item.get("confidence", 1.0),
+            entities=fact_entities(subject, text, entity_names(item.get("entities") or ())),
+            source_agent=item.get("source_agent") or self.source_agent,
+            source_ref=item.get("source_ref"),
+        )
+
+    def revise(
+        self,
+        fact_id: int,
+        text: str,
+        *,
+        valid_from: TimeLike | None = None,
+        valid_to: TimeLike | None = None,
+        subject: str | None = None,
+        confidence: float = 1.0,
+        entities: Iterable[str] = (),
+        reason: str | None = None,
+        source_agent: str | None = None,
+        source_ref: str | None = None,
+    ) -> int:
+        """Replace fact ``fact_id`` with a new version; returns the new id. Nothing is overwritten.
+
+        With ``valid_from`` the world changed at that time: the old fact stays believed as true
+        until then. Without it this is a correction: the old statement is no longer believed at
+        all (``as_of`` earlier times still shows it). Only the newest version of a chain can be
+        revised. ``source_agent`` defaults to the old fact's.
+        """
+        fid = _fact_id(fact_id)
+        vf = parse_time_opt(valid_from, "valid_from")
+        vt = parse_time_opt(valid_to, "valid_to")
+        text = text_arg(text, "text")
+        subject = None if subject is None else text_arg(subject, "subject")
+        names = entity_names(entities)
+        with self.reading() as store:
+            old = store.projector.state.lookup(fid, self.namespace)
+            old_subject, old_agent = old.subject, old.source_agent
+        vector = self._vector_of(subject or old_subject, text)
+        with self.transaction() as txn:
+            position = txn.append(FactRevised(
+                fact_id=fid, text=text, subject=subject, valid_from=vf, valid_to=vt,
+                confidence=confidence, entities=fact_entities(subject or old_subject, text, names),
+                reason=reason, source_agent=source_agent or self.source_agent or old_agent,
+                source_ref=source_ref,
+            ))
+            if vector is not None:
+                txn.append(txn.vector(vector, source_agent=self.source_agent), of=position)
+        return txn.seq(position)
+
+    def forget(
+        self,
+        fact_id: int,
+        *,
+        reason: str | None = None,
+        source_agent: str | None = None,
+        source_ref: str | None = None,
+    ) -> int:
+        """Tombstone a fact: gone from recall from now on, still in history, why and as_of.
+
+        Returns the seq of the tombstone event. Nothing is deleted.
+        """
+        fid = _fact_id(fact_id)
+        with self.transaction() as txn:
+            position = txn.append(FactForgotten(
+                fact_id=fid, reason=reason, source_agent=source_agent or self.source_agent,
+                source_ref=source_ref,
+            ))
+        return txn.seq(position)
+
+    def record_embedding(self, fact_id: int, model: str, vector: Any) -> int:
+        """Record a vector for a fact as an event (replay never recomputes it); returns its seq."""
+        fid = _fact_id(fact_id)
+        arr = np.asarray(vector, dtype="<f4")
+        if arr.ndim != 1 or not len(arr) or not np.isfinite(arr).all():
+            raise InvalidInput("vector must be a non-empty 1-D array of finite numbers")
+        with self.transaction() as txn:
+            position = txn.append(EmbeddingRecorded(
+                fact_id=fid, model=model, dims=len(arr), vector=arr.tobytes(),
+                source_agent=self.source_agent,
+            ))
+        return txn.seq(position)
+
+    def reembed(self, *, batch_size: int = 64, progress: Progress | None = None) -> int:
+        """Embed, with the configured embedder, every fact of this namespace that has no vector
+        from its model yet (history included, so time travel can use vectors too). Appends one
+        ``EmbeddingRecorded`` per fact; returns how many."""
+        embedder = self.embedder
+        if embedder is None:
+            raise EmbedderUnavailable(
+                "no embedder is configured; pass embedder='local' (pip install 'hmem[local]'), "
+                "'openai' or an Embedder"
+            )
+        with self.reading() as store:
+            state = store.projector.state
+            have = {v.fact_id for v in state.vectors if v.model == embedder.model}
+            todo = [
+                (f.id, f.subject, f.text)
+                for f in sorted(state.in_namespace(self.namespace), key=lambda f: f.id)
+                if f.id not in have
+            ]
+        done = 0
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            vectors = self.embed_facts([(subject, text) for _, subject, text in chunk])
+            assert vectors is not None
+            with self.transaction() as txn:
+                for (fid, _, _), vector in zip(chunk, vectors):
+                    txn.append(txn.vector(vector, fid, source_agent=self.source_agent))
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(todo))
+        return done
+
+    # ------------------------------------------------------------------ the LLM layer
+
+    def add(
+        self,
+        messages: Iterable[dict[str, Any]],
+        *,
+        session_id: str,
+        observed_at: TimeLike | None = None,
+        namespace: str | None = None,
+        extractor: ExtractorSpec = None,
+        context_turns: int = 6,
+        similar: int = 10,
+        profile: str | None = None,
+        source_ref: str | None = None,
+    ) -> AddResult:
+        """Store conversation turns, then extract facts from them with an LLM (``hmem[openai]``;
+        ``HMEM_BASE_URL``, ``HMEM_API_KEY``, ``HMEM_LLM``). See :mod:`hmem.extract`.
+
+        ``messages`` are ``{"role": ..., "content": ...}`` dicts (optionally ``"name"`` and
+        ``"observed_at"``). The turns are stored first, as ``EpisodeRecorded`` events; then one
+        extractor call sees them with the last ``context_turns`` turns of the session and the
+        ``similar`` most similar facts, and its facts are appended in one atomic batch, each
+        with its lineage (the turns, the model, the prompt version). All or nothing: when the
+        extraction fails no fact is appended and :class:`~hmem.errors.ExtractionFailed` carries
+        the stored turns' seqs, for :meth:`extract`.
+        """
+        from hmem import extract
+
+        check_sequence(messages, "messages", "a list of {'role': ..., 'content': ...} dicts")
+        resolved = self._resolve_extractor(extractor)
+        mem = self if namespace is None else self.in_namespace(namespace)
+        return extract.add(
+            mem, messages, extractor=resolved, session_id=session_id, observed_at=observed_at,
+            context_turns=context_turns, similar=similar, profile=profile, source_ref=source_ref,
+        )
+
+    def extract(
+        self,
+        episode_seqs: Iterable[int],
+        *,
+        extractor: ExtractorSpec = None,
+        context_turns: int = 6,
+        similar: int = 10,
+        profile: str | None = None,
+    ) -> AddResult:
+        """Extract facts from turns already stored (all of one session of this namespace): to
+        retry after :class:`~hmem.errors.ExtractionFailed`, or to re-extract with another model
+        (new events; nothing is changed in place)."""
+        from hmem import extract
+
+        check_sequence(
+            episode_seqs, "episode_seqs", "a list of seqs (ExtractionFailed.episode_seqs)"
+        )
+        resolved = self._resolve_extractor(extractor)
+        return extract.extract(
+            self, list(episode_seqs), extractor=resolved, context_turns=context_turns,
+            similar=similar, profile=profile,
+        )
+
+    def _resolve_extractor(self, spec: ExtractorSpec) -> Extractor:
+        from hmem.extract import default_extractor, resolve_extractor
+
+        if spec is not None:
+            return resolve_extractor(spec)
+        if self._extractor is None:
+            self._extractor = default_extractor()
+        return self._extractor
+
+
+_fact_id = fact_id  # the argument check, under a name the parameters do not shadow

@@ -1,0 +1,132 @@
+"""Checks of an event's own fields, run on the write path before anything is appended.
+
+Replay never runs them (an event an older hmem accepted is never refused later because a rule got
+stricter); the fold's checks against the state are :meth:`projections.state.FactState.check_applies`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+
+from eventlog.events import (
+    EmbeddingRecorded,
+    EpisodeRecorded,
+    EventBase,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+)
+from projections.errors import InvalidInput, InvalidTime
+from projections.timeutil import from_us, to_us
+
+__all__ = [
+    "CONTROL_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_TEXT_CHARS",
+    "check_fields",
+    "check_name",
+    "check_period",
+    "check_text",
+]
+
+MAX_TEXT_CHARS = 100_000
+MAX_NAME_CHARS = 500
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def check_fields(ev: EventBase) -> None:
+    """Checks of the event's own fields (the write path runs them before appending)."""
+    check_name("namespace", ev.namespace)
+    for label, value in (("source_agent", ev.source_agent), ("source_ref", ev.source_ref)):
+        if value is not None:
+            check_text(label, value, MAX_NAME_CHARS, allow_empty=True)
+    if isinstance(ev, FactRemembered):
+        check_name("subject", ev.subject)
+        _check_statement(ev.text, ev.confidence, ev.entities)
+        _check_lineage(ev)
+        vf = to_us(ev.tx_at) if ev.valid_from is None else to_us(ev.valid_from)
+        check_period(vf, ev.valid_to)
+    elif isinstance(ev, FactRevised):
+        if ev.subject is not None:
+            check_name("subject", ev.subject)
+        _check_statement(ev.text, ev.confidence, ev.entities)
+        _check_lineage(ev)
+        check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+    elif isinstance(ev, EpisodeRecorded):
+        check_name("session_id", ev.session_id)
+        check_name("role", ev.role)
+        if ev.speaker is not None:
+            check_name("speaker", ev.speaker)
+        check_text("text", ev.text, MAX_TEXT_CHARS)
+        if isinstance(ev.turn, bool) or not isinstance(ev.turn, int) or ev.turn < 0:
+            raise InvalidInput(f"turn must be an integer >= 0, not {ev.turn!r}")
+    elif isinstance(ev, FactForgotten):
+        check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+    elif isinstance(ev, EmbeddingRecorded):
+        check_name("model", ev.model)
+        if ev.dims <= 0 or len(ev.vector) != 4 * ev.dims:
+            raise InvalidInput(
+                f"vector has {len(ev.vector)} bytes but dims={ev.dims} needs {4 * ev.dims} "
+                f"(little-endian float32)"
+            )
+
+
+def _check_lineage(ev: FactRemembered | FactRevised) -> None:
+    for label, value in (
+        ("extractor", ev.extractor), ("prompt_version", ev.prompt_version),
+        ("category", ev.category),
+    ):
+        if value is not None:
+            check_name(label, value)
+    if ev.importance is not None and (
+        isinstance(ev.importance, bool) or not isinstance(ev.importance, int)
+        or not 1 <= ev.importance <= 10
+    ):
+        raise InvalidInput(f"importance must be an integer from 1 to 10, not {ev.importance!r}")
+    if len(set(ev.derived_from)) != len(ev.derived_from):
+        raise InvalidInput("derived_from names an episode twice")
+
+
+def check_text(label: str, value: str, limit: int, *, allow_empty: bool = False) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{label} must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise InvalidInput(f"{label} is empty; give a non-empty {label}")
+    if len(value) > limit:
+        raise InvalidInput(f"{label} has {len(value)} characters; the limit is {limit}")
+    bad = _SURROGATE.search(value)
+    if bad:
+        raise InvalidInput(
+            f"{label} is not valid Unicode text (a lone surrogate at {bad.start()}); "
+            f"decode it with errors='replace' first"
+        )
+
+
+def check_name(label: str, value: str) -> None:
+    check_text(label, value, MAX_NAME_CHARS)
+    if CONTROL_CHARS.search(value):
+        raise InvalidInput(f"{label} {value!r} contains control characters; remove them")
+
+
+def _check_statement(text: str, confidence: float, entities: tuple[str, ...]) -> None:
+    check_text("text", text, MAX_TEXT_CHARS)
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not math.isfinite(confidence)
+        or not 0.0 <= confidence <= 1.0
+    ):
+        raise InvalidInput(f"confidence must be a number from 0 to 1, not {confidence!r}")
+    for name in entities:
+        check_name("entity", name)
+
+
+def check_period(valid_from: int, valid_to: datetime | None) -> None:
+    if valid_to is not None and to_us(valid_to) <= valid_from:
+        raise InvalidTime(
+            f"valid_to {valid_to.isoformat()} is not after valid_from "
+            f"{from_us(valid_from).isoformat()}; a fact must be true for some time"
+        )

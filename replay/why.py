@@ -1,0 +1,35 @@
+"""why(id): how a fact came to be believed: its chain of versions, the events, the turns."""
+
+from __future__ import annotations
+
+import duckdb
+
+from eventlog.log import EventLog
+from projections.state import FactState
+from replay.views import Why, episode_view, fact_view
+
+__all__ = ["why"]
+
+
+def why(
+    con: duckdb.DuckDBPyConnection, state: FactState, log: EventLog, namespace: str, fact_id: int
+) -> Why:
+    """The fact, its whole revision chain (oldest first), every event that touched the chain
+    and, for extracted facts, the turns it was derived from."""
+    fact = state.lookup(fact_id, namespace)
+    chain = [state.facts[state.head_of(fact.id)]]
+    while chain[0].supersedes is not None:
+        chain.insert(0, state.facts[chain[0].supersedes])
+    ids = sorted(f.id for f in chain)
+    seqs = [
+        r[0]
+        for r in con.execute(
+            "SELECT seq FROM events WHERE namespace = ? AND fact_id IN "
+            "(SELECT unnest(?::BIGINT[])) ORDER BY seq",
+            [namespace, ids],
+        ).fetchall()
+    ]
+    events = tuple(log.get(s) for s in seqs)
+    turns = sorted({s for f in chain for s in f.derived_from})
+    episodes = tuple(episode_view(state.episodes[s]) for s in turns)
+    return Why(fact_view(fact), tuple(fact_view(f) for f in chain), events, episodes)
