@@ -78,7 +78,7 @@ from hmem.ranking import rank
 from hmem.recall import RecallConfig, RecallQuery
 from projections.entities import fact_entities
 from projections.dense import DocVectors
-from projections.hot import NamespaceIndex
+from projections.recall_index import NamespaceIndex
 from projections.projector import index_counts
 from projections.state import Fact, Row
 from projections.text import tokenize

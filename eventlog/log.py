@@ -22,9 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -32,69 +30,21 @@ from typing import Literal
 import msgspec
 
 from eventlog import format as fmt
-from eventlog.events import EPOCH, Event, EventBase, decode, encode
-from eventlog.fileio import OS, FileIO
-from eventlog.lock import WriterLock
 from eventlog.errors import (
-    LogCorrupted,
     LogWriteFailed,
     ReadOnlyStore,
     StoreClosed,
     StoreNotFound,
-    UnsupportedFormat,
 )
+from eventlog.events import EPOCH, Event, EventBase, encode
+from eventlog.fileio import OS, FileIO
+from eventlog.lock import WriterLock
+from eventlog.segments import Recovery, Segment, Segments, fsync_dir, segment_name
 
 __all__ = ["EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "batch", "never")
-SEGMENT_SUFFIX = ".hlog"
-
-
-@dataclass
-class Recovery:
-    """What opening the log found at its tail and did about it."""
-
-    truncated_bytes: int = 0
-    segment: str | None = None
-    offset: int | None = None
-    detail: str = ""
-    removed_segments: list[str] = field(default_factory=list)
-
-    @property
-    def clean(self) -> bool:
-        return not self.truncated_bytes and not self.removed_segments
-
-    def __str__(self) -> str:
-        if self.clean:
-            return "log was clean"
-        parts = []
-        if self.truncated_bytes:
-            parts.append(
-                f"truncated a torn final record ({self.truncated_bytes} bytes, {self.detail}) "
-                f"in {self.segment} at byte {self.offset}"
-            )
-        if self.removed_segments:
-            parts.append(f"removed unfinished segment(s) {', '.join(self.removed_segments)}")
-        return "; ".join(parts)
-
-
-class _Segment:
-    __slots__ = ("path", "first_seq", "offsets", "end")
-
-    def __init__(self, path: Path, first_seq: int, end: int) -> None:
-        self.path = path
-        self.first_seq = first_seq
-        self.offsets = array("Q")
-        self.end = end
-
-    @property
-    def last_seq(self) -> int:
-        return self.first_seq + len(self.offsets) - 1
-
-
-def segment_name(first_seq: int) -> str:
-    return f"{first_seq:020d}{SEGMENT_SUFFIX}"
 
 
 class EventLog:
@@ -124,10 +74,8 @@ class EventLog:
         self.segment_bytes = segment_bytes
         self.batch_events = batch_events
         self.batch_interval = batch_interval
-        self.recovery = Recovery()
         self.io = io
-        self._segments: list[_Segment] = []
-        self._chain = fmt.ZERO_CHAIN
+        self.segments = Segments(self.directory, read_only=read_only, io=io)
         self._last_tx_at: datetime = EPOCH
         self._fd: int | None = None
         self._lock: WriterLock | None = None
@@ -165,9 +113,7 @@ class EventLog:
     @property
     def last_seq(self) -> int:
         """Seq of the last valid event (0 when empty)."""
-        if not self._segments:
-            return 0
-        return self._segments[-1].last_seq
+        return self.segments.last_seq
 
     @property
     def last_tx_at(self) -> datetime:
@@ -175,103 +121,31 @@ class EventLog:
         return self._last_tx_at
 
     @property
+    def recovery(self) -> Recovery:
+        """What opening the log found at its tail and did about it."""
+        return self.segments.recovery
+
+    @property
     def size_bytes(self) -> int:
-        return sum(s.end for s in self._segments)
+        return self.segments.size_bytes
 
     @property
     def unfinished_tail(self) -> tuple[Path, int] | None:
         """(segment, offset) of bytes after the last valid record, if any (a torn write)."""
-        if not self._segments:
-            return None
-        tail = self._segments[-1]
-        try:
-            size = tail.path.stat().st_size
-        except FileNotFoundError:
-            return None
-        return (tail.path, tail.end) if size > tail.end else None
+        return self.segments.unfinished_tail
 
     @property
     def segment_paths(self) -> list[Path]:
-        return [s.path for s in self._segments]
+        return self.segments.paths
 
     def __len__(self) -> int:
         return self.last_seq
 
-    # ------------------------------------------------------------------ open / recover
-
-    def _segment_files(self) -> list[Path]:
-        if not self.directory.exists():
-            return []
-        return sorted(p for p in self.directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
+    # ------------------------------------------------------------------ open / follow
 
     def _load(self) -> None:
-        files = self._segment_files()
-        for i, path in enumerate(files):
-            self._load_segment(path, is_last=i == len(files) - 1, start_from=None)
+        self.segments.load()
         self._read_last_tx()
-
-    def _load_segment(self, path: Path, *, is_last: bool, start_from: _Segment | None) -> bool:
-        """Scan one segment (or the new bytes of ``start_from``); returns False at an unfinished one."""
-        if start_from is None:
-            data = path.read_bytes()
-            header = fmt.unpack_segment_header(data)
-            if isinstance(header, str):
-                if is_last and (len(data) < fmt.SEGMENT_HEADER_SIZE or not any(data)):
-                    self._drop_unfinished_segment(path)
-                    return False
-                raise LogCorrupted(str(path), 0, header)
-            if header.version > fmt.FORMAT_VERSION:
-                raise UnsupportedFormat(
-                    f"{path} was written in log format {header.version}; this hmem reads up to "
-                    f"format {fmt.FORMAT_VERSION}. Upgrade hmem (pip install -U hmem)"
-                )
-            expected_first = self.last_seq + 1
-            if header.first_seq != expected_first or header.prev_chain != self._chain:
-                raise LogCorrupted(
-                    str(path), 0,
-                    f"segment starts at seq {header.first_seq} but seq {expected_first} was "
-                    f"expected, or its chain does not continue the previous segment "
-                    f"(a segment is missing, reordered or replaced)",
-                )
-            seg = _Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE)
-            self._segments.append(seg)
-            base = 0
-            result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, self._chain)
-        else:
-            seg = start_from
-            base = seg.end
-            with open(path, "rb") as f:
-                f.seek(base)
-                data = f.read()
-            result = fmt.scan(data, 0, self._chain)
-        seg.offsets.extend([base + off for off in result.offsets] if base else result.offsets)
-        seg.end = base + result.end
-        self._chain = result.chain
-        if result.stop is fmt.Stop.CORRUPT:
-            raise LogCorrupted(str(path), seg.end, result.detail)
-        if result.stop is fmt.Stop.TORN:
-            if not is_last:
-                raise LogCorrupted(str(path), seg.end, f"{result.detail}, but later segments exist")
-            if not self.read_only:
-                self._truncate_tail(seg, base + len(data) - seg.end, result.detail)
-        return True
-
-    def _drop_unfinished_segment(self, path: Path) -> None:
-        if self.read_only:
-            return
-        path.unlink()
-        _fsync_dir(self.io, self.directory)
-        self.recovery.removed_segments.append(str(path))
-
-    def _truncate_tail(self, seg: _Segment, nbytes: int, detail: str) -> None:
-        with open(seg.path, "r+b") as f:
-            f.truncate(seg.end)
-            f.flush()
-            os.fsync(f.fileno())
-        self.recovery.truncated_bytes += nbytes
-        self.recovery.segment = str(seg.path)
-        self.recovery.offset = seg.end
-        self.recovery.detail = detail
 
     def _read_last_tx(self) -> None:
         if self.last_seq:
@@ -281,35 +155,24 @@ class EventLog:
         """Reader: pick up events appended since open (or the last refresh). Returns the new last seq."""
         with self._mutex:
             self._check_open()
-            files = self._segment_files()
-            known = {s.path for s in self._segments}
-            if self._segments:
-                tail = self._segments[-1]
-                if tail.path.exists():
-                    self._load_segment(
-                        tail.path, is_last=files[-1] == tail.path, start_from=tail
-                    )
-            for path in files:
-                if path not in known:
-                    if not self._load_segment(path, is_last=path == files[-1], start_from=None):
-                        break
+            self.segments.refresh()
             self._read_last_tx()
             return self.last_seq
 
     # ------------------------------------------------------------------ append
 
     def _open_for_append(self) -> None:
-        if not self._segments:
+        if not self.segments.list:
             self._new_segment()
         else:
-            tail = self._segments[-1]
+            tail = self.segments.list[-1]
             self._fd = self.io.open(tail.path, os.O_WRONLY)
             self.io.lseek(self._fd, tail.end, os.SEEK_SET)
 
     def _new_segment(self) -> None:
         first_seq = self.last_seq + 1
         path = self.directory / segment_name(first_seq)
-        header = fmt.pack_segment_header(first_seq, self._chain)
+        header = fmt.pack_segment_header(first_seq, self.segments.chain)
         fd = self.io.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             _write_all(self.io, fd, header)
@@ -318,11 +181,11 @@ class EventLog:
             self.io.close(fd)
             path.unlink(missing_ok=True)
             raise
-        _fsync_dir(self.io, self.directory)
+        fsync_dir(self.io, self.directory)
         if self._fd is not None:
             self.io.close(self._fd)
         self._fd = fd
-        self._segments.append(_Segment(path, first_seq, len(header)))
+        self.segments.list.append(Segment(path, first_seq, len(header)))
 
     def append(self, event: EventBase) -> Event:
         """Append one event; returns it stamped with its seq."""
@@ -346,7 +209,7 @@ class EventLog:
             _check_links(links, len(events))
             stamped: list[Event] = []
             frames: list[bytes] = []
-            chain = self._chain
+            chain = self.segments.chain
             seq = self.last_seq
             last_tx = self._last_tx_at
             for j, ev in enumerate(events):
@@ -364,9 +227,9 @@ class EventLog:
                 frames.append(record)
                 stamped.append(ev)  # type: ignore[arg-type]
                 last_tx = ev.tx_at
-            if self._segments[-1].end >= self.segment_bytes:
+            if self.segments.list[-1].end >= self.segment_bytes:
                 self._guarded(self._new_segment, "creating a new segment")
-            seg = self._segments[-1]
+            seg = self.segments.list[-1]
             data = b"".join(frames)
             self._write(seg, data)
             pos = seg.end
@@ -374,7 +237,7 @@ class EventLog:
                 seg.offsets.append(pos)
                 pos += len(record)
             seg.end = pos
-            self._chain = chain
+            self.segments.chain = chain
             self._last_tx_at = last_tx
             self._unsynced += len(frames)
             if self.fsync_policy == "always" or (
@@ -383,7 +246,7 @@ class EventLog:
                 self._sync()
             return stamped
 
-    def _write(self, seg: _Segment, data: bytes) -> None:
+    def _write(self, seg: Segment, data: bytes) -> None:
         assert self._fd is not None
         try:
             _write_all(self.io, self._fd, data)
@@ -439,64 +302,17 @@ class EventLog:
     def get(self, seq: int) -> Event:
         """The event with this seq."""
         with self._mutex:
-            seg = self._segment_of(seq)
-            off = seg.offsets[seq - seg.first_seq]
-            with open(seg.path, "rb") as f:
-                f.seek(off)
-                head = f.read(fmt.RECORD_HEADER_SIZE)
-                n = int.from_bytes(head[:4], "little")
-                payload = f.read(n)
-            return self._decode(payload, seg, off, seq)
+            return self.segments.get(seq)
 
     def chain_at(self, seq: int) -> bytes:
         """The hash chain value after the event with this seq (identifies the whole prefix)."""
         with self._mutex:
-            seg = self._segment_of(seq)
-            with open(seg.path, "rb") as f:
-                f.seek(seg.offsets[seq - seg.first_seq])
-                return fmt.record_chain(f.read(fmt.RECORD_HEADER_SIZE))
-
-    def _segment_of(self, seq: int) -> _Segment:
-        if not 1 <= seq <= self.last_seq:
-            raise IndexError(f"seq {seq} is not in the log (1..{self.last_seq})")
-        lo, hi = 0, len(self._segments) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._segments[mid].first_seq <= seq:
-                lo = mid
-            else:
-                hi = mid - 1
-        return self._segments[lo]
+            return self.segments.chain_at(seq)
 
     def read(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[Event]:
         """Events with ``from_seq <= seq <= to_seq`` (default: to the end as of this call)."""
         to_seq = self.last_seq if to_seq is None else min(to_seq, self.last_seq)
-        from_seq = max(from_seq, 1)
-        for seg in list(self._segments):
-            if seg.last_seq < from_seq or seg.first_seq > to_seq or not seg.offsets:
-                continue
-            with open(seg.path, "rb") as f:
-                data = f.read(seg.end)
-            lo = max(from_seq, seg.first_seq) - seg.first_seq
-            hi = min(to_seq, seg.last_seq) - seg.first_seq
-            offsets = seg.offsets
-            for i in range(lo, hi + 1):
-                off = offsets[i]
-                yield self._decode(fmt.payload_at(data, off), seg, off, seg.first_seq + i)
-
-    def _decode(self, payload: bytes | memoryview, seg: _Segment, off: int, seq: int) -> Event:
-        try:
-            ev = decode(payload)
-        except msgspec.ValidationError as e:
-            raise UnsupportedFormat(
-                f"record at {seg.path} byte {off} passed its checksums but this hmem cannot "
-                f"decode it ({e}); it was probably written by a newer hmem: upgrade hmem"
-            ) from e
-        except msgspec.DecodeError as e:
-            raise LogCorrupted(str(seg.path), off, f"payload does not decode ({e})") from e
-        if ev.seq != seq:
-            raise LogCorrupted(str(seg.path), off, f"record holds seq {ev.seq}, expected {seq}")
-        return ev
+        return self.segments.read(max(from_seq, 1), to_seq)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -559,12 +375,3 @@ def _write_all(io: FileIO, fd: int, data: bytes) -> None:
         if n <= 0:
             raise OSError("short write")
         view = view[n:]
-
-
-def _fsync_dir(io: FileIO, directory: Path) -> None:
-    fd = io.open(directory, os.O_RDONLY)
-    try:
-        io.fsync(fd)
-    finally:
-        io.close(fd)
-

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from eventlog.errors import LogCorrupted
 from eventlog.lock import WriterLock
 from eventlog.log import EventLog
-from eventlog.errors import LogCorrupted
 
 __all__ = ["VerifyReport", "RepairReport", "verify_log", "repair_log"]
 

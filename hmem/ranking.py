@@ -14,7 +14,7 @@ import numpy as np
 from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
 from hmem.recall import RecallConfig, RecallQuery
 from projections.entities import extract_entities, normalize_entity
-from projections.hot import NamespaceIndex
+from projections.recall_index import NamespaceIndex
 from projections.projector import Projector, index_counts
 from projections.state import Fact, Row, subject_key
 from projections.text import STOPWORDS, tokenize

@@ -1,6 +1,6 @@
 """Dense vectors of one namespace and one model, kept hot as a matrix.
 
-Rows are aligned with the namespace's document numbers (see :mod:`projections.hot`); a document
+Rows are aligned with the namespace's document numbers (see :mod:`projections.recall_index`); a document
 without a vector for this model has a zero row and ``has[doc] == False``. Rows are L2-normalised
 on insert, so a matrix-vector product gives cosines.
 

@@ -17,7 +17,7 @@ from eventlog.events import (
     FactRevised,
 )
 from projections.duck import DuckProjection, EventRow
-from projections.hot import NamespaceIndex
+from projections.recall_index import NamespaceIndex
 from projections.state import Episode, Vector
 from projections.text import tokenize
 from projections.timeutil import to_us

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["to_us", "from_us", "from_us_opt", "INF"]
+__all__ = ["to_us", "from_us", "from_us_opt"]
 
-INF = (1 << 63) - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 

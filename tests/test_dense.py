@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from projections.dense import DocVectors
-from projections.hot import NamespaceIndex
+from projections.recall_index import NamespaceIndex
 
 DIMS = 384
 

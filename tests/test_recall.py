@@ -12,7 +12,7 @@ import pytest
 
 from hmem import Memory
 from hmem.ranking import ranked_order
-from projections.hot import NamespaceIndex
+from projections.recall_index import NamespaceIndex
 from projections.state import Fact, Row
 from projections.timeutil import to_us
 

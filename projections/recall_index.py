@@ -127,15 +127,6 @@ class NamespaceIndex:
         self.heads[2 * doc : 2 * doc + 2] = array("q", head)
         self.rows[_ROW_WIDTH * doc : _ROW_WIDTH * (doc + 1)] = array("q", rows)
 
-    def arrays(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(fact ids, current flags, recency, confidence) of the given documents."""
-        return (
-            np.frombuffer(self.fact_ids, dtype=np.int64)[docs],
-            np.frombuffer(self.current, dtype=np.uint8)[docs],
-            np.frombuffer(self.recency, dtype=np.int64)[docs],
-            np.frombuffer(self.confidence, dtype=np.float32)[docs],
-        )
-
     def ranking_arrays(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fact ids, recency, confidence) of the given documents."""
         return (

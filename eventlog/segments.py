@@ -1,0 +1,272 @@
+"""The log's segment files, read side: scanning and recovering them, and reading records.
+
+:class:`Segments` knows where every valid record of a log directory starts. It is what a reader
+holds, and what the writer (:class:`eventlog.log.EventLog`) appends behind. Loading is recovery:
+a torn final record is truncated (unless read-only) and reported in :attr:`Segments.recovery`;
+a damaged record anywhere else raises :class:`LogCorrupted` naming the segment and offset.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from eventlog import format as fmt
+from eventlog.errors import LogCorrupted, UnsupportedFormat
+from eventlog.events import Event, decode
+from eventlog.fileio import FileIO
+
+__all__ = ["Recovery", "Segment", "Segments", "SEGMENT_SUFFIX", "fsync_dir", "segment_name"]
+
+SEGMENT_SUFFIX = ".hlog"
+
+
+@dataclass
+class Recovery:
+    """What opening the log found at its tail and did about it."""
+
+    truncated_bytes: int = 0
+    segment: str | None = None
+    offset: int | None = None
+    detail: str = ""
+    removed_segments: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.truncated_bytes and not self.removed_segments
+
+    def __str__(self) -> str:
+        if self.clean:
+            return "log was clean"
+        parts = []
+        if self.truncated_bytes:
+            parts.append(
+                f"truncated a torn final record ({self.truncated_bytes} bytes, {self.detail}) "
+                f"in {self.segment} at byte {self.offset}"
+            )
+        if self.removed_segments:
+            parts.append(f"removed unfinished segment(s) {', '.join(self.removed_segments)}")
+        return "; ".join(parts)
+
+
+class Segment:
+    """One segment file: its first seq, the offset of every valid record, where they end."""
+
+    __slots__ = ("path", "first_seq", "offsets", "end")
+
+    def __init__(self, path: Path, first_seq: int, end: int) -> None:
+        self.path = path
+        self.first_seq = first_seq
+        self.offsets = array("Q")
+        self.end = end
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.offsets) - 1
+
+
+def segment_name(first_seq: int) -> str:
+    return f"{first_seq:020d}{SEGMENT_SUFFIX}"
+
+
+class Segments:
+    """The valid records of the segment files in ``directory``, with the chain after the last.
+
+    ``read_only`` never modifies files: a torn tail is left in place (and not read).
+    """
+
+    def __init__(self, directory: Path, *, read_only: bool, io: FileIO) -> None:
+        self.directory = directory
+        self.read_only = read_only
+        self.io = io
+        self.recovery = Recovery()
+        self.list: list[Segment] = []
+        self.chain = fmt.ZERO_CHAIN
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the last valid event (0 when empty)."""
+        return self.list[-1].last_seq if self.list else 0
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.end for s in self.list)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [s.path for s in self.list]
+
+    @property
+    def unfinished_tail(self) -> tuple[Path, int] | None:
+        """(segment, offset) of bytes after the last valid record, if any (a torn write)."""
+        if not self.list:
+            return None
+        tail = self.list[-1]
+        try:
+            size = tail.path.stat().st_size
+        except FileNotFoundError:
+            return None
+        return (tail.path, tail.end) if size > tail.end else None
+
+    # ------------------------------------------------------------------ load / recover
+
+    def files(self) -> list[Path]:
+        if not self.directory.exists():
+            return []
+        return sorted(p for p in self.directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
+
+    def load(self) -> None:
+        """Scan every segment file (once, on open)."""
+        files = self.files()
+        for i, path in enumerate(files):
+            self._load(path, is_last=i == len(files) - 1, start_from=None)
+
+    def refresh(self) -> None:
+        """Pick up records appended (and segments created) since the last load or refresh."""
+        files = self.files()
+        known = {s.path for s in self.list}
+        if self.list:
+            tail = self.list[-1]
+            if tail.path.exists():
+                self._load(tail.path, is_last=files[-1] == tail.path, start_from=tail)
+        for path in files:
+            if path not in known:
+                if not self._load(path, is_last=path == files[-1], start_from=None):
+                    break
+
+    def _load(self, path: Path, *, is_last: bool, start_from: Segment | None) -> bool:
+        """Scan one segment (or the new bytes of ``start_from``); returns False at an unfinished one."""
+        if start_from is None:
+            data = path.read_bytes()
+            header = fmt.unpack_segment_header(data)
+            if isinstance(header, str):
+                if is_last and (len(data) < fmt.SEGMENT_HEADER_SIZE or not any(data)):
+                    self._drop_unfinished(path)
+                    return False
+                raise LogCorrupted(str(path), 0, header)
+            if header.version > fmt.FORMAT_VERSION:
+                raise UnsupportedFormat(
+                    f"{path} was written in log format {header.version}; this hmem reads up to "
+                    f"format {fmt.FORMAT_VERSION}. Upgrade hmem (pip install -U hmem)"
+                )
+            expected_first = self.last_seq + 1
+            if header.first_seq != expected_first or header.prev_chain != self.chain:
+                raise LogCorrupted(
+                    str(path), 0,
+                    f"segment starts at seq {header.first_seq} but seq {expected_first} was "
+                    f"expected, or its chain does not continue the previous segment "
+                    f"(a segment is missing, reordered or replaced)",
+                )
+            seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE)
+            self.list.append(seg)
+            base = 0
+            result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, self.chain)
+        else:
+            seg = start_from
+            base = seg.end
+            with open(path, "rb") as f:
+                f.seek(base)
+                data = f.read()
+            result = fmt.scan(data, 0, self.chain)
+        seg.offsets.extend([base + off for off in result.offsets] if base else result.offsets)
+        seg.end = base + result.end
+        self.chain = result.chain
+        if result.stop is fmt.Stop.CORRUPT:
+            raise LogCorrupted(str(path), seg.end, result.detail)
+        if result.stop is fmt.Stop.TORN:
+            if not is_last:
+                raise LogCorrupted(str(path), seg.end, f"{result.detail}, but later segments exist")
+            if not self.read_only:
+                self._truncate_tail(seg, base + len(data) - seg.end, result.detail)
+        return True
+
+    def _drop_unfinished(self, path: Path) -> None:
+        if self.read_only:
+            return
+        path.unlink()
+        fsync_dir(self.io, self.directory)
+        self.recovery.removed_segments.append(str(path))
+
+    def _truncate_tail(self, seg: Segment, nbytes: int, detail: str) -> None:
+        with open(seg.path, "r+b") as f:
+            f.truncate(seg.end)
+            f.flush()
+            os.fsync(f.fileno())
+        self.recovery.truncated_bytes += nbytes
+        self.recovery.segment = str(seg.path)
+        self.recovery.offset = seg.end
+        self.recovery.detail = detail
+
+    # ------------------------------------------------------------------ read
+
+    def segment_of(self, seq: int) -> Segment:
+        if not 1 <= seq <= self.last_seq:
+            raise IndexError(f"seq {seq} is not in the log (1..{self.last_seq})")
+        lo, hi = 0, len(self.list) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.list[mid].first_seq <= seq:
+                lo = mid
+            else:
+                hi = mid - 1
+        return self.list[lo]
+
+    def get(self, seq: int) -> Event:
+        """The event with this seq."""
+        seg = self.segment_of(seq)
+        off = seg.offsets[seq - seg.first_seq]
+        with open(seg.path, "rb") as f:
+            f.seek(off)
+            head = f.read(fmt.RECORD_HEADER_SIZE)
+            n = int.from_bytes(head[:4], "little")
+            payload = f.read(n)
+        return _decode(payload, seg, off, seq)
+
+    def chain_at(self, seq: int) -> bytes:
+        """The hash chain value after the event with this seq (identifies the whole prefix)."""
+        seg = self.segment_of(seq)
+        with open(seg.path, "rb") as f:
+            f.seek(seg.offsets[seq - seg.first_seq])
+            return fmt.record_chain(f.read(fmt.RECORD_HEADER_SIZE))
+
+    def read(self, from_seq: int, to_seq: int) -> Iterator[Event]:
+        """Events with ``from_seq <= seq <= to_seq``."""
+        for seg in list(self.list):
+            if seg.last_seq < from_seq or seg.first_seq > to_seq or not seg.offsets:
+                continue
+            with open(seg.path, "rb") as f:
+                data = f.read(seg.end)
+            lo = max(from_seq, seg.first_seq) - seg.first_seq
+            hi = min(to_seq, seg.last_seq) - seg.first_seq
+            offsets = seg.offsets
+            for i in range(lo, hi + 1):
+                off = offsets[i]
+                yield _decode(fmt.payload_at(data, off), seg, off, seg.first_seq + i)
+
+
+def _decode(payload: bytes | memoryview, seg: Segment, off: int, seq: int) -> Event:
+    try:
+        ev = decode(payload)
+    except msgspec.ValidationError as e:
+        raise UnsupportedFormat(
+            f"record at {seg.path} byte {off} passed its checksums but this hmem cannot "
+            f"decode it ({e}); it was probably written by a newer hmem: upgrade hmem"
+        ) from e
+    except msgspec.DecodeError as e:
+        raise LogCorrupted(str(seg.path), off, f"payload does not decode ({e})") from e
+    if ev.seq != seq:
+        raise LogCorrupted(str(seg.path), off, f"record holds seq {ev.seq}, expected {seq}")
+    return ev
+
+
+def fsync_dir(io: FileIO, directory: Path) -> None:
+    fd = io.open(directory, os.O_RDONLY)
+    try:
+        io.fsync(fd)
+    finally:
+        io.close(fd)
