@@ -42,6 +42,12 @@ class Durable(FileIO):
         self.durable: dict[str, int] = {}
         self.synced = threading.Event()
         self.syncs = 0
+        self.down = threading.Event()
+
+    def power_cut(self) -> None:
+        """From now on the machine is down: no sync makes anything durable any more (the process
+        still closes its log, but the final sync of ``close()`` reaches no disk)."""
+        self.down.set()
 
     def open(self, path, flags, mode=0o644):  # type: ignore[no-untyped-def]
         fd = super().open(path, flags, mode)
@@ -51,6 +57,8 @@ class Durable(FileIO):
         return fd
 
     def _synced(self, fd: int) -> None:
+        if self.down.is_set():
+            return
         if fd in self.paths and os.path.isfile(self.paths[fd]):
             self.durable[self.paths[fd]] = os.fstat(fd).st_size
             self.syncs += 1
@@ -92,7 +100,9 @@ def texts(path) -> list[str]:  # type: ignore[no-untyped-def]
         return [e.text for e in log.read()]
 
 
-def append_and_track(log: EventLog, io: Durable, n: int, rng: random.Random) -> tuple[list[str], int]:
+def append_and_track(
+    log: EventLog, io: Durable, n: int, rng: random.Random
+) -> tuple[list[str], int]:
     """Append ``n`` events (one or a few per call); returns them and how many were synced."""
     acked: list[str] = []
     synced_upto = 0
@@ -115,8 +125,8 @@ def test_an_os_crash_loses_at_most_the_policys_window_and_leaves_a_prefix(tmp_pa
         io = Durable()
         log = EventLog(path, fsync=policy, batch_events=7, batch_interval=3600, io=io)
         acked, synced_upto = append_and_track(log, io, rng.randint(1, 40), rng)
-        log._stop_flusher.set()  # the process dies with the OS: no close, no final sync
-        log._release()
+        io.power_cut()  # the process dies with the OS: its final sync never reaches the disk
+        log.close()
         os_crash(io, how, rng)
 
         with EventLog(path, fsync=policy) as log:
@@ -144,9 +154,8 @@ def test_batch_idle_flusher_makes_earlier_appends_durable(tmp_path):
     log.append_many([ev(0), ev(1)])
     assert io.synced.wait(30), "the background thread syncs an idle log"
     log.append(ev(2))  # after the flush: may be lost
-    with log._mutex:  # crash now, without the final sync of close()
-        log._stop_flusher.set()
-        log._release()
+    io.power_cut()  # crash now: the final sync of close() makes nothing durable
+    log.close()
     os_crash(io, "all", random.Random(0))
     assert texts(tmp_path / "log")[:2] == ["event 0", "event 1"]
 
@@ -172,7 +181,7 @@ def test_a_hole_in_unsynced_data_is_refused_loudly_and_repair_keeps_the_durable_
     for i in range(1, 30):
         log.append(ev(i))
     seg = log.segment_paths[-1]
-    log._release()
+    log.close()  # under "never" close() does not sync: the tail stays as unsynced as it was
     durable = io.durable[str(seg)]
     with open(seg, "r+b") as f:  # the first unsynced page never reached the disk
         f.seek(durable)
