@@ -127,6 +127,13 @@ class FakeOpenAI:
         with self._lock:
             self._scripts[path].extend(replies)
 
+    def unscript(self, path: str) -> int:
+        """Drop the replies still queued for ``path``; returns how many there were."""
+        with self._lock:
+            left = len(self._scripts[path])
+            self._scripts[path].clear()
+            return left
+
     def requests_to(self, path: str) -> list[Request]:
         with self._lock:
             return [r for r in self.requests if r.path == path]
