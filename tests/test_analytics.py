@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+import duckdb
 import pytest
 
 from hmem import Memory, errors
@@ -19,12 +22,14 @@ def mem(tmp_path):
 
 def test_sql_sees_only_this_namespace(mem):
     rows = mem.sql("SELECT id, text FROM facts ORDER BY id").fetchall()
-    assert [r[1] for r in rows] == ["Maya lives in London", "Maya lives in Paris", "Tom likes chess"]
+    assert rows == [(1, "Maya lives in London"), (2, "Maya lives in Paris"), (3, "Tom likes chess")]
     for table in ("facts", "fact_versions", "events", "entities", "postings", "vectors"):
-        assert mem.sql(f"SELECT count(*) FROM {table} WHERE namespace <> 'default'").fetchall() == [(0,)]
+        other = mem.sql(f"SELECT count(*) FROM {table} WHERE namespace <> 'default'")
+        assert other.fetchall() == [(0,)], table
     assert mem.sql("SELECT count(*) FROM postings WHERE term = 'hunter2'").fetchall() == [(0,)]
     secret = mem.in_namespace("secret")
-    assert secret.sql("SELECT count(*) FROM facts").fetchall() == [(1,)]
+    secret_facts = secret.sql("SELECT id, text FROM facts").fetchall()
+    assert secret_facts == [(4, "Maya's password is hunter2")]
 
 
 def test_sql_is_read_only_and_errors_are_typed(mem):
@@ -43,28 +48,69 @@ def test_sql_takes_parameters_and_follows_new_writes(mem):
     assert mem.sql("SELECT count(*) FROM facts").fetchall() == [(4,)]
 
 
+EVENT_COLUMNS = ["seq", "type", "tx_at", "namespace", "fact_id", "target_id", "subject",
+                 "subject_key", "text", "source_agent", "source_ref", "reason"]
+# Each event of the fixture, without its tx_at (the wall clock).
+EVENTS = [
+    {"seq": 1, "type": "remembered", "namespace": "default", "fact_id": 1, "target_id": None,
+     "subject": "maya", "subject_key": "maya", "text": "Maya lives in London",
+     "source_agent": "chat", "source_ref": None, "reason": None},
+    {"seq": 2, "type": "revised", "namespace": "default", "fact_id": 2, "target_id": 1,
+     "subject": "maya", "subject_key": "maya", "text": "Maya lives in Paris",
+     "source_agent": "chat", "source_ref": None, "reason": "moved"},
+    {"seq": 3, "type": "remembered", "namespace": "default", "fact_id": 3, "target_id": None,
+     "subject": "tom", "subject_key": "tom", "text": "Tom likes chess",
+     "source_agent": None, "source_ref": None, "reason": None},
+]
+
+
+def records(relation: duckdb.DuckDBPyRelation) -> list[dict]:
+    """A relation's rows as dicts by column name, without tx_at (checked on its own)."""
+    assert relation.columns == EVENT_COLUMNS
+    rows = [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+    for row in rows:
+        assert isinstance(row.pop("tx_at"), datetime)
+    return rows
+
+
+def test_events_carry_each_events_fields_in_seq_order(mem):
+    assert records(mem.events()) == EVENTS
+    tx = [row[0] for row in mem.events().project("tx_at").fetchall()]
+    assert tx == sorted(tx) and all(t.tzinfo is not None for t in tx)
+
+
 def test_events_filter_by_time_type_and_subject(mem):
-    all_events = mem.events().fetchall()
-    assert [r[1] for r in all_events] == ["remembered", "revised", "remembered"]
     assert [r[0] for r in mem.events(since=1).fetchall()] == [2, 3]
     assert [r[0] for r in mem.events(until=2).fetchall()] == [1, 2]
     assert [r[0] for r in mem.events(types=["revised"]).fetchall()] == [2]
     assert [r[0] for r in mem.events(subject="MAYA").fetchall()] == [1, 2]
-    revised = mem.events(types="revised").df() if _has_pandas() else None
-    assert revised is None or list(revised["reason"]) == ["moved"]
+    assert [r[0] for r in mem.events(since=1, until=2, subject="maya").fetchall()] == [2]
+    assert [r[0] for r in mem.events(subject="nobody").fetchall()] == []
+    assert records(mem.events(types="revised")) == [EVENTS[1]]
+    assert records(mem.events(types=["remembered"], subject="tom")) == [EVENTS[2]]
     with pytest.raises(errors.InvalidInput, match="unknown event types"):
         mem.events(types=["deleted"])
+
+
+def test_events_as_a_pandas_frame_hold_the_same_rows(mem):
+    """``.df()`` (pandas is a dev dependency) gives what ``fetchall()`` gives."""
+    pandas = pytest.importorskip("pandas")
+    frame = mem.events(types="revised").df()
+    assert isinstance(frame, pandas.DataFrame) and list(frame.columns) == EVENT_COLUMNS
+    row = frame.drop(columns=["tx_at"]).astype(object).where(frame.notna(), None)
+    assert row.to_dict("records") == [EVENTS[1]]
+    assert list(mem.events().df()["seq"]) == [1, 2, 3]
+    facts = mem.sql("SELECT id, text FROM facts ORDER BY id").df()
+    assert facts.to_dict("list") == {
+        "id": [1, 2, 3],
+        "text": ["Maya lives in London", "Maya lives in Paris", "Tom likes chess"],
+    }
 
 
 def test_relations_survive_later_queries(mem):
     first = mem.sql("SELECT id FROM facts ORDER BY id")
     second = mem.events()
-    assert second.fetchall() and first.fetchall() == [(1,), (2,), (3,)]
-
-
-def _has_pandas() -> bool:
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    third = mem.sql("SELECT count(*) FROM events")
+    assert [r[0] for r in second.fetchall()] == [1, 2, 3]
+    assert first.fetchall() == [(1,), (2,), (3,)]
+    assert third.fetchall() == [(3,)]
