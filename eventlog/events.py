@@ -11,7 +11,6 @@ Identity: a fact's id is the ``seq`` of the event that created it (``FactRemembe
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Union
 
 import msgspec
 
@@ -44,7 +43,7 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=
     source_ref: str | None = None
 
 
-class FactRemembered(EventBase, tag="remembered"):
+class FactRemembered(EventBase, frozen=True, tag="remembered"):
     """A new belief. ``valid_from=None`` means "since tx_at" (it became true when we learned it).
 
     ``entities`` are the fact's entities, normalised, subject included, as resolved when the
@@ -69,7 +68,7 @@ class FactRemembered(EventBase, tag="remembered"):
     importance: int | None = None
 
 
-class FactRevised(EventBase, tag="revised"):
+class FactRevised(EventBase, frozen=True, tag="revised"):
     """A new version of ``fact_id``; its own id is this event's seq.
 
     With ``valid_from`` the world changed: the old fact stays believed for its earlier valid
@@ -93,14 +92,14 @@ class FactRevised(EventBase, tag="revised"):
     importance: int | None = None
 
 
-class FactForgotten(EventBase, tag="forgotten"):
+class FactForgotten(EventBase, frozen=True, tag="forgotten"):
     """A tombstone: ``fact_id`` is no longer believed from ``tx_at`` on; nothing is deleted."""
 
     fact_id: int
     reason: str | None = None
 
 
-class EmbeddingRecorded(EventBase, tag="embedding"):
+class EmbeddingRecorded(EventBase, frozen=True, tag="embedding"):
     """A vector for ``fact_id`` computed by ``model``: little-endian float32, ``dims`` values.
 
     Recorded as an event so that replay never calls a model.
@@ -112,7 +111,7 @@ class EmbeddingRecorded(EventBase, tag="embedding"):
     vector: bytes
 
 
-class EpisodeRecorded(EventBase, tag="episode"):
+class EpisodeRecorded(EventBase, frozen=True, tag="episode"):
     """One raw conversation turn, stored as said (before, and whatever, any extraction).
 
     Episodes are not facts: recall of facts never returns them. ``turn`` is the turn's index in
@@ -129,7 +128,7 @@ class EpisodeRecorded(EventBase, tag="episode"):
     observed_at: datetime | None = None
 
 
-Event = Union[FactRemembered, FactRevised, FactForgotten, EmbeddingRecorded, EpisodeRecorded]
+Event = FactRemembered | FactRevised | FactForgotten | EmbeddingRecorded | EpisodeRecorded
 EVENT_TYPES: tuple[type[EventBase], ...] = (
     FactRemembered,
     FactRevised,

@@ -156,7 +156,8 @@ def scan(buf: bytes | memoryview, pos: int, prev_chain: bytes) -> ScanResult:
 
 def record_chain(header: bytes) -> bytes:
     """The chain value stored in a record header."""
-    return _REC.unpack_from(header, 0)[3]
+    chain: bytes = _REC.unpack_from(header, 0)[3]
+    return chain
 
 
 def payload_at(buf: bytes | memoryview, offset: int) -> memoryview:

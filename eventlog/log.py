@@ -152,7 +152,8 @@ class EventLog:
             self._last_tx_at = self.get(self.last_seq).tx_at
 
     def refresh(self) -> int:
-        """Reader: pick up events appended since open (or the last refresh). Returns the new last seq."""
+        """Reader: pick up events appended since open (or the last refresh); returns the new
+        last seq."""
         with self._mutex:
             self._check_open()
             self.segments.refresh()

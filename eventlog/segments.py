@@ -140,7 +140,8 @@ class Segments:
                     break
 
     def _load(self, path: Path, *, is_last: bool, start_from: Segment | None) -> bool:
-        """Scan one segment (or the new bytes of ``start_from``); returns False at an unfinished one."""
+        """Scan one segment (or the new bytes of ``start_from``); returns False at an
+        unfinished one."""
         if start_from is None:
             data = path.read_bytes()
             header = fmt.unpack_segment_header(data)

@@ -11,20 +11,39 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
-
-import msgspec
 
 from eventlog.log import FSYNC_POLICIES
 from hmem import __version__
-from hmem import cli_format as fmt
-from hmem.args import fact_id
-from hmem.errors import HmemError, InvalidInput, shown
+from hmem.cli_commands import (
+    arg_fact_id,
+    arg_file_path,
+    arg_namespace,
+    arg_positive,
+    cmd_demo,
+    cmd_diff,
+    cmd_export,
+    cmd_forget,
+    cmd_history,
+    cmd_log_repair,
+    cmd_log_show,
+    cmd_log_verify,
+    cmd_mcp,
+    cmd_recall,
+    cmd_reembed,
+    cmd_remember,
+    cmd_replay_rebuild,
+    cmd_replay_verify,
+    cmd_revise,
+    cmd_stats,
+    cmd_timeline,
+    cmd_why,
+    fail,
+)
+from hmem.errors import HmemError
 
 if TYPE_CHECKING:
-    from hmem.memory import Memory
+    pass
 
 __all__ = ["main", "build_parser", "iter_parsers"]
 
@@ -63,309 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except HmemError as e:
-        return _fail(str(e) or type(e).__name__)
+        return fail(str(e) or type(e).__name__)
     except BrokenPipeError:  # e.g. `hmem log show | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as e:  # e.g. permission denied on --path
-        return _fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+        return fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
     except KeyboardInterrupt:
         return 130
-
-
-def _fail(message: str) -> int:
-    print("error: " + " ".join(message.splitlines()), file=sys.stderr)
-    return 1
-
-
-# ---------------------------------------------------------------------------- helpers
-
-
-def _root(args: argparse.Namespace) -> Path:
-    from hmem.store import default_root  # lazy, like every heavy import: `hmem --help` stays fast
-
-    return Path(args.path).expanduser() if args.path else default_root()
-
-
-def _log_dir(args: argparse.Namespace) -> Path:
-    from hmem.store import missing_store
-
-    root = _root(args)
-    if not (root / "log").is_dir():
-        raise missing_store(root)
-    return root / "log"
-
-
-@contextmanager
-def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
-    from hmem.memory import Memory
-
-    mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync,
-                 embedder=args.embedder)
-    try:
-        for note in mem.notes:
-            print(f"note: {note}", file=sys.stderr)
-        if read_only:
-            _note_empty_namespace(mem)
-        yield mem
-    finally:
-        mem.close()
-
-
-def _note_empty_namespace(mem: Memory) -> None:
-    """A read of a namespace that holds nothing is most likely a typo: say so (without naming
-    other namespaces: their names are theirs)."""
-    if mem.stats().namespace_events:
-        return
-    print(f"note: namespace {shown(mem.namespace)} holds nothing yet (choose another with "
-          f"--namespace)", file=sys.stderr)
-
-
-def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
-    """Print ``value`` as one JSON document with --json, else the human ``lines``."""
-    if args.json:
-        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
-    else:
-        for line in lines:
-            print(line)
-
-
-MAX_DIGITS = 19  # a seq or fact id is a signed 64-bit number
-
-
-def _tx_point(value: str | None) -> int | str | None:
-    """A transaction point from the command line: digits are a seq, anything else a time."""
-    if value is None:
-        return None
-    text = value.strip()
-    if not (text.isascii() and text.isdigit()):
-        return value
-    if len(text) > MAX_DIGITS:
-        raise InvalidInput(f"seq {shown(text)} is too large; `hmem stats` shows the last seq")
-    return int(text)
-
-
-def _fact_id(value: str) -> int:
-    try:
-        return fact_id(value)
-    except InvalidInput as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _namespace(value: str) -> str:
-    # Checked here too: Memory() rejects an empty namespace only after taking the writer lock.
-    if not value.strip():
-        raise argparse.ArgumentTypeError("a namespace is a non-empty name, e.g. 'default'")
-    return value
-
-
-def _file_path(value: str) -> str:
-    """A path argument: non-empty and without NUL bytes (which no file name can hold)."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("a path is a non-empty file or directory name")
-    if "\x00" in value:
-        raise argparse.ArgumentTypeError(f"a path cannot contain a NUL byte: {shown(value)}")
-    return value
-
-
-def _positive(value: str) -> int:
-    text = value.strip()
-    if not (text.isascii() and text.lstrip("+-").isdigit()) or len(text) > MAX_DIGITS:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number (at most {MAX_DIGITS} digits), not {shown(value)}")
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {n}")
-    return n
-
-
-# ---------------------------------------------------------------------------- fact commands
-
-
-def cmd_remember(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
-        new = m.remember(
-            args.subject, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
-            confidence=args.confidence, entities=args.entity or (),
-            source_agent=args.source_agent, source_ref=args.source_ref,
-        )
-    _emit(args, {"id": new}, [fmt.fact_id(new)])
-    return 0
-
-
-def cmd_revise(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
-        new = m.revise(
-            args.id, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
-            subject=args.subject, confidence=args.confidence, entities=args.entity or (),
-            reason=args.reason, source_agent=args.source_agent, source_ref=args.source_ref,
-        )
-    _emit(args, {"id": new, "revises": args.id}, [fmt.fact_id(new)])
-    return 0
-
-
-def cmd_forget(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
-        seq = m.forget(args.id, reason=args.reason)
-    _emit(args, {"id": args.id, "seq": seq}, [f"forgot {fmt.fact_id(args.id)} (log seq {seq})"])
-    return 0
-
-
-def cmd_recall(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
-        result = m.recall(
-            args.query, limit=args.limit, max_tokens=args.max_tokens,
-            as_of=_tx_point(args.as_of), valid_at=args.valid_at, subject=args.subject,
-            explain=args.explain,
-        )
-    lines = fmt.recall_lines(result)
-    if args.explain:
-        lines += [f"  #{h.id}: " + ", ".join(f"{k} {v:g}" for k, v in (h.explain or {}).items())
-                  for h in result.hits]
-    _emit(args, result, lines)
-    return 0
-
-
-def cmd_reembed(args: argparse.Namespace) -> int:
-    from hmem.progress import progress_bar
-
-    with _memory(args, read_only=False) as m, \
-            progress_bar("embedded", "facts", quiet=args.quiet) as progress:
-        n = m.reembed(progress=progress)
-        model = m.embedder.model if m.embedder else None
-    _emit(args, {"embedded": n, "model": model},
-          [f"recorded {n} vectors from {model} in namespace {args.namespace}"])
-    return 0
-
-
-def cmd_why(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
-        why = m.why(args.id)
-    _emit(args, why, fmt.why_lines(why))
-    return 0
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
-        diff = m.diff(_tx_point(args.since), _tx_point(args.until))
-    _emit(args, diff, fmt.diff_lines(diff))
-    return 0
-
-
-def cmd_history(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
-        facts = m.history(args.subject)
-    _emit(args, facts, fmt.history_lines(args.subject, facts))
-    return 0
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    if args.usage:
-        from hmem.usage import summarize_usage, usage_lines
-
-        summary = summarize_usage(_root(args))
-        _emit(args, summary, usage_lines(summary))
-        return 0
-    with _memory(args, read_only=True) as m:
-        stats = m.stats()
-    _emit(args, stats, fmt.stats_lines(stats))
-    return 0
-
-
-def cmd_mcp(args: argparse.Namespace) -> int:
-    from hmem.usage import usage_enabled
-
-    try:
-        from hmem.mcp_server import serve
-    except ImportError as e:
-        return _fail(str(e))
-    with _memory(args, read_only=args.read_only) as m:
-        serve(m, usage_log=usage_enabled(args.usage_log), source_agent=args.source_agent)
-    return 0
-
-
-# ---------------------------------------------------------------------------- log and replay
-
-
-def cmd_log_verify(args: argparse.Namespace) -> int:
-    from eventlog.repair import verify_log
-
-    report = verify_log(_log_dir(args))
-    _emit(args, report, fmt.log_verify_lines(report, _root(args)))
-    return 0 if report.ok else 1
-
-
-def cmd_log_repair(args: argparse.Namespace) -> int:
-    from eventlog.repair import repair_log
-
-    report = repair_log(_log_dir(args), _root(args) / "backups")
-    _emit(args, report, fmt.log_repair_lines(report))
-    return 0
-
-
-def cmd_log_show(args: argparse.Namespace) -> int:
-    from eventlog.log import EventLog
-
-    with EventLog(_log_dir(args), read_only=True) as log:
-        last = log.last_seq
-        stop = min(last, args.from_seq + args.limit - 1)
-        events = list(log.read(args.from_seq, stop))
-    _emit(args, events, [fmt.event_line(ev) for ev in events])
-    if not args.json and stop < last:
-        print(f"({last - stop} more; continue with --from {stop + 1})", file=sys.stderr)
-    return 0
-
-
-def cmd_replay_rebuild(args: argparse.Namespace) -> int:
-    from hmem.progress import progress_bar
-
-    with _memory(args, read_only=False) as m, \
-            progress_bar("replayed", "events", quiet=args.quiet) as progress:
-        n = m.rebuild(progress)
-    _emit(args, {"events": n}, [f"rebuilt the projection from {n} events"])
-    return 0
-
-
-def cmd_replay_verify(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
-        report = m.verify()
-    lines = fmt.projection_diff_lines(report)
-    value = {"ok": report.ok, "events": report.events, "tables": report.tables,
-             "examples": report.examples}
-    _emit(args, value, lines)
-    return 0 if report.ok else 1
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from hmem.export import export_parquet
-    from hmem.progress import progress_bar
-
-    with _memory(args, read_only=True) as m, \
-            progress_bar("exported", "files", quiet=args.quiet) as progress:
-        result = export_parquet(m, Path(args.parquet).expanduser(), progress=progress)
-    lines = [f"exported namespace {result.namespace} (log seq {result.seq}) to "
-             f"{result.directory}:"]
-    lines += [f"  {Path(t.path).name:<22} {t.rows} rows" for t in result.tables.values()]
-    _emit(args, result, lines)
-    return 0
-
-
-def cmd_timeline(args: argparse.Namespace) -> int:
-    from hmem.timeline import plot_timeline, timeline_rows
-
-    out = Path(args.out).expanduser()
-    with _memory(args, read_only=True) as m:
-        rows = timeline_rows(m, args.subject)
-        plot_timeline(m, args.subject, out)
-    _emit(args, {"out": str(out), "subjects": args.subject, "rows": rows},
-          [f"wrote {out} ({len(rows)} facts about {', '.join(args.subject)})"])
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from hmem.demo import run_demo
-
-    return run_demo(Path(args.path).expanduser() if args.path else None)
 
 
 # ---------------------------------------------------------------------------- parser
@@ -384,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hmem {__version__}")
-    parser.add_argument("--path", metavar="DIR", default=None, type=_file_path,
+    parser.add_argument("--path", metavar="DIR", default=None, type=arg_file_path,
                         help="store directory (default: $HMEM_HOME, else ~/.local/share/hmem)")
-    parser.add_argument("--namespace", metavar="NS", type=_namespace,
+    parser.add_argument("--namespace", metavar="NS", type=arg_namespace,
                         default=os.environ.get("HMEM_NAMESPACE") or "default",
                         help="namespace (default: $HMEM_NAMESPACE, else 'default')")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -407,18 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo = _command(sub, "demo", cmd_demo, "a one-minute tour: revise, time travel, why, forget",
                     ["hmem demo", "hmem demo --path /tmp/hmem-demo   # keep the store afterwards"],
                     common=False)
-    demo.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=_file_path,
+    demo.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=arg_file_path,
                       help="store to use (default: a temporary one, deleted afterwards)")
     return parser
 
 
 def _command(
-    sub: argparse._SubParsersAction, name: str, handler: Callable[[argparse.Namespace], int] | None,
+    sub: argparse._SubParsersAction[Any], name: str,
+    handler: Callable[[argparse.Namespace], int] | None,
     summary: str, examples: list[str], *, description: str | None = None, common: bool = True,
     writes: bool = False,
 ) -> argparse.ArgumentParser:
     """Add a subcommand with a one-line summary, a description and an Examples: epilog."""
-    p = sub.add_parser(
+    p: argparse.ArgumentParser = sub.add_parser(
         name, help=summary, description=description or summary[0].upper() + summary[1:] + ".",
         epilog="Examples:\n" + "\n".join(f"  {ex}" for ex in examples),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -428,9 +153,9 @@ def _command(
     else:
         p.set_defaults(group_parser=p)
     if common:  # also accepted after the command; SUPPRESS keeps the global value otherwise
-        p.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=_file_path,
+        p.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=arg_file_path,
                        help="store directory")
-        p.add_argument("--namespace", metavar="NS", type=_namespace, default=argparse.SUPPRESS,
+        p.add_argument("--namespace", metavar="NS", type=arg_namespace, default=argparse.SUPPRESS,
                        help="namespace")
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="print one JSON document")
@@ -455,7 +180,7 @@ def _statement(p: argparse.ArgumentParser) -> None:
                    help="an entity it mentions (repeatable; default: proper nouns of TEXT)")
 
 
-def _fact_commands(sub: argparse._SubParsersAction) -> None:
+def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p = _command(sub, "remember", cmd_remember, "store a new fact; prints its id", [
         'hmem remember maya "Maya lives in London" --valid-from 2025-01-01',
         'hmem remember maya "Maya is vegetarian" --source-agent chat --source-ref s1:t3',
@@ -471,7 +196,7 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
                  description="Replace a fact with a new version; prints the new id. With "
                  "--valid-from the world changed then (the old fact stays true before it); "
                  "without it this is a correction.", writes=True)
-    p.add_argument("id", type=_fact_id, help="the fact to revise (its newest version)")
+    p.add_argument("id", type=arg_fact_id, help="the fact to revise (its newest version)")
     p.add_argument("text", help="the new statement")
     _statement(p)
     p.add_argument("--subject", metavar="S", help="move the fact to another subject")
@@ -481,7 +206,7 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
     p = _command(sub, "forget", cmd_forget, "stop believing a fact (kept in history and why)", [
         'hmem forget 2 --reason "user asked"',
     ], writes=True)
-    p.add_argument("id", type=_fact_id, help="the fact to forget")
+    p.add_argument("id", type=arg_fact_id, help="the fact to forget")
     p.add_argument("--reason", metavar="TEXT", help="why it was forgotten")
 
     p = _command(sub, "recall", cmd_recall, "the facts most relevant to a query, best first", [
@@ -491,8 +216,9 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
         'hmem recall "where does maya live" --valid-at 2025-06-01          # true then',
     ])
     p.add_argument("query", help="what to ask about")
-    p.add_argument("--limit", metavar="N", type=_positive, help="at most N hits (default: 10)")
-    p.add_argument("--max-tokens", metavar="N", type=_positive, help="token budget (default: 1000)")
+    p.add_argument("--limit", metavar="N", type=arg_positive, help="at most N hits (default: 10)")
+    p.add_argument("--max-tokens", metavar="N", type=arg_positive,
+                   help="token budget (default: 1000)")
     p.add_argument("--as-of", metavar="TIME|SEQ", help="what was believed at that time or seq")
     p.add_argument("--valid-at", metavar="TIME", help="what was true in the world then")
     p.add_argument("--subject", metavar="S", help="only facts about this subject")
@@ -510,7 +236,7 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
     p = _command(sub, "why", cmd_why, "where a fact came from: source, revision chain, events", [
         "hmem why 2",
     ])
-    p.add_argument("id", type=_fact_id, help="a fact id (any version of the chain)")
+    p.add_argument("id", type=arg_fact_id, help="a fact id (any version of the chain)")
 
     p = _command(sub, "diff", cmd_diff, "what was added, revised and forgotten between two points",
                  ["hmem diff 1              # everything after log seq 1",
@@ -530,7 +256,7 @@ def _fact_commands(sub: argparse._SubParsersAction) -> None:
                    help="summarise the usage log instead: calls per tool, first and last use")
 
 
-def _mcp_command(sub: argparse._SubParsersAction) -> None:
+def _mcp_command(sub: argparse._SubParsersAction[Any]) -> None:
     p = _command(sub, "mcp", cmd_mcp, "serve this store to an agent over MCP (stdio)", [
         "hmem mcp                                  # the default store, namespace 'default'",
         "hmem mcp --path ~/notes-memory --namespace work --usage-log",
@@ -551,7 +277,7 @@ def _mcp_command(sub: argparse._SubParsersAction) -> None:
                    help="recorded as the source agent of every write (default: mcp)")
 
 
-def _log_commands(sub: argparse._SubParsersAction) -> None:
+def _log_commands(sub: argparse._SubParsersAction[Any]) -> None:
     group = _command(sub, "log", None, "check, repair or show the event log",
                      ["hmem log verify", "hmem log show --from 100 --limit 20"], common=False)
     lsub = group.add_subparsers(title="log commands", metavar="COMMAND")
@@ -565,13 +291,13 @@ def _log_commands(sub: argparse._SubParsersAction) -> None:
              "Stop the writer first.")
     p = _command(lsub, "show", cmd_log_show, "print decoded events, one per line",
                  ["hmem log show", "hmem log show --from 100 --limit 20", "hmem log show --json"])
-    p.add_argument("--from", dest="from_seq", metavar="SEQ", type=_positive, default=1,
+    p.add_argument("--from", dest="from_seq", metavar="SEQ", type=arg_positive, default=1,
                    help="first seq (default: 1)")
-    p.add_argument("--limit", metavar="N", type=_positive, default=100,
+    p.add_argument("--limit", metavar="N", type=arg_positive, default=100,
                    help="at most N events (default: 100)")
 
 
-def _replay_commands(sub: argparse._SubParsersAction) -> None:
+def _replay_commands(sub: argparse._SubParsersAction[Any]) -> None:
     group = _command(sub, "replay", None, "rebuild or verify the projection from the log",
                      ["hmem replay verify", "hmem replay rebuild"], common=False)
     rsub = group.add_subparsers(title="replay commands", metavar="COMMAND")
@@ -582,7 +308,7 @@ def _replay_commands(sub: argparse._SubParsersAction) -> None:
              ["hmem replay verify", "hmem replay verify --json"], writes=True)
 
 
-def _analysis_commands(sub: argparse._SubParsersAction) -> None:
+def _analysis_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p = _command(sub, "export", cmd_export,
                  "write this namespace's events, fact versions, facts and entities as Parquet",
                  ["hmem export --parquet ./audit      # events.parquet, fact_versions.parquet, ...",
@@ -592,7 +318,7 @@ def _analysis_commands(sub: argparse._SubParsersAction) -> None:
                  "facts), facts and entities as Parquet files, plus manifest.json, into DIR for "
                  "offline analysis (DuckDB, pandas, polars, Spark). Only this namespace's rows "
                  "are written. Safe beside a live writer.")
-    p.add_argument("--parquet", metavar="DIR", required=True, type=_file_path,
+    p.add_argument("--parquet", metavar="DIR", required=True, type=arg_file_path,
                    help="directory to write into (created if needed; its export files replaced)")
 
     p = _command(sub, "timeline", cmd_timeline,
@@ -605,7 +331,7 @@ def _analysis_commands(sub: argparse._SubParsersAction) -> None:
                  "believed), revisions, corrections and forgets marked. PNG, SVG or PDF by the "
                  "extension of --out. Needs pip install 'hmem[plot]'.")
     p.add_argument("subject", nargs="+", help="the subject (case-insensitive); several allowed")
-    p.add_argument("--out", metavar="FILE", default="timeline.png", type=_file_path,
+    p.add_argument("--out", metavar="FILE", default="timeline.png", type=arg_file_path,
                    help="image to write (default: timeline.png)")
 
 

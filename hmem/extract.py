@@ -334,6 +334,6 @@ def _embed_candidates(
     ]
     got = memory.embed_facts(pairs)
     assert got is not None
-    for i, vector in zip(usable, got):
+    for i, vector in zip(usable, got, strict=True):
         vectors[i] = vector
     return vectors

@@ -33,7 +33,9 @@ try:
     try:
         from mcp.server.mcpserver import MCPServer as _Server  # mcp >= 2
     except ImportError:  # mcp 1.x
-        from mcp.server.fastmcp import FastMCP as _Server  # type: ignore[no-redef]
+        from mcp.server.fastmcp import (  # type: ignore[no-redef,attr-defined,unused-ignore]
+            FastMCP as _Server,
+        )
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "`hmem mcp` needs the MCP SDK: pip install 'hmem[mcp]', or with uv: "
@@ -158,9 +160,10 @@ def _data(value: Any) -> Any:
 
 
 def _ok(lines: list[str], data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text="\n".join(lines))], structuredContent=data
-    )
+    # By the wire names (camelCase), which every SDK version accepts.
+    return CallToolResult.model_validate({
+        "content": [TextContent(type="text", text="\n".join(lines))], "structuredContent": data,
+    })
 
 
 def _error(e: HmemError) -> CallToolResult:
@@ -170,11 +173,11 @@ def _error(e: HmemError) -> CallToolResult:
             f"no fact {e.fact_id!r} in this memory (namespace {e.namespace!r}); find the right "
             "id with recall or history"
         )
-    return CallToolResult(
-        content=[TextContent(type="text", text=message)],
-        structuredContent={"error": type(e).__name__, "message": message},
-        isError=True,
-    )
+    return CallToolResult.model_validate({
+        "content": [TextContent(type="text", text=message)],
+        "structuredContent": {"error": type(e).__name__, "message": message},
+        "isError": True,
+    })
 
 
 def _blank(value: str | None) -> str | None:
@@ -240,10 +243,12 @@ def build_server(
                 warned = True
                 print(f"hmem mcp: cannot write the usage log {usage.path}: {e}", file=sys.stderr)
 
-    def tool(name: str, *, destructive: bool = False) -> Callable[[Callable], Callable]:
+    Tool = Callable[..., CallToolResult]
+
+    def tool(name: str, *, destructive: bool = False) -> Callable[[Tool], Tool]:
         read = name not in WRITE_TOOLS
 
-        def register(fn: Callable[..., CallToolResult]) -> Callable:
+        def register(fn: Tool) -> Tool:
             @functools.wraps(fn)  # the SDK reads the schema from fn's signature
             def run(**kwargs: Any) -> CallToolResult:
                 ok = False
@@ -259,10 +264,10 @@ def build_server(
             if read or not read_only:
                 server.add_tool(
                     run, name=name, description=DESCRIPTIONS[name],
-                    annotations=ToolAnnotations(
-                        readOnlyHint=read, destructiveHint=destructive,
-                        idempotentHint=read, openWorldHint=False,
-                    ),
+                    annotations=ToolAnnotations.model_validate({
+                        "readOnlyHint": read, "destructiveHint": destructive,
+                        "idempotentHint": read, "openWorldHint": False,
+                    }),
                 )
             return fn
         return register

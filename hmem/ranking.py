@@ -14,8 +14,8 @@ import numpy as np
 from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
 from hmem.recall import RecallConfig, RecallQuery
 from projections.entities import extract_entities, normalize_entity
-from projections.recall_index import NamespaceIndex
 from projections.projector import Projector, index_counts
+from projections.recall_index import NamespaceIndex
 from projections.state import Fact, Row, subject_key
 from projections.text import STOPWORDS, tokenize
 from projections.timeutil import from_us, from_us_opt
@@ -49,7 +49,7 @@ def rank(
         else:
             keep = index.visible_mask(docs, seq, valid_at_us)
         if key is not None:
-            keep &= index.subject_mask(docs, key)  # type: ignore[operator]
+            keep &= index.subject_mask(docs, key)
         return keep
 
     depth = max(config.candidates, 4 * limit)
@@ -58,7 +58,8 @@ def rank(
     alpha, beta = config.neighbor_weight, config.next_weight
     if tokens:
         docs, scores = index.text.score(tokens)
-        if len(docs) and config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
+        feedback = config.feedback_docs and config.feedback_terms and config.feedback_weight > 0
+        if len(docs) and feedback:
             docs, scores = _feedback(index, state.facts, tokens, docs, scores, visible, config)
         if alpha or beta:
             full = np.zeros(n, dtype=np.float32)
@@ -88,7 +89,9 @@ def rank(
     entity_factor = _entity_factor(index, cand, query.text, config.entity_boost)
     time_factor = np.ones(len(cand))
     if time_range is not None:
-        time_factor = _time_factor(state.facts, ids, seq, valid_at_us, time_range, config.time_boost)
+        time_factor = _time_factor(
+            state.facts, ids, seq, valid_at_us, time_range, config.time_boost
+        )
     score = relevance * confidence * recency_factor * entity_factor * time_factor
 
     hits: list[Hit] = []
@@ -154,13 +157,14 @@ def _feedback(
     query = set(tokens)
     weights: dict[str, float] = {}
     best = float(top_scores[0]) or 1.0
-    for doc, score in zip(top_docs.tolist(), top_scores.tolist()):
+    for doc, score in zip(top_docs.tolist(), top_scores.tolist(), strict=True):
         fact = facts[index.fact_ids[doc]]
         counts = index_counts(fact.subject, fact.text)
         total = sum(counts.values()) or 1
         for term, tf in counts.items():
             if term not in query:
-                weights[term] = weights.get(term, 0.0) + (score / best) * tf / total * index.text.idf(term)
+                gain = (score / best) * tf / total * index.text.idf(term)
+                weights[term] = weights.get(term, 0.0) + gain
     chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
     if not chosen:
         return docs, scores
@@ -292,7 +296,10 @@ def _hit(
         believed = [r for r in prev.rows if r.tx_from_seq <= seq]
         shown = believed[-1] if believed else prev.rows[0]
         history.append(
-            PastVersion(prev.id, prev.text, from_us(shown.valid_from), from_us_opt(shown.valid_to), kind or "world")
+            PastVersion(
+                prev.id, prev.text, from_us(shown.valid_from), from_us_opt(shown.valid_to),
+                kind or "world",
+            )
         )
         prev_id, kind = prev.supersedes, prev.revision
     superseded_by = fact.superseded_by if not fact.is_head_at(seq) else None

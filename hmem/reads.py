@@ -19,6 +19,7 @@ from hmem.recall import RecallRequest, RecallResult, recall
 from hmem.timeparse import TimeLike, parse_time_opt
 from hmem.transaction import transaction_time
 from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
+from projections.duck import one_row
 from projections.state import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as beliefs_as_of
@@ -139,14 +140,16 @@ class ReadMethods(StoreHandle):
             state = store.projector.state
             facts = list(state.in_namespace(self.namespace))
             con = store.connection()
-            ns_events, first, last = con.execute(
+            ns_events, first, last = one_row(
+                con,
                 "SELECT count(*), min(epoch_us(tx_at)), max(epoch_us(tx_at)) FROM events "
                 "WHERE namespace = ?",
                 [self.namespace],
-            ).fetchone()
-            n_entities = con.execute(
-                "SELECT count(DISTINCT entity) FROM entities WHERE namespace = ?", [self.namespace]
-            ).fetchone()[0]
+            )
+            (n_entities,) = one_row(
+                con, "SELECT count(DISTINCT entity) FROM entities WHERE namespace = ?",
+                [self.namespace],
+            )
             return Stats(
                 path=str(store.root),
                 namespace=self.namespace,

@@ -25,6 +25,7 @@ itself is :func:`hmem.ranking.rank`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import date, datetime
 
@@ -113,7 +114,7 @@ def _non_negative(x: float) -> bool:
 
 
 _AT_LEAST_ONE = {"limit", "max_tokens", "candidates"}
-_FLOAT_RANGES = {
+_FLOAT_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "half_life_days": ("> 0", lambda x: x > 0),
     "chars_per_token": ("> 0", lambda x: x > 0),
     "recency_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),

@@ -17,7 +17,7 @@ def backoff_delay(
     (``backoff * 2**(attempt-1)`` capped at ``max_backoff``, half fixed, half random), or the
     server's ``Retry-After`` when that is longer (capped too)."""
     cap = min(max_backoff, backoff * 2 ** (attempt - 1))
-    delay = cap / 2 + rng.uniform(0, cap / 2)
+    delay: float = cap / 2 + rng.uniform(0, cap / 2)
     if retry_after is not None:
         delay = max(delay, min(retry_after, max_backoff))
     return delay

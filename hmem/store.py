@@ -48,7 +48,8 @@ def default_root() -> Path:
     """``$HMEM_HOME``, else ``$XDG_DATA_HOME/hmem``, else ``~/.local/share/hmem``."""
     if os.environ.get("HMEM_HOME"):
         return Path(os.environ["HMEM_HOME"]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    home = os.path.expanduser("~")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
     return Path(base) / "hmem"
 
 
@@ -179,7 +180,9 @@ class Store:
                 state.validate(ev)
             if isinstance(ev, (FactRevised, FactForgotten)):
                 if ev.fact_id in touched:
-                    raise InvalidInput(f"fact {ev.fact_id} is revised or forgotten twice in one batch")
+                    raise InvalidInput(
+                        f"fact {ev.fact_id} is revised or forgotten twice in one batch"
+                    )
                 touched.add(ev.fact_id)
         stamped = self.log.append_many(events, links)
         for ev in stamped:

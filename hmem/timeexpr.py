@@ -311,7 +311,7 @@ _ANY_DAY = "|".join(re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p in _DAY_PATTER
 def _parse_day(text: str, d: date) -> date | None:
     for pattern in _DAY_PATTERNS:
         if (m := pattern.fullmatch(text)) and (span := _dated(m, d)):
-            return span[0]  # type: ignore[return-value]
+            return span[0]
     return None
 
 

@@ -238,7 +238,7 @@ def _draw(
     headers: list[tuple[float, str]] = []
     y = 0.0
     prev_subject: str | None = None
-    for row, label in zip(rows, labels):
+    for row, label in zip(rows, labels, strict=True):
         key = row.subject.casefold()
         if len(subjects) > 1 and key != prev_subject:
             y += 0.35 if prev_subject is None else 0.9
@@ -250,7 +250,7 @@ def _draw(
         y += height
     total = y
 
-    fig = mpl.figure.Figure(figsize=(13.5, 1.9 + 0.5 * total), layout="constrained")
+    fig: Figure = mpl.figure.Figure(figsize=(13.5, 1.9 + 0.5 * total), layout="constrained")
     left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.45, 1]})
     heading = fig.suptitle(title, fontsize=13, fontweight="bold", color=_TEXT, x=0.01,
                            ha="left")
@@ -292,7 +292,7 @@ def _draw(
     left.annotate("now", (mdates.date2num(now), 0), xytext=(2, 2), textcoords="offset points",
                   fontsize=8, color=_MUTED, va="bottom", annotation_clip=False)
 
-    for row, y0 in zip(rows, ys):
+    for row, y0 in zip(rows, ys, strict=True):
         _valid_bar(mpl, left, row, y0, v_hi)
         _belief_bar(mpl, right, row, y0, t_hi)
 

@@ -94,7 +94,8 @@ class Transaction:
     def commit(self) -> list[Event]:
         """Validate and append every event as one write; returns them stamped with seqs."""
         if self._stamped is None:
-            self._stamped = self.store.append_batch(self._events, self._links) if self._events else []
+            events, links = self._events, self._links
+            self._stamped = self.store.append_batch(events, links) if events else []
         return self._stamped
 
     def seq(self, position: int) -> int:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -107,7 +108,7 @@ def summarize_usage(root: str | os.PathLike[str]) -> UsageSummary:
     path = Path(root) / USAGE_FILE
     if not path.is_file():
         return UsageSummary(str(path), False, 0, (), None, None, 0)
-    counts: dict[str, list] = {}
+    counts: dict[str, list[Any]] = {}
     bad = 0
     with open(path, "rb") as f:
         for raw in f:

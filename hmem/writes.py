@@ -5,7 +5,7 @@ the LLM layer's ``add`` / ``extract``. Each builds its events and appends them t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -204,7 +204,7 @@ class WriteMethods(StoreHandle):
             vectors = self.embed_facts([(subject, text) for _, subject, text in chunk])
             assert vectors is not None
             with self.transaction() as txn:
-                for (fid, _, _), vector in zip(chunk, vectors):
+                for (fid, _, _), vector in zip(chunk, vectors, strict=True):
                     txn.append(txn.vector(vector, fid, source_agent=self.source_agent))
             done += len(chunk)
             if progress is not None:
@@ -243,7 +243,8 @@ class WriteMethods(StoreHandle):
         resolved = self._resolve_extractor(extractor)
         mem = self if namespace is None else self.in_namespace(namespace)
         return extract.add(
-            mem, messages, extractor=resolved, session_id=session_id, observed_at=observed_at,
+            cast("extract.Memory", mem), messages, extractor=resolved, session_id=session_id,
+            observed_at=observed_at,
             context_turns=context_turns, similar=similar, profile=profile, source_ref=source_ref,
         )
 
@@ -266,7 +267,8 @@ class WriteMethods(StoreHandle):
         )
         resolved = self._resolve_extractor(extractor)
         return extract.extract(
-            self, list(episode_seqs), extractor=resolved, context_turns=context_turns,
+            cast("extract.Memory", self), list(episode_seqs), extractor=resolved,
+            context_turns=context_turns,
             similar=similar, profile=profile,
         )
 

@@ -1,7 +1,8 @@
 """Checks of an event's own fields, run on the write path before anything is appended.
 
 Replay never runs them (an event an older hmem accepted is never refused later because a rule got
-stricter); the fold's checks against the state are :meth:`projections.state.FactState.check_applies`.
+stricter); the fold's checks against the state are
+:meth:`projections.state.FactState.check_applies`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Dense vectors of one namespace and one model, kept hot as a matrix.
 
-Rows are aligned with the namespace's document numbers (see :mod:`projections.recall_index`); a document
+Rows are aligned with the namespace's document numbers (see :mod:`projections.recall_index`); a
+document
 without a vector for this model has a zero row and ``has[doc] == False``. Rows are L2-normalised
 on insert, so a matrix-vector product gives cosines.
 
@@ -71,9 +72,11 @@ class DocVectors:
     def get(self, doc: int) -> np.ndarray | None:
         """The (normalised) vector of ``doc``, or None when it has none."""
         if 0 <= doc < self.size and self._has[doc]:
+            row: np.ndarray = self._matrix[doc]
             if self.dtype == "int8":
-                return self._matrix[doc].astype(np.float32) * self._scale[doc]
-            return self._matrix[doc]
+                scaled: np.ndarray = row.astype(np.float32) * self._scale[doc]
+                return scaled
+            return row
         return None
 
     def scores(self, query: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:

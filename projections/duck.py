@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import itertools
 import os
-from itertools import chain
 import threading
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,7 +33,7 @@ import numpy as np
 from projections.errors import ProjectionError
 from projections.state import Episode, Fact, FactState, Row, Vector, subject_key
 
-__all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES"]
+__all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES", "one_row"]
 
 # 2: Snowball stems in postings; subject in indexed text. 3: episodes table, fact lineage.
 SCHEMA_VERSION = 3
@@ -114,6 +114,16 @@ TABLES: dict[str, str] = {
 _US = "make_timestamp({0})::TIMESTAMPTZ"
 
 
+def one_row(
+    con: duckdb.DuckDBPyConnection, sql: str, params: object = None
+) -> tuple[Any, ...]:
+    """The single row an aggregate query returns."""
+    row = con.execute(sql, params).fetchone()
+    if row is None:
+        raise ProjectionError(f"query returned no row: {sql}")
+    return row
+
+
 def _objects(values: Sequence[Any]) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
@@ -178,7 +188,9 @@ class DuckProjection:
             return duckdb.connect(str(self.path))
         except duckdb.Error as e:
             if "lock" in str(e).lower():
-                raise ProjectionError(f"projection {self.path} is held by another process: {e}") from e
+                raise ProjectionError(
+                    f"projection {self.path} is held by another process: {e}"
+                ) from e
             # The projection is disposable: move the damaged file aside and start empty.
             aside = self.move_aside(self.path)
             self.recreated = f"projection {self.path} did not open ({e}); moved to {aside}"
@@ -195,10 +207,11 @@ class DuckProjection:
 
     def _ensure_schema(self) -> None:
         con = self.con
-        has_meta = con.execute(
+        has_meta = one_row(
+            con,
             "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta' "
-            "AND database_name = current_database() AND schema_name = 'main'"
-        ).fetchone()[0]
+            "AND database_name = current_database() AND schema_name = 'main'",
+        )[0]
         if has_meta:
             row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else None
@@ -373,7 +386,9 @@ class EventRow(NamedTuple):
 
 
 def _event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
-    cols = list(zip(*events)) if events else [[] for _ in EventRow._fields]
+    cols: list[Sequence[Any]] = (
+        list(zip(*events, strict=True)) if events else [[] for _ in EventRow._fields]
+    )
     return {
         "seq": np.array(cols[0], dtype=np.int64),
         "type": _objects(cols[1]),
@@ -395,9 +410,9 @@ _NULLABLE_INT64 = {
 
 
 def _fact_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
-    columns = zip(*map(msgspec.structs.astuple, facts))
+    columns = zip(*map(msgspec.structs.astuple, facts), strict=True)
     cols: dict[str, np.ndarray] = {}
-    for name, column in zip(_FACT_FIELDS, columns):
+    for name, column in zip(_FACT_FIELDS, columns, strict=True):
         if name == "rows":
             continue
         if name in _INT64:
@@ -421,7 +436,7 @@ def _fact_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
 def _row_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
     counts = np.array([len(f.rows) for f in facts], dtype=np.int64)
     rows = list(chain.from_iterable(f.rows for f in facts))
-    vf, vt, tfs, tf, tts, tt = zip(*map(msgspec.structs.astuple, rows))
+    vf, vt, tfs, tf, tts, tt = zip(*map(msgspec.structs.astuple, rows), strict=True)
     return {
         "fact_id": np.repeat(np.array([f.id for f in facts], dtype=np.int64), counts),
         "row_no": np.fromiter(
@@ -479,10 +494,10 @@ def _vector_columns(vectors: Sequence[Vector]) -> dict[str, np.ndarray]:
 
 
 def _episode_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
-    cols = list(zip(*map(msgspec.structs.astuple, episodes)))
+    cols = list(zip(*map(msgspec.structs.astuple, episodes), strict=True))
     names = Episode.__struct_fields__
     out: dict[str, np.ndarray] = {}
-    for name, column in zip(names, cols):
+    for name, column in zip(names, cols, strict=True):
         if name in ("seq", "turn", "observed_at", "recorded_at"):
             out[name] = np.array(column, dtype=np.int64)
         else:

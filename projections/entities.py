@@ -42,7 +42,8 @@ def extract_entities(text: str) -> list[str]:
 
 
 def fact_entities(subject: str, text: str, given: Iterable[str] = ()) -> tuple[str, ...]:
-    """The subject plus the caller's entities, or the proper nouns of ``text`` when none are given."""
+    """The subject plus the caller's entities, or the proper nouns of ``text`` when none are
+    given."""
     names = [normalize_entity(subject)]
     given = [g for g in given if g.strip()]
     names += [normalize_entity(g) for g in given] if given else extract_entities(text)

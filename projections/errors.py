@@ -45,7 +45,8 @@ class FactSuperseded(HmemError):
 
     def __init__(self, fact_id: int, head_id: int) -> None:
         super().__init__(
-            f"fact {fact_id} was already revised; revise the newest version, fact {head_id}, instead"
+            f"fact {fact_id} was already revised; revise the newest version, fact {head_id}, "
+            f"instead"
         )
         self.fact_id = fact_id
         self.head_id = head_id

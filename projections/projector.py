@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gc
-from collections import Counter
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -75,7 +75,7 @@ class Projector:
                 index = indexes.get(fact.namespace)
                 if index is None:
                     index = indexes[fact.namespace] = NamespaceIndex()
-                index.add(fact, index_counts(fact.subject, fact.text))  # type: ignore[arg-type]
+                index.add(fact, index_counts(fact.subject, fact.text))
             for vec in self.state.vectors:
                 indexes[vec.namespace].set_vector(vec.fact_id, vec.model, _floats(vec.vector))
             self._indexes = indexes
@@ -101,7 +101,7 @@ class Projector:
                 for fid in changed:
                     if fid != fact.id:
                         index.update(self.state.facts[fid])
-                index.add(fact, counts)  # type: ignore[arg-type]
+                index.add(fact, counts)
         elif isinstance(ev, EmbeddingRecorded):
             self._new_vectors.append(self.state.vectors[-1])
             if indexes is not None:

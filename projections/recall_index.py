@@ -63,7 +63,7 @@ class NamespaceIndex:
         self.rows = array("q")  # _ROW_WIDTH per document, see the module docstring
         self.irregular: dict[int, Fact] = {}  # doc -> fact, visibility checked in Python
         self._unsynced: list[Fact] = []  # facts of the documents not yet in heads and rows
-        self.entity_docs: dict[str, array] = {}  # entity -> documents mentioning it
+        self.entity_docs: dict[str, array[int]] = {}  # entity -> documents mentioning it
         self.prev_doc = array("q")  # the document of the previous turn of the same source, or -1
         self.next_doc = array("q")
         self._turns: dict[str, dict[int, int]] = {}  # source session -> turn number -> doc
@@ -73,7 +73,7 @@ class NamespaceIndex:
         return len(self.fact_ids)
 
     def add(self, fact: Fact, tokens: list[str] | dict[str, int]) -> None:
-        doc = self.text.add(tokens)  # type: ignore[arg-type]
+        doc = self.text.add(tokens)
         self.fact_ids.append(fact.id)
         self.doc_of[fact.id] = doc
         self.current.append(_is_current(fact))
@@ -137,7 +137,8 @@ class NamespaceIndex:
 
     def current_mask(self, docs: np.ndarray) -> np.ndarray:
         """Which documents are current beliefs (believed, unsuperseded heads now)."""
-        return np.frombuffer(self.current, dtype=np.bool_)[docs]
+        mask: np.ndarray = np.frombuffer(self.current, dtype=np.bool_)[docs]
+        return mask
 
     def visible_mask(self, docs: np.ndarray, seq: int, valid_at: int | None) -> np.ndarray:
         """Which documents recall shows at ``seq``: without ``valid_at``, the believed heads
@@ -147,7 +148,7 @@ class NamespaceIndex:
             self._sync()
         if valid_at is None:
             h = np.frombuffer(self.heads, dtype=np.int64).reshape(-1, 2)[docs]
-            keep = h[:, 0] <= seq
+            keep: np.ndarray = h[:, 0] <= seq
             keep &= h[:, 1] > seq
         else:
             r = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, _ROW_WIDTH)[docs]
@@ -172,7 +173,8 @@ class NamespaceIndex:
         code = self._subject_code.get(key)
         if code is None:
             return None
-        return np.frombuffer(self.subject_codes, dtype=np.int64)[docs] == code
+        mask: np.ndarray = np.frombuffer(self.subject_codes, dtype=np.int64)[docs] == code
+        return mask
 
     def _sync(self) -> None:
         """Write heads and rows of the documents added since the last time-travel query."""

@@ -35,6 +35,8 @@ from eventlog.events import (
     FactRemembered,
     FactRevised,
 )
+from projections.checks import check_fields, check_period
+from projections.entities import fact_entities
 from projections.errors import (
     FactAlreadyForgotten,
     FactNotFound,
@@ -43,8 +45,6 @@ from projections.errors import (
     InvalidTime,
     ProjectionError,
 )
-from projections.checks import check_fields, check_period
-from projections.entities import fact_entities
 from projections.timeutil import from_us, to_us
 
 __all__ = ["Row", "Fact", "Vector", "Episode", "FactState", "subject_key"]
@@ -188,7 +188,8 @@ class FactState:
             old = self.lookup(ev.fact_id, ev.namespace)
             if old.forgotten_seq is not None:
                 raise FactAlreadyForgotten(
-                    f"fact {old.id} was forgotten; it cannot be revised. Remember a new fact instead"
+                    f"fact {old.id} was forgotten; it cannot be revised. Remember a new fact "
+                    f"instead"
                 )
             if old.superseded_by is not None:
                 raise FactSuperseded(old.id, self.head_of(old.id))

@@ -29,7 +29,8 @@ _SNOWBALL = snowballstemmer.stemmer("english")
 
 def _stem(word: str) -> str:
     """The Snowball (Porter 2) English stem: "camping" -> "camp", "cities" -> "citi"."""
-    return _SNOWBALL.stemWord(word)
+    stem: str = _SNOWBALL.stemWord(word)
+    return stem
 
 
 class _StemCache(dict[str, str]):
@@ -72,7 +73,9 @@ class _Postings:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._cache is None or len(self._cache[0]) != len(self.docs):
-            self._cache = (np.array(self.docs, dtype=np.int64), np.array(self.tfs, dtype=np.float32))
+            self._cache = (
+                np.array(self.docs, dtype=np.int64), np.array(self.tfs, dtype=np.float32)
+            )
         return self._cache
 
 
@@ -123,7 +126,10 @@ class TextIndex:
         """(doc numbers, BM25 scores) of every document sharing a term with the query; a dict
         query weighs each term's contribution; ``base`` (one score per document) is added to."""
         n = len(self._doc_len)
-        weights = query_tokens if isinstance(query_tokens, dict) else dict.fromkeys(query_tokens, 1.0)
+        if isinstance(query_tokens, dict):
+            weights = query_tokens
+        else:
+            weights = dict.fromkeys(query_tokens, 1.0)
         postings = [(self._terms[t], w) for t, w in weights.items() if t in self._terms]
         scores = np.zeros(n, dtype=np.float32) if base is None else base.copy()
         if not n or not (postings or base is not None):

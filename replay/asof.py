@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import duckdb
 
-from replay.views import Belief
 from projections.timeutil import from_us, from_us_opt
+from replay.views import Belief
 
 __all__ = ["as_of", "seq_at", "snapshot_query"]
 

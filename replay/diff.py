@@ -7,9 +7,9 @@ from datetime import datetime
 
 import duckdb
 
-from replay.views import Diff, Revision, fact_view
 from projections.state import FactState
 from projections.timeutil import from_us
+from replay.views import Diff, Revision, fact_view
 
 __all__ = ["diff"]
 

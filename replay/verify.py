@@ -24,7 +24,9 @@ class ProjectionDiff:
         return not self.tables
 
 
-def verify_projection(log: EventLog, live: DuckProjection, *, max_examples: int = 5) -> ProjectionDiff:
+def verify_projection(
+    log: EventLog, live: DuckProjection, *, max_examples: int = 5
+) -> ProjectionDiff:
     """Compare every table of ``live`` with a replay of ``log`` into an in-memory database."""
     fresh = DuckProjection(None)
     try:

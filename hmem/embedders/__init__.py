@@ -24,7 +24,7 @@ def resolve_embedder(spec: "Embedder | str | None") -> "Embedder | None":
     from hmem.errors import EmbedderUnavailable
 
     if spec is None or isinstance(spec, Embedder):
-        return spec  # type: ignore[return-value]
+        return spec
     name = spec.strip().lower()
     if name == "auto":
         env = os.environ.get("HMEM_EMBEDDER", "").strip()

@@ -22,8 +22,11 @@ class Embedder(Protocol):
     (validation rejects them first); what a blank text gets is up to the model (MiniLM embeds
     its [CLS][SEP]; the OpenAI-compatible embedder returns a zero row without a request)."""
 
-    model: str
-    dims: int
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -73,7 +76,8 @@ class HashEmbedder:
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         for row, text in enumerate(texts):
             for feature in self._features(text):
-                h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                h = int.from_bytes(digest, "little")
                 out[row, h % self.dims] += 1.0 if (h >> 32) & 1 else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)

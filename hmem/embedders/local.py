@@ -354,7 +354,8 @@ class _Weights:
         else:
             pooled = np.add.reduce(x3, axis=1) / _F32(length)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.maximum(norms, _F32(1e-12))
+        unit: np.ndarray = pooled / np.maximum(norms, _F32(1e-12))
+        return unit
 
 
 # elementwise kernels (in place, float32) ---------------------------------------------------------

@@ -1,0 +1,325 @@
+"""What each ``hmem`` command does: open the store, call one library method, print.
+
+The parser (:mod:`hmem.cli`) maps each command to one ``cmd_*`` function here, and checks
+arguments with the ``arg_*`` types. Library errors propagate to :func:`hmem.cli.main`, which
+prints them as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hmem import cli_format as fmt
+from hmem.args import fact_id
+from hmem.errors import InvalidInput, shown
+
+if TYPE_CHECKING:
+    from hmem.memory import Memory
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def fail(message: str) -> int:
+    """Print one ``error: ...`` line on stderr; returns the exit code 1."""
+    print("error: " + " ".join(message.splitlines()), file=sys.stderr)
+    return 1
+
+
+
+def _root(args: argparse.Namespace) -> Path:
+    from hmem.store import default_root  # lazy, like every heavy import: `hmem --help` stays fast
+
+    return Path(args.path).expanduser() if args.path else default_root()
+
+
+def _log_dir(args: argparse.Namespace) -> Path:
+    from hmem.store import missing_store
+
+    root = _root(args)
+    if not (root / "log").is_dir():
+        raise missing_store(root)
+    return root / "log"
+
+
+@contextmanager
+def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
+    from hmem.memory import Memory
+
+    mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync,
+                 embedder=args.embedder)
+    try:
+        for note in mem.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if read_only:
+            _note_emptyarg_namespace(mem)
+        yield mem
+    finally:
+        mem.close()
+
+
+def _note_emptyarg_namespace(mem: Memory) -> None:
+    """A read of a namespace that holds nothing is most likely a typo: say so (without naming
+    other namespaces: their names are theirs)."""
+    if mem.stats().namespace_events:
+        return
+    print(f"note: namespace {shown(mem.namespace)} holds nothing yet (choose another with "
+          f"--namespace)", file=sys.stderr)
+
+
+def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
+    """Print ``value`` as one JSON document with --json, else the human ``lines``."""
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+    else:
+        for line in lines:
+            print(line)
+
+
+MAX_DIGITS = 19  # a seq or fact id is a signed 64-bit number
+
+
+def tx_point(value: str | None) -> int | str | None:
+    """A transaction point from the command line: digits are a seq, anything else a time."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):
+        return value
+    if len(text) > MAX_DIGITS:
+        raise InvalidInput(f"seq {shown(text)} is too large; `hmem stats` shows the last seq")
+    return int(text)
+
+
+def arg_fact_id(value: str) -> int:
+    try:
+        return fact_id(value)
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def arg_namespace(value: str) -> str:
+    # Checked here too: Memory() rejects an empty namespace only after taking the writer lock.
+    if not value.strip():
+        raise argparse.ArgumentTypeError("a namespace is a non-empty name, e.g. 'default'")
+    return value
+
+
+def arg_file_path(value: str) -> str:
+    """A path argument: non-empty and without NUL bytes (which no file name can hold)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("a path is a non-empty file or directory name")
+    if "\x00" in value:
+        raise argparse.ArgumentTypeError(f"a path cannot contain a NUL byte: {shown(value)}")
+    return value
+
+
+def arg_positive(value: str) -> int:
+    text = value.strip()
+    if not (text.isascii() and text.lstrip("+-").isdigit()) or len(text) > MAX_DIGITS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number (at most {MAX_DIGITS} digits), not {shown(value)}")
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {n}")
+    return n
+
+
+# ---------------------------------------------------------------------------- fact commands
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        new = m.remember(
+            args.subject, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
+            confidence=args.confidence, entities=args.entity or (),
+            source_agent=args.source_agent, source_ref=args.source_ref,
+        )
+    _emit(args, {"id": new}, [fmt.fact_id(new)])
+    return 0
+
+
+def cmd_revise(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        new = m.revise(
+            args.id, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
+            subject=args.subject, confidence=args.confidence, entities=args.entity or (),
+            reason=args.reason, source_agent=args.source_agent, source_ref=args.source_ref,
+        )
+    _emit(args, {"id": new, "revises": args.id}, [fmt.fact_id(new)])
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        seq = m.forget(args.id, reason=args.reason)
+    _emit(args, {"id": args.id, "seq": seq}, [f"forgot {fmt.fact_id(args.id)} (log seq {seq})"])
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        result = m.recall(
+            args.query, limit=args.limit, max_tokens=args.max_tokens,
+            as_of=tx_point(args.as_of), valid_at=args.valid_at, subject=args.subject,
+            explain=args.explain,
+        )
+    lines = fmt.recall_lines(result)
+    if args.explain:
+        lines += [f"  #{h.id}: " + ", ".join(f"{k} {v:g}" for k, v in (h.explain or {}).items())
+                  for h in result.hits]
+    _emit(args, result, lines)
+    return 0
+
+
+def cmd_reembed(args: argparse.Namespace) -> int:
+    from hmem.progress import progress_bar
+
+    with _memory(args, read_only=False) as m, \
+            progress_bar("embedded", "facts", quiet=args.quiet) as progress:
+        n = m.reembed(progress=progress)
+        model = m.embedder.model if m.embedder else None
+    _emit(args, {"embedded": n, "model": model},
+          [f"recorded {n} vectors from {model} in namespace {args.namespace}"])
+    return 0
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        why = m.why(args.id)
+    _emit(args, why, fmt.why_lines(why))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        since = tx_point(args.since)
+        assert since is not None  # a required argument
+        diff = m.diff(since, tx_point(args.until))
+    _emit(args, diff, fmt.diff_lines(diff))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        facts = m.history(args.subject)
+    _emit(args, facts, fmt.history_lines(args.subject, facts))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    if args.usage:
+        from hmem.usage import summarize_usage, usage_lines
+
+        summary = summarize_usage(_root(args))
+        _emit(args, summary, usage_lines(summary))
+        return 0
+    with _memory(args, read_only=True) as m:
+        stats = m.stats()
+    _emit(args, stats, fmt.stats_lines(stats))
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from hmem.usage import usage_enabled
+
+    try:
+        from hmem.mcp_server import serve
+    except ImportError as e:
+        return fail(str(e))
+    with _memory(args, read_only=args.read_only) as m:
+        serve(m, usage_log=usage_enabled(args.usage_log), source_agent=args.source_agent)
+    return 0
+
+
+# ---------------------------------------------------------------------------- log and replay
+
+
+def cmd_log_verify(args: argparse.Namespace) -> int:
+    from eventlog.repair import verify_log
+
+    report = verify_log(_log_dir(args))
+    _emit(args, report, fmt.log_verify_lines(report, _root(args)))
+    return 0 if report.ok else 1
+
+
+def cmd_log_repair(args: argparse.Namespace) -> int:
+    from eventlog.repair import repair_log
+
+    report = repair_log(_log_dir(args), _root(args) / "backups")
+    _emit(args, report, fmt.log_repair_lines(report))
+    return 0
+
+
+def cmd_log_show(args: argparse.Namespace) -> int:
+    from eventlog.log import EventLog
+
+    with EventLog(_log_dir(args), read_only=True) as log:
+        last = log.last_seq
+        stop = min(last, args.from_seq + args.limit - 1)
+        events = list(log.read(args.from_seq, stop))
+    _emit(args, events, [fmt.event_line(ev) for ev in events])
+    if not args.json and stop < last:
+        print(f"({last - stop} more; continue with --from {stop + 1})", file=sys.stderr)
+    return 0
+
+
+def cmd_replay_rebuild(args: argparse.Namespace) -> int:
+    from hmem.progress import progress_bar
+
+    with _memory(args, read_only=False) as m, \
+            progress_bar("replayed", "events", quiet=args.quiet) as progress:
+        n = m.rebuild(progress)
+    _emit(args, {"events": n}, [f"rebuilt the projection from {n} events"])
+    return 0
+
+
+def cmd_replay_verify(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        report = m.verify()
+    lines = fmt.projection_diff_lines(report)
+    value = {"ok": report.ok, "events": report.events, "tables": report.tables,
+             "examples": report.examples}
+    _emit(args, value, lines)
+    return 0 if report.ok else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from hmem.export import export_parquet
+    from hmem.progress import progress_bar
+
+    with _memory(args, read_only=True) as m, \
+            progress_bar("exported", "files", quiet=args.quiet) as progress:
+        result = export_parquet(m, Path(args.parquet).expanduser(), progress=progress)
+    lines = [f"exported namespace {result.namespace} (log seq {result.seq}) to "
+             f"{result.directory}:"]
+    lines += [f"  {Path(t.path).name:<22} {t.rows} rows" for t in result.tables.values()]
+    _emit(args, result, lines)
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from hmem.timeline import plot_timeline, timeline_rows
+
+    out = Path(args.out).expanduser()
+    with _memory(args, read_only=True) as m:
+        rows = timeline_rows(m, args.subject)
+        plot_timeline(m, args.subject, out)
+    _emit(args, {"out": str(out), "subjects": args.subject, "rows": rows},
+          [f"wrote {out} ({len(rows)} facts about {', '.join(args.subject)})"])
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from hmem.demo import run_demo
+
+    return run_demo(Path(args.path).expanduser() if args.path else None)
+
+
