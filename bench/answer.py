@@ -1,10 +1,10 @@
 """Answer benchmarks (LLM): ingest -> recall -> answer -> judge, one loop for every data set.
 
-    python -m bench.answer locomo --dry-run             # calls and tokens a run would cost
-    python -m bench.answer locomo                       # needs HMEM_BASE_URL, HMEM_API_KEY, HMEM_LLM
+    python -m bench.answer locomo --dry-run            # calls and tokens a run would cost
+    python -m bench.answer locomo                      # needs HMEM_BASE_URL, HMEM_API_KEY, HMEM_LLM
     python -m bench.answer longmemeval --data longmemeval_s.json --max-questions 50
     python -m bench.answer beam --data BEAM/chats/100K
-    python -m bench.locomo --answer                     # the same as `bench.answer locomo`
+    python -m bench.locomo --answer                    # the same as `bench.answer locomo`
 
 1. Ingest: every conversation into its own namespace, session by session in time order.
    ``--ingest raw`` (default): one fact per turn (subject = speaker, valid_from = the
@@ -29,7 +29,6 @@ report. Tokens are the server's counts; "context tokens" are the retrieved block
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -42,53 +41,28 @@ from typing import Any
 
 import msgspec
 
+from bench.answer_record import Record, tokens
+from bench.answer_report import dry_run_estimate, markdown, summarize
+from bench.datasets import NAMES, default_data, load_dataset
 from bench.ingest import CachedExtractor, FixedClock, ingest_extract, ingest_raw
+from bench.llm_cache import CachedLLM
 from bench.prompts import (
-    ANSWER_MAX_TOKENS, JUDGE_MAX_TOKENS, Verdict, answer_messages, judge_messages,
+    ANSWER_MAX_TOKENS,
+    JUDGE_MAX_TOKENS,
+    Verdict,
+    answer_messages,
+    judge_messages,
 )
 from bench.qa import QA, Dataset
 from hmem import Memory
 from hmem.errors import HmemError, LLMResponseInvalid
-from hmem.llm import Usage
 from hmem.progress import track
 from hmem.recall import RecallResult
 
-__all__ = ["Record", "recall_context", "prepare", "ask_all", "main"]
+__all__ = ["recall_context", "prepare", "ask_all", "main"]
 
 DEFAULT_CACHE = Path(__file__).resolve().parent / "out" / "llm-cache"
 DEFAULT_JUDGE = "gpt-4o-mini"
-DATASETS = ("locomo", "longmemeval", "beam")
-
-
-class Record(msgspec.Struct):
-    """One question's trip through the loop (written to ``--out`` and summed by the report)."""
-
-    qid: str
-    category: str
-    split: str | None
-    question: str
-    gold: str
-    abstention: bool
-    context_tokens: int
-    hits: int
-    recall_ms: float
-    context: str = ""
-    answer: str = ""
-    label: str = ""  # CORRECT, WRONG, or INVALID when the judge never gave valid JSON
-    reason: str = ""
-    answer_usage: Usage = msgspec.field(default_factory=Usage)
-    judge_usage: Usage = msgspec.field(default_factory=Usage)
-    answer_ms: float = 0.0
-    judge_ms: float = 0.0
-
-    @property
-    def correct(self) -> bool:
-        return self.label == "CORRECT"
-
-
-def tokens(text: str) -> int:
-    """Tokens as hmem's budget counts them: characters / 4, rounded up."""
-    return math.ceil(len(text) / 4)
 
 
 # ---------------------------------------------------------------------------- recall
@@ -204,38 +178,13 @@ class Options:
     quiet: bool
 
 
-def load_dataset(name: str, path: Path) -> Dataset:
-    if name == "locomo":
-        from bench.locomo import answer_dataset
-
-        return answer_dataset(path)
-    if name == "longmemeval":
-        from bench.longmemeval import load
-
-        return load(path)
-    if name == "beam":
-        from bench.beam import load as load_beam
-
-        return load_beam(path)
-    raise ValueError(f"unknown data set {name!r}; use one of {', '.join(DATASETS)}")
-
-
-def default_data(name: str) -> Path | None:
-    if name == "locomo":
-        from bench.locomo import DEFAULT_DATA
-
-        return Path(os.environ.get("HMEM_LOCOMO", DEFAULT_DATA))
-    env = {"longmemeval": "HMEM_LONGMEMEVAL", "beam": "HMEM_BEAM"}[name]
-    return Path(os.environ[env]) if os.environ.get(env) else None
-
-
 def parser(dataset: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m bench.{dataset}" if dataset else "python -m bench.answer",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     if dataset is None:
-        p.add_argument("dataset", choices=DATASETS)
+        p.add_argument("dataset", choices=NAMES)
     p.add_argument("--data", type=Path, help="the data set's file or directory "
                    "(defaults: $HMEM_LOCOMO or ../shared/data/locomo10.json, $HMEM_LONGMEMEVAL, "
                    "$HMEM_BEAM)")
@@ -285,9 +234,6 @@ def main(argv: list[str] | None = None, *, dataset: str | None = None) -> int:
 
 def run(name: str, opts: Options, *, make_client: Callable[..., Any] | None = None) -> int:
     """The whole benchmark; ``make_client(model)`` builds a chat client (default: hmem.llm)."""
-    from bench.answer_report import dry_run_estimate, markdown, summarize
-    from bench.llm_cache import CachedLLM
-
     if opts.data is None or not opts.data.exists():
         print(f"error: no {name} data at {opts.data} (pass --data PATH)", file=sys.stderr)
         return 1

@@ -5,9 +5,13 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.answer import Record, tokens
+from bench.answer_record import Record, tokens
 from bench.prompts import (
-    ANSWER_MAX_TOKENS, ANSWER_VERSION, JUDGE_MAX_TOKENS, JUDGE_VERSION, answer_messages,
+    ANSWER_MAX_TOKENS,
+    ANSWER_VERSION,
+    JUDGE_MAX_TOKENS,
+    JUDGE_VERSION,
+    answer_messages,
     judge_messages,
 )
 from bench.qa import Dataset

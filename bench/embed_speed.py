@@ -27,10 +27,11 @@ import platform
 import random
 import statistics
 import time
-from typing import Self
+from typing import Any
 
 import numpy as np
 
+from bench.report import OtherLoad, fmt_ms, lat_summary, line, time_calls
 from hmem.embedders.local import LocalEmbedder
 
 SEED = 20240611
@@ -99,32 +100,30 @@ def gemm_gflops() -> float:
     return 2 * 2 * 1024 * 384 * 1536 / best / 1e9
 
 
-class OtherLoad:
-    """CPU time used by other processes while a block runs (Linux /proc/stat), so that numbers
-    taken on a shared machine say so."""
-
-    def __enter__(self) -> Self:
-        self.t0, self.busy0, self.own0 = time.perf_counter(), _busy(), _own()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        wall = time.perf_counter() - self.t0
-        other = (_busy() - self.busy0) - (_own() - self.own0)
-        self.cores = max(0.0, other / wall) if wall > 0 else 0.0
-
-
-def _busy() -> float:
+def bench_embed(queries: list[str]) -> dict[str, Any] | None:
+    """Single-query latency of the local MiniLM embedder, if installed."""
     try:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:9]]
-    except OSError:
-        return 0.0
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+        emb = LocalEmbedder()
+        emb.embed(["warm up"])
+    except Exception as e:  # noqa: BLE001 - optional extra; say why and go on
+        line("query embedding (local MiniLM)", f"not available: {e}")
+        return None
+    samples = time_calls(lambda q: emb.embed([q]), queries, 10)
+    s = lat_summary(samples)
+    line(f"query embedding, local all-MiniLM-L6-v2, {len(samples)} queries",
+         f"p50 {fmt_ms(s['p50_ms'])} ms  p95 {fmt_ms(s['p95_ms'])} ms")
+    return s
 
 
-def _own() -> float:
-    t = os.times()
-    return t.user + t.system
+def tokenizer_of(emb: LocalEmbedder) -> Any:
+    """The embedder's tokenizer, read from its model folder and set up as ``LocalEmbedder``
+    sets it up (no padding, truncation at ``max_seq_length``), to count tokens."""
+    from tokenizers import Tokenizer  # the [local] extra installs it
+
+    tok = Tokenizer.from_file(str(emb.model_dir / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length=emb.max_seq_length)
+    return tok
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -170,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         f"threads={emb.threads}"
     )
     gflops = gemm_gflops()
-    tok = emb._tokenizer  # private, to report token counts
+    tok = tokenizer_of(emb)  # to report token counts
     lengths = [len(e.ids) for e in tok.encode_batch(sentences)]
     n_tok = sum(lengths)
     flop = n_tok * LAYER_FLOP_PER_TOKEN

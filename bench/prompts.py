@@ -51,7 +51,8 @@ about wording, length and format: "7 May 2023" and "May 7th, 2023" are the same 
 longer answer that contains the gold fact is correct. Grade WRONG when it misses or contradicts \
 the gold fact, gives a different date or period, or says it does not know.
 
-Reply with only a JSON object: {{"reason": "<one short sentence>", "label": "CORRECT" or "WRONG"}}"""
+Reply with only a JSON object: {{"reason": "<one short sentence>", \
+"label": "CORRECT" or "WRONG"}}"""
 
 ABSTAIN_PROMPT = """Question: {question}
 This question cannot be answered from the conversation history. Why: {gold}
@@ -61,7 +62,8 @@ Grade CORRECT when the generated answer recognises that the information is missi
 or was never mentioned (it may say what related information it does have). Grade WRONG when it \
 asserts an answer to the question.
 
-Reply with only a JSON object: {{"reason": "<one short sentence>", "label": "CORRECT" or "WRONG"}}"""
+Reply with only a JSON object: {{"reason": "<one short sentence>", \
+"label": "CORRECT" or "WRONG"}}"""
 
 
 RUBRIC_PROMPT = """Question: {question}{reference}
@@ -73,7 +75,8 @@ Grade CORRECT when the generated answer meets every rubric point, in any wording
 reference answer and the rubric disagree, the rubric decides). Grade WRONG when it misses or \
 contradicts a point, or says it does not know.
 
-Reply with only a JSON object: {{"reason": "<one short sentence>", "label": "CORRECT" or "WRONG"}}"""
+Reply with only a JSON object: {{"reason": "<one short sentence>", \
+"label": "CORRECT" or "WRONG"}}"""
 
 
 class Verdict(msgspec.Struct, forbid_unknown_fields=True):

@@ -12,8 +12,8 @@ BM25-only recall p95 <= 5 ms, both *without* the query embedding, which is timed
 
 What is timed, per size (same queries for every row):
 
-* ``rank`` BM25-only: ``hmem.recall.rank`` with no query vector.
-* ``rank`` hybrid: the same with a precomputed query vector (``query_vector=``, ``model=``):
+* ``rank`` BM25-only: ``hmem.ranking.rank`` with no query vector.
+* ``rank`` hybrid: the same with a precomputed query vector (``RecallQuery(vector=, model=)``):
   BM25 + dense cosine over every document, RRF fusion, recency / entity / time factors, hits.
 * ``Memory.recall`` (stores built through ``Memory`` only): the public call, with an embedder
   stub that returns the precomputed query vector from a dict (~1 us), so it measures everything
@@ -21,17 +21,9 @@ What is timed, per size (same queries for every row):
 * Components: ``TextIndex.score`` alone and ``DocVectors.scores`` (the dense matrix-vector
   product) alone, to show where the time goes.
 
-Workload: ``bench.core.TextGen`` sentences (60-120 chars, a few hundred subjects, Zipf-like
-words), all current (no revisions), ``source_ref`` grouping them into 20-turn sessions (so the
-neighbouring-turn weights of the default ``RecallConfig`` do their work), ``valid_from`` spread
-over 2024. Queries are 2-4 words sampled from stored texts (``bench.core.make_queries``).
-
-Dense vectors are random unit vectors of dimension 384 (MiniLM's), not model outputs: embedding
-1M texts with MiniLM on 2 cores would take hours, and the cost of the dense scan depends on the
-matrix size (rows x dims x 4 bytes read per query), not on the values. They are recorded as
-``EmbeddingRecorded`` events by ``Memory.remember_many`` with an embedder stub that hands out the
-precomputed rows (fsync=never, no DuckDB flush until close), so replay-built indexes see them
-exactly as real vectors. Query vectors are random unit vectors too.
+Workload: ``bench.recall_workload`` (synthetic texts, random unit vectors of 384 dims, the two
+builds); queries are 2-4 words of stored texts (``bench.synthetic.make_queries``) with random
+unit vectors.
 
 Sizes above ``--memory-max`` (default 100k) are built at the index layer only: the same
 ``Fact`` structs, ``NamespaceIndex.add`` and ``NamespaceIndex.set_vector`` calls the projector
@@ -53,209 +45,50 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.core import (
-    SEED,
-    TextGen,
-    TmpDirs,
+from bench.embed_speed import bench_embed
+from bench.recall_workload import (
+    BASE,
+    DIMS,
+    MODEL,
+    NAMESPACE,
+    build_index_only,
+    build_memory,
+    make_facts,
+    random_unit,
+)
+from bench.report import (
+    OtherLoad,
     fmt_ms,
     lat_summary,
     line,
     machine_info,
-    make_queries,
+    parse_size,
+    rss_mib,
     section,
     size_label,
+    store_bytes,
+    time_calls,
 )
-from bench.embed_speed import OtherLoad
-from hmem.memory import Memory
+from bench.synthetic import SEED, TextGen, TmpDirs, make_queries
 from hmem.ranking import rank
 from hmem.recall import RecallConfig, RecallQuery
-from projections.entities import fact_entities
 from projections.dense import DocVectors
 from projections.recall_index import NamespaceIndex
-from projections.projector import index_counts
-from projections.state import Fact, Row
 from projections.text import tokenize
 from projections.timeutil import to_us
 
-DIMS = 384
-MODEL = "random-unit-384"
-NAMESPACE = "default"
-TURNS_PER_SESSION = 20
 TARGETS = {"hybrid_p95_ms_100k": 10.0, "bm25_p95_ms_100k": 5.0, "hybrid_p95_ms_1M": 25.0,
            "as_of_p95_ms_1M": 20.0}
-_BASE = datetime(2024, 1, 1, tzinfo=timezone.utc)
-_YEAR_S = 366 * 86_400
-
-
-# ---------------------------------------------------------------------------------- workload
-
-
-def parse_size(text: str) -> int:
-    t = text.strip().lower().replace("_", "")
-    mult = 1
-    if t.endswith("k"):
-        t, mult = t[:-1], 1_000
-    elif t.endswith("m"):
-        t, mult = t[:-1], 1_000_000
-    return int(float(t) * mult)
-
-
-def random_unit(rng: np.random.Generator, n: int, dims: int = DIMS) -> np.ndarray:
-    """``n`` random unit vectors (float32), generated in blocks to bound temporary memory."""
-    out = np.empty((n, dims), dtype=np.float32)
-    for start in range(0, n, 65_536):
-        block = rng.standard_normal((min(65_536, n - start), dims), dtype=np.float32)
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
-        out[start : start + len(block)] = block
-    return out
-
-
-def make_facts(gen: TextGen, n: int) -> list[tuple[str, str]]:
-    """``n`` (subject, text) pairs of varied length and vocabulary: 1 sentence (70%), 2 (20%)
-    or 4 (10%) ``TextGen`` sentences, so 60-480 characters; a third also carry a rare token
-    (an order number, a ticket id or a place), giving BM25 a long vocabulary tail."""
-    rng = random.Random(gen.rng.random())
-    out = []
-    for _ in range(n):
-        subject = gen.subject()
-        k = rng.choices((1, 2, 4), weights=(70, 20, 10))[0]
-        text = " ".join(gen.text(subject) for _ in range(k))
-        if rng.random() < 0.33:
-            text += rng.choice((f" Order #{rng.randrange(10**6)}.",
-                                f" Ticket T-{rng.randrange(10**5)}.",
-                                f" Code {rng.randrange(36**4):x}."))
-        out.append((subject, text))
-    return out
-
-
-def valid_from(i: int, n: int) -> datetime:
-    return _BASE + timedelta(seconds=int(_YEAR_S * i / max(n, 1)))
-
-
-def source_ref(i: int) -> str:
-    return f"s{i // TURNS_PER_SESSION}:t{i % TURNS_PER_SESSION}"
-
-
-class StubEmbedder:
-    """Hands out precomputed vectors: the next rows of ``docs`` for fact batches, and the
-    vector of a known query string for recall. Costs ~1 us, so timings exclude any model."""
-
-    def __init__(self, docs: np.ndarray, queries: dict[str, np.ndarray]) -> None:
-        self.model = MODEL
-        self.dims = docs.shape[1]
-        self._docs = docs
-        self._next = 0
-        self.queries = queries
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if len(texts) == 1 and texts[0] in self.queries:
-            return self.queries[texts[0]][None, :]
-        rows = self._docs[self._next : self._next + len(texts)]
-        if len(rows) != len(texts):
-            raise RuntimeError("StubEmbedder ran out of precomputed document vectors")
-        self._next += len(texts)
-        return rows
-
-
-class _State:
-    def __init__(self, facts: dict[int, Fact]) -> None:
-        self.facts = facts
-
-
-class IndexOnly:
-    """What ``rank`` reads from a ``Projector``: indexes, state.facts, last_seq."""
-
-    def __init__(self, index: NamespaceIndex, facts: dict[int, Fact], last_seq: int) -> None:
-        self.indexes = {NAMESPACE: index}
-        self.state = _State(facts)
-        self.last_seq = last_seq
-
-
-# ---------------------------------------------------------------------------------- builds
-
-
-def build_memory(
-    root: Path, facts: list[tuple[str, str]], docs: np.ndarray, queries: dict[str, np.ndarray]
-) -> tuple[Memory, dict[str, float]]:
-    """A store built through ``Memory.remember_many`` (one FactRemembered + one
-    EmbeddingRecorded per fact), fsync=never, DuckDB written only at close."""
-    n = len(facts)
-    stub = StubEmbedder(docs, queries)
-    clock_t = [_BASE + timedelta(days=400)]
-
-    def clock() -> datetime:
-        clock_t[0] += timedelta(milliseconds=1)
-        return clock_t[0]
-
-    mem = Memory(root, fsync="never", flush_every=10**12, clock=clock, embedder=stub)
-    batch = 5_000
-    t0 = time.perf_counter()
-    for start in range(0, n, batch):
-        mem.remember_many(
-            {"subject": s, "text": t, "valid_from": valid_from(start + j, n),
-             "source_ref": source_ref(start + j)}
-            for j, (s, t) in enumerate(facts[start : start + batch])
-        )
-    t_log = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    _ = mem.store.projector.indexes  # the recall indexes are built on first use
-    t_index = time.perf_counter() - t0
-    return mem, {"append_s": t_log, "index_s": t_index}
-
-
-def build_index_only(
-    facts: list[tuple[str, str]], docs: np.ndarray
-) -> tuple[IndexOnly, dict[str, float]]:
-    """The recall index without log or DuckDB: the Fact structs and the NamespaceIndex calls
-    the projector makes for FactRemembered + EmbeddingRecorded."""
-    n = len(facts)
-    index = NamespaceIndex()
-    by_id: dict[int, Fact] = {}
-    created = to_us(_BASE + timedelta(days=400))
-    t0 = time.perf_counter()
-    gc_was = gc.isenabled()
-    gc.disable()  # as replay does (Projector.apply_all(bulk=True))
-    try:
-        for i, (subject, text) in enumerate(facts):
-            fid = i + 1
-            vf = to_us(valid_from(i, n))
-            counts = index_counts(subject, text)
-            fact = Fact(
-                id=fid, namespace=NAMESPACE, subject=subject, text=text, confidence=1.0,
-                source_agent=None, source_ref=source_ref(i),
-                entities=fact_entities(subject, text), created_at=created + fid,
-                rows=[Row(valid_from=vf, valid_to=None, tx_from_seq=fid, tx_from=created + fid)],
-                doc_len=sum(counts.values()),
-            )
-            by_id[fid] = fact
-            index.add(fact, counts)
-            index.set_vector(fid, MODEL, docs[i])
-    finally:
-        if gc_was:
-            gc.enable()
-    return IndexOnly(index, by_id, n), {"index_s": time.perf_counter() - t0}
 
 
 # ---------------------------------------------------------------------------------- timing
-
-
-def time_calls(fn: Callable[[Any], Any], args: list[Any], warm: int) -> list[float]:
-    for a in args[:warm]:
-        fn(a)
-    samples = []
-    pc = time.perf_counter
-    for a in args[warm:]:
-        t0 = pc()
-        fn(a)
-        samples.append(pc() - t0)
-    return samples
 
 
 def recall_fn(projector: Any, cfg: RecallConfig, qvecs: dict[str, np.ndarray] | None,
@@ -283,12 +116,12 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
     warm = min(20, max(5, n_q // 10))
     qrng = random.Random(SEED + 1 + n)
     queries = make_queries([t for _, t in facts], n_q + warm, qrng)
-    qvecs = dict(zip(queries, random_unit(rng, len(queries))))
+    qvecs = dict(zip(queries, random_unit(rng, len(queries)), strict=True))
     line("generate texts + random unit vectors (not part of any build time)", f"{t_gen:.1f} s")
 
     out: dict[str, Any] = {"facts": n, "label": label, "via": "Memory" if via_memory else "index"}
     cfg = RecallConfig()
-    now_us = to_us(_BASE + timedelta(days=400))
+    now_us = to_us(BASE + timedelta(days=400))
     mem = None
     root = None
     try:
@@ -345,7 +178,7 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
                time_calls(recall_fn(projector, cfg, qvecs, now_us, mid), queries, warm))
         out["int8"]["hit_overlap"] = statistics.fmean(
             _overlap(a, recall_fn(projector, cfg, qvecs, now_us)(q))
-            for a, q in zip(f32_hits, queries[warm:])
+            for a, q in zip(f32_hits, queries[warm:], strict=True)
         )
         line("hybrid recall hits shared by float32 and int8 (mean share)",
              f"{out['int8']['hit_overlap']:.3f}")
@@ -382,23 +215,6 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
     return out
 
 
-def bench_embed(queries: list[str]) -> dict[str, Any] | None:
-    """Single-query latency of the local MiniLM embedder, if installed."""
-    try:
-        from hmem.embedders.local import LocalEmbedder
-
-        emb = LocalEmbedder()
-        emb.embed(["warm up"])
-    except Exception as e:  # noqa: BLE001 - optional extra; say why and go on
-        line("query embedding (local MiniLM)", f"not available: {e}")
-        return None
-    samples = time_calls(lambda q: emb.embed([q]), queries, 10)
-    s = lat_summary(samples)
-    line(f"query embedding, local all-MiniLM-L6-v2, {len(samples)} queries",
-         f"p50 {fmt_ms(s['p50_ms'])} ms  p95 {fmt_ms(s['p95_ms'])} ms")
-    return s
-
-
 def bench_int8(index: NamespaceIndex, vectors: DocVectors, queries: list[str],
                qvecs: dict[str, np.ndarray], warm: int,
                record: Callable[[str, str, list[float]], None]) -> dict[str, Any]:
@@ -407,51 +223,45 @@ def bench_int8(index: NamespaceIndex, vectors: DocVectors, queries: list[str],
     n = len(index)
     t0 = time.perf_counter()
     i8 = DocVectors(MODEL, vectors.dims, "int8")
-    matrix = vectors._matrix  # the float32 rows, read directly: this is a benchmark
     for doc in range(vectors.size):
-        i8.set(doc, matrix[doc])
+        row = vectors.get(doc)  # the float32 row itself (a view), None where a doc has none
+        if row is not None:
+            i8.set(doc, row)
     build_s = time.perf_counter() - t0
     line(f"int8 copy of the vectors ({i8.nbytes / 2**20:,.0f} MiB), DocVectors.set per row",
          f"{build_s:.1f} s")
     record("dense_scan_int8", "component: DocVectors.scores alone, int8 blocks -> float32",
            time_calls(lambda q: i8.scores(qvecs[q], n), queries, warm))
-    f16 = matrix[: vectors.size].astype(np.float16)
-    buf = np.empty((1024, vectors.dims), dtype=np.float32)
-    out = np.empty(len(f16), dtype=np.float32)
+    scan = F16Scan(vectors)
+    record("dense_scan_f16", "component: float16 blocks -> float32 (not in hmem, for scale)",
+           time_calls(lambda q: scan(qvecs[q]), queries[: warm + 50], min(warm, 5)))
+    return {"vectors": i8, "build_s": build_s, "mib": i8.nbytes / 2**20}
 
-    def f16_scan(q: str) -> None:
+
+class F16Scan:
+    """The dense scan over a float16 copy of ``vectors``, converted to float32 1024 rows at a
+    time (not in hmem: timed to show what halving the matrix this way would cost)."""
+
+    def __init__(self, vectors: DocVectors) -> None:
+        self.f16 = np.zeros((vectors.size, vectors.dims), dtype=np.float16)
+        for doc in range(vectors.size):
+            row = vectors.get(doc)
+            if row is not None:
+                self.f16[doc] = row
+        self.buf = np.empty((1024, vectors.dims), dtype=np.float32)
+        self.out = np.empty(len(self.f16), dtype=np.float32)
+
+    def __call__(self, query: np.ndarray) -> None:
+        f16, buf, out = self.f16, self.buf, self.out
         for start in range(0, len(f16), 1024):
             block = f16[start : start + 1024]
             np.copyto(buf[: len(block)], block)
-            np.matmul(buf[: len(block)], qvecs[q], out=out[start : start + len(block)])
-
-    record("dense_scan_f16", "component: float16 blocks -> float32 (not in hmem, for scale)",
-           time_calls(f16_scan, queries[: warm + 50], min(warm, 5)))
-    del f16
-    return {"vectors": i8, "build_s": build_s, "mib": i8.nbytes / 2**20}
+            np.matmul(buf[: len(block)], query, out=out[start : start + len(block)])
 
 
 def _overlap(a: Any, b: Any) -> float:
     ids_a, ids_b = {h.id for h in a}, {h.id for h in b}
     return len(ids_a & ids_b) / max(len(ids_a), 1)
-
-
-def rss_mib() -> float:
-    """Resident set size of this process now (Linux), MiB; 0 if unknown."""
-    try:
-        for raw in Path("/proc/self/status").read_text().splitlines():
-            if raw.startswith("VmRSS:"):
-                return int(raw.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def store_bytes(root: Path, n_facts: int) -> dict[str, float]:
-    """Log and projection bytes per fact of the closed store at ``root``."""
-    log = sum(f.stat().st_size for f in (root / "log").rglob("*") if f.is_file())
-    proj = sum(f.stat().st_size for f in root.glob("projection.duckdb*"))
-    return {"log": log / n_facts, "projection": proj / n_facts}
 
 
 # ---------------------------------------------------------------------------------- report
@@ -532,9 +342,9 @@ def main(argv: list[str] | None = None) -> int:
         threadpool_limits(args.blas_threads)
     started = time.perf_counter()
     tmp = TmpDirs()
+    given = sys.argv[1:] if argv is None else argv
     res: dict[str, Any] = {
-        "command": "python -m bench.recall_speed "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.recall_speed " + " ".join(given),
         "queries": args.queries, "targets": TARGETS, "dims": DIMS,
         "blas_threads": args.blas_threads,
     }

@@ -15,9 +15,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bench import answer, beam, longmemeval
+from bench import answer, beam, beam_data, longmemeval_data
 from bench.llm_cache import CachedLLM, cache_key
-from bench.locomo import answer_dataset
+from bench.locomo_data import answer_dataset
 from bench.prompts import Verdict
 from hmem.errors import LLMResponseInvalid
 from hmem.llm import ChatResult, Usage
@@ -291,7 +291,7 @@ def test_locomo_answer_dataset_keeps_categories_1_to_4_with_answers():
 
 
 def test_longmemeval_loader_reads_the_official_format():
-    ds = longmemeval.load(LME)
+    ds = longmemeval_data.load(LME)
     first, bikes, pref, abst = ds.questions
     assert [q.abstention for q in ds.questions] == [False, False, False, True]
     assert pref.rubric == (pref.answer,) and not first.rubric
@@ -309,9 +309,9 @@ def test_longmemeval_loader_reads_the_official_format():
     ]
     assert conv.sessions[1].turns[0].speaker == "user"
     assert conv.sessions[1].turns[0].ref == "answer_280352e9:0"
-    assert longmemeval.parse_date("2023/05/20") == datetime(2023, 5, 20, tzinfo=timezone.utc)
+    assert longmemeval_data.parse_date("2023/05/20") == datetime(2023, 5, 20, tzinfo=timezone.utc)
     with pytest.raises(ValueError, match="not a LongMemEval date"):
-        longmemeval.parse_date("20 May 2023")
+        longmemeval_data.parse_date("20 May 2023")
 
 
 def test_longmemeval_loader_rejects_mismatched_haystacks(tmp_path):
@@ -320,11 +320,11 @@ def test_longmemeval_loader_rejects_mismatched_haystacks(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps([item]))
     with pytest.raises(ValueError, match="e47becba: haystack_session_ids, haystack_dates"):
-        longmemeval.load(path)
+        longmemeval_data.load(path)
 
 
 def test_beam_loader_reads_the_official_layout():
-    ds = beam.load(BEAM)
+    ds = beam_data.load(BEAM)
     assert [c.id for c in ds.conversations] == ["100K/1", "100K/2"]
     one, two = ds.conversations
     # time anchors: on the first user message, on the batch, carried to a batch without one
@@ -349,14 +349,14 @@ def test_beam_loader_reads_the_official_layout():
     assert by["temporal_reasoning"].asked_at == day(2024, 6, 10)
     assert ds.categories[:3] == ("abstention", "contradiction_resolution", "event_ordering")
     # one conversation directory, or one size directory, work too
-    assert len(beam.load(BEAM / "100K" / "2").questions) == 1
-    assert len(beam.load(BEAM / "100K").questions) == 5
+    assert len(beam_data.load(BEAM / "100K" / "2").questions) == 1
+    assert len(beam_data.load(BEAM / "100K").questions) == 5
 
 
 def test_judge_prompt_follows_the_question_kind():
     from bench.prompts import judge_messages
 
-    ds = beam.load(BEAM)
+    ds = beam_data.load(BEAM)
     by = {q.category: q for q in ds.questions}
     abstain = judge_messages(by["abstention"], "x")[1]["content"]
     rubric = judge_messages(by["knowledge_update"], "x")[1]["content"]

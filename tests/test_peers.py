@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.locomo import load
-from bench.peers import (
-    COLUMNS, VectorCache, main, mem0_missing, ratios, run_system, select, summarize, text_key,
-)
+from bench.locomo_data import load
+from bench.peers import main
+from bench.peers_corpus import VectorCache, select, text_key
+from bench.peers_report import COLUMNS, ratios, summarize
+from bench.peers_systems import mem0_missing, run_system
 from bench.sqlite_baseline import SqliteStore, fts_query, rrf
 from hmem.embedders import HashEmbedder
 
