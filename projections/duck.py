@@ -317,23 +317,14 @@ class DuckProjection:
             "ORDER BY fact_id, row_no"
         ).fetchall():
             rows_by_fact.setdefault(r[0], []).append(Row(*r[1:]))
-        for r in con.execute(
-            "SELECT id, namespace, subject, text, confidence, source_agent, source_ref, entities, "
-            "epoch_us(created_at), supersedes, revision, reason, superseded_by, "
-            "epoch_us(superseded_at), forgotten_seq, epoch_us(forgotten_at), forget_reason, "
-            "doc_len, derived_from, extractor, prompt_version, category, importance "
-            "FROM facts ORDER BY id"
-        ).fetchall():
-            fid = r[0]
-            state.facts[fid] = Fact(
-                id=fid, namespace=r[1], subject=r[2], text=r[3], confidence=r[4],
-                source_agent=r[5], source_ref=r[6], entities=tuple(r[7]), created_at=r[8],
-                rows=rows_by_fact.get(fid, []), supersedes=r[9], revision=r[10], reason=r[11],
-                superseded_by=r[12], superseded_at=r[13], forgotten_seq=r[14],
-                forgotten_at=r[15], forget_reason=r[16], doc_len=r[17],
-                derived_from=tuple(r[18]), extractor=r[19], prompt_version=r[20],
-                category=r[21], importance=r[22],
-            )
+        columns = ", ".join(
+            f"epoch_us({name})" if name in _FACT_TIMES else name for name in _FACT_COLUMNS
+        )
+        for r in con.execute(f"SELECT {columns} FROM facts ORDER BY id").fetchall():
+            fields = dict(zip(_FACT_COLUMNS, r, strict=True))
+            fields["entities"] = tuple(fields["entities"])
+            fields["derived_from"] = tuple(fields["derived_from"])
+            state.facts[r[0]] = Fact(**fields, rows=rows_by_fact.get(r[0], []))
         for r in con.execute(
             "SELECT fact_id, namespace, model, dims, vector, seq FROM vectors ORDER BY seq"
         ).fetchall():
@@ -403,6 +394,8 @@ def _event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
 
 
 _FACT_FIELDS = tuple(Fact.__struct_fields__)
+_FACT_COLUMNS = tuple(name for name in _FACT_FIELDS if name != "rows")  # the facts table
+_FACT_TIMES = ("created_at", "superseded_at", "forgotten_at")
 _INT64 = {"id", "created_at"}
 _NULLABLE_INT64 = {
     "supersedes", "superseded_by", "superseded_at", "forgotten_seq", "forgotten_at", "importance",

@@ -35,12 +35,28 @@ import numpy as np
 
 from hmem.embedders.base import check_output, check_texts
 from hmem.errors import EmbedderError, EmbedderUnavailable, InvalidInput
-from hmem.retry import backoff_delay
-from hmem.retry import retry_after as _retry_after
+from hmem.http_failures import (
+    RETRY_STATUSES,
+    attempts,
+    backoff_delay,
+    failure_hint,
+    server_detail,
+)
+from hmem.http_failures import retry_after as _retry_after
 
 __all__ = ["OpenAIEmbedder", "RETRY_STATUSES"]
 
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_HINTS: dict[int | str, str] = {
+    404: "check HMEM_BASE_URL (OpenAI-compatible APIs usually end in /v1) and that the server "
+         "has the model HMEM_EMBED_MODEL",
+    400: "check that HMEM_EMBED_MODEL is an embedding model and the texts fit its limits",
+    422: "check that HMEM_EMBED_MODEL is an embedding model and the texts fit its limits",
+    429: "the server is rate limiting: retry later, or lower batch_size",
+    "timeout": "check the server is up and not overloaded; raise timeout or lower batch_size",
+    "connect": "check HMEM_BASE_URL and that the server is running and reachable",
+    "dims": "check that HMEM_EMBED_DIMS (or dims=) is the length HMEM_EMBED_MODEL makes",
+    "other": "check HMEM_BASE_URL, HMEM_API_KEY and HMEM_EMBED_MODEL",
+}
 _PROBE_TEXT = "dimension probe"
 _INSTALL = "pip install 'hmem[openai]'"
 
@@ -180,9 +196,9 @@ class OpenAIEmbedder:
                 return self._decode(raw.http_response.content)
             except openai.APIStatusError as e:
                 status = e.status_code
+                failure, error, retry_after = f"HTTP {status}{server_detail(e)}", e, _retry_after(e)
                 if status not in RETRY_STATUSES:
-                    raise EmbedderError(self._failed(f"HTTP {status}{_detail(e)}", status)) from e
-                failure, error, retry_after = f"HTTP {status}{_detail(e)}", e, _retry_after(e)
+                    raise EmbedderError(self._failed(failure, status)) from e
             except openai.APITimeoutError as e:
                 failure, error, status = f"no answer within {self.timeout:g} s", e, "timeout"
             except openai.APIConnectionError as e:
@@ -192,7 +208,7 @@ class OpenAIEmbedder:
             if attempt < self.max_attempts:
                 self._sleep(self._delay(attempt, retry_after))
         raise EmbedderError(
-            self._failed(f"{failure} (after {_plural(self.max_attempts, 'attempt')})", status)
+            self._failed(f"{failure} (after {attempts(self.max_attempts)})", status)
         ) from error
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -200,29 +216,7 @@ class OpenAIEmbedder:
                              rng=self._rng, retry_after=retry_after)
 
     def _failed(self, what: str, status: int | str | None) -> str:
-        if status in (401, 403):
-            hint = "check HMEM_API_KEY: the server rejected the key"
-        elif status == 404:
-            hint = (
-                "check HMEM_BASE_URL (OpenAI-compatible APIs usually end in /v1) and that the "
-                "server has the model HMEM_EMBED_MODEL"
-            )
-        elif status in (400, 422):
-            hint = "check that HMEM_EMBED_MODEL is an embedding model and the texts fit its limits"
-        elif status == 429:
-            hint = "the server is rate limiting: retry later, or lower batch_size"
-        elif status == "timeout":
-            hint = "check the server is up and not overloaded; raise timeout or lower batch_size"
-        elif status == "connect":
-            hint = "check HMEM_BASE_URL and that the server is running and reachable"
-        elif status == "dims":
-            hint = "check that HMEM_EMBED_DIMS (or dims=) is the length HMEM_EMBED_MODEL makes"
-        elif status == "malformed":
-            hint = "check that HMEM_BASE_URL is an OpenAI-compatible API (usually ending in /v1)"
-        elif isinstance(status, int) and status >= 500:
-            hint = "the server failed: check its logs, retry later"
-        else:
-            hint = "check HMEM_BASE_URL, HMEM_API_KEY and HMEM_EMBED_MODEL"
+        hint = failure_hint(status, _HINTS)
         return f"embedding with {self.model!r} at {self.base_url} failed: {what}; {hint}"
 
     # response checks ----------------------------------------------------------------------------
@@ -275,19 +269,6 @@ class OpenAIEmbedder:
             raise bad("NaN or infinite values")
         self._dims = dims
         return out
-
-
-def _detail(e: Any) -> str:
-    """The server's own error message, short."""
-    body = e.body
-    message = body.get("message") if isinstance(body, dict) else body
-    if not message:
-        message = _snippet(e.response.content)
-    return f" ({str(message)[:200]})" if message else ""
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _snippet(content: bytes) -> str:

@@ -26,14 +26,28 @@ from typing import Any, TypeVar
 import msgspec
 
 from hmem.errors import LLMNotConfigured, LLMResponseInvalid, LLMUnavailable
-from hmem.retry import backoff_delay
-from hmem.retry import retry_after as _retry_after
+from hmem.http_failures import (
+    RETRY_STATUSES,
+    attempts,
+    backoff_delay,
+    failure_hint,
+    server_detail,
+)
+from hmem.http_failures import retry_after as _retry_after
 
 __all__ = ["LLMConfig", "Usage", "ChatResult", "LLMClient", "RETRY_STATUSES", "strip_fences"]
 
 T = TypeVar("T")
 
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_HINTS: dict[int | str, str] = {
+    404: "check HMEM_BASE_URL (usually ending in /v1) and that the server has HMEM_LLM",
+    400: "check that HMEM_LLM is a chat model and the prompt fits its context",
+    422: "check that HMEM_LLM is a chat model and the prompt fits its context",
+    429: "the server is rate limiting: retry later",
+    "timeout": "check the server is up and not overloaded; retry, or raise timeout_s",
+    "connect": "check HMEM_BASE_URL and that the server is running, then retry",
+    "other": "check HMEM_BASE_URL, HMEM_API_KEY and HMEM_LLM, then retry",
+}
 _INSTALL = "pip install 'hmem[openai]'"
 _ENV_HINT = (
     "set HMEM_BASE_URL, HMEM_API_KEY and HMEM_LLM (e.g. HMEM_BASE_URL=http://localhost:11434/v1 "
@@ -239,9 +253,9 @@ class LLMClient:
                 content = raw.http_response.content
             except openai.APIStatusError as e:
                 status: int | str = e.status_code
+                failure, error, retry_after = f"HTTP {status}{server_detail(e)}", e, _retry_after(e)
                 if status not in RETRY_STATUSES:
-                    raise LLMUnavailable(self._failed(f"HTTP {status}{_detail(e)}", status)) from e
-                failure, error, retry_after = f"HTTP {status}{_detail(e)}", e, _retry_after(e)
+                    raise LLMUnavailable(self._failed(failure, status)) from e
             except openai.APITimeoutError as e:
                 failure, status = f"no answer within {self.config.timeout_s:g} s", "timeout"
                 error = e
@@ -260,7 +274,7 @@ class LLMClient:
             if attempt < tries:
                 self._sleep(self._delay(attempt, retry_after))
         raise LLMUnavailable(
-            self._failed(f"{failure} (after {tries} attempt{'s' if tries != 1 else ''})", status)
+            self._failed(f"{failure} (after {attempts(tries)})", status)
         ) from error
 
     def _parse(self, payload: Any) -> tuple[str, str, Usage]:
@@ -290,24 +304,7 @@ class LLMClient:
                              rng=self._rng, retry_after=retry_after)
 
     def _failed(self, what: str, status: int | str | None) -> str:
-        if status in (401, 403):
-            hint = "check HMEM_API_KEY: the server rejected the key"
-        elif status == 404:
-            hint = "check HMEM_BASE_URL (usually ending in /v1) and that the server has HMEM_LLM"
-        elif status in (400, 422):
-            hint = "check that HMEM_LLM is a chat model and the prompt fits its context"
-        elif status == 429:
-            hint = "the server is rate limiting: retry later"
-        elif status == "timeout":
-            hint = "check the server is up and not overloaded; retry, or raise timeout_s"
-        elif status == "connect":
-            hint = "check HMEM_BASE_URL and that the server is running, then retry"
-        elif status == "malformed":
-            hint = "check that HMEM_BASE_URL is an OpenAI-compatible API (usually ending in /v1)"
-        elif isinstance(status, int) and status >= 500:
-            hint = "the server failed: check its logs, retry later"
-        else:
-            hint = "check HMEM_BASE_URL, HMEM_API_KEY and HMEM_LLM, then retry"
+        hint = failure_hint(status, _HINTS)
         return f"chat with {self.config.model!r} at {self.config.base_url} failed: {what}; {hint}"
 
 
@@ -322,11 +319,3 @@ def strip_fences(text: str) -> str:
 
 def _int(value: Any) -> int:
     return value if type(value) is int and value >= 0 else 0
-
-
-def _detail(e: Any) -> str:
-    body = e.body
-    message = body.get("message") if isinstance(body, dict) else body
-    if not message:
-        message = e.response.content[:80].decode("utf-8", "replace")
-    return f" ({str(message)[:200]})" if message else ""
