@@ -22,18 +22,29 @@ import itertools
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from itertools import chain
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
-import msgspec
 import numpy as np
 
+from projections.columns import (
+    FACT_COLUMNS,
+    FACT_TIMES,
+    TIME_COLUMNS,
+    EventRow,
+    entity_columns,
+    episode_columns,
+    event_columns,
+    fact_columns,
+    posting_columns,
+    row_columns,
+    vector_columns,
+)
 from projections.errors import ProjectionError
-from projections.state import Episode, Fact, FactState, Row, Vector, subject_key
+from projections.state import Episode, Fact, FactState, Row, Vector
 
-__all__ = ["SCHEMA_VERSION", "DuckProjection", "EventRow", "TABLES", "one_row"]
+__all__ = ["SCHEMA_VERSION", "DuckProjection", "TABLES", "one_row"]
 
 # 2: Snowball stems in postings; subject in indexed text. 3: episodes table, fact lineage.
 SCHEMA_VERSION = 3
@@ -122,22 +133,6 @@ def one_row(
     if row is None:
         raise ProjectionError(f"query returned no row: {sql}")
     return row
-
-
-def _objects(values: Sequence[Any]) -> np.ndarray:
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr
-
-
-def _ints(values: Sequence[int | None]) -> np.ndarray:
-    """int64 column; None becomes NULL."""
-    if None not in values:
-        return np.array(values, dtype=np.int64)
-    arr = np.array(values, dtype=object)
-    mask = arr == None  # noqa: E711  (elementwise)
-    arr[mask] = 0
-    return np.ma.masked_array(arr.astype(np.int64), mask=mask)
 
 
 # In-memory projections (readers, verify) are databases attached to one shared in-memory
@@ -265,22 +260,22 @@ class DuckProjection:
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            self._insert("events", _event_columns(new_events))
+            self._insert("events", event_columns(new_events))
             if old:
                 con.register("_dirty", {"id": np.array(old, dtype=np.int64)})
                 con.execute("DELETE FROM facts WHERE id IN (SELECT id FROM _dirty)")
                 con.execute("DELETE FROM fact_versions WHERE fact_id IN (SELECT id FROM _dirty)")
                 con.unregister("_dirty")
             if facts:
-                self._insert("facts", _fact_columns(facts))
-                self._insert("fact_versions", _row_columns(facts))
+                self._insert("facts", fact_columns(facts))
+                self._insert("fact_versions", row_columns(facts))
             if new_facts:
-                self._insert("postings", _posting_columns(state, new_facts))
-                self._insert("entities", _entity_columns(state, new_facts))
+                self._insert("postings", posting_columns(state, new_facts))
+                self._insert("entities", entity_columns(state, new_facts))
             if new_vectors:
-                self._insert("vectors", _vector_columns(new_vectors))
+                self._insert("vectors", vector_columns(new_vectors))
             if new_episodes:
-                self._insert("episodes", _episode_columns(new_episodes))
+                self._insert("episodes", episode_columns(new_episodes))
             con.execute(
                 "UPDATE meta SET value = CASE key WHEN 'last_seq' THEN ? ELSE ? END "
                 "WHERE key IN ('last_seq', 'chain')",
@@ -298,7 +293,7 @@ class DuckProjection:
         try:
             names = ", ".join(columns)
             select = ", ".join(
-                _US.format(c) if c.endswith(_TIME_SUFFIXES) else c for c in columns
+                _US.format(c) if c.endswith(TIME_COLUMNS) else c for c in columns
             )
             self.con.execute(f"INSERT INTO {table} ({names}) SELECT {select} FROM _batch")
         finally:
@@ -318,10 +313,10 @@ class DuckProjection:
         ).fetchall():
             rows_by_fact.setdefault(r[0], []).append(Row(*r[1:]))
         columns = ", ".join(
-            f"epoch_us({name})" if name in _FACT_TIMES else name for name in _FACT_COLUMNS
+            f"epoch_us({name})" if name in FACT_TIMES else name for name in FACT_COLUMNS
         )
         for r in con.execute(f"SELECT {columns} FROM facts ORDER BY id").fetchall():
-            fields = dict(zip(_FACT_COLUMNS, r, strict=True))
+            fields = dict(zip(FACT_COLUMNS, r, strict=True))
             fields["entities"] = tuple(fields["entities"])
             fields["derived_from"] = tuple(fields["derived_from"])
             state.facts[r[0]] = Fact(**fields, rows=rows_by_fact.get(r[0], []))
@@ -358,141 +353,3 @@ class DuckProjection:
         if self._attached is not None:
             _detach_memory_db(self._attached[0])
             self._attached = None
-
-
-_TIME_SUFFIXES = ("_at", "valid_from", "valid_to", "tx_from", "tx_to")
-
-
-
-class EventRow(NamedTuple):
-    seq: int
-    type: str
-    tx_at: int
-    namespace: str
-    fact_id: int
-    target_id: int | None
-    source_agent: str | None
-    source_ref: str | None
-    reason: str | None
-
-
-def _event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
-    cols: list[Sequence[Any]] = (
-        list(zip(*events, strict=True)) if events else [[] for _ in EventRow._fields]
-    )
-    return {
-        "seq": np.array(cols[0], dtype=np.int64),
-        "type": _objects(cols[1]),
-        "tx_at": np.array(cols[2], dtype=np.int64),
-        "namespace": _objects(cols[3]),
-        "fact_id": np.array(cols[4], dtype=np.int64),
-        "target_id": _ints(cols[5]),
-        "source_agent": _objects(cols[6]),
-        "source_ref": _objects(cols[7]),
-        "reason": _objects(cols[8]),
-    }
-
-
-_FACT_FIELDS = tuple(Fact.__struct_fields__)
-_FACT_COLUMNS = tuple(name for name in _FACT_FIELDS if name != "rows")  # the facts table
-_FACT_TIMES = ("created_at", "superseded_at", "forgotten_at")
-_INT64 = {"id", "created_at"}
-_NULLABLE_INT64 = {
-    "supersedes", "superseded_by", "superseded_at", "forgotten_seq", "forgotten_at", "importance",
-}
-
-
-def _fact_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
-    columns = zip(*map(msgspec.structs.astuple, facts), strict=True)
-    cols: dict[str, np.ndarray] = {}
-    for name, column in zip(_FACT_FIELDS, columns, strict=True):
-        if name == "rows":
-            continue
-        if name in _INT64:
-            cols[name] = np.array(column, dtype=np.int64)
-        elif name in _NULLABLE_INT64:
-            cols[name] = _ints(column)
-        elif name == "confidence":
-            cols[name] = np.array(column, dtype=np.float64)
-        elif name == "doc_len":
-            cols[name] = np.array(column, dtype=np.int32)
-        elif name == "entities":
-            cols[name] = _objects([list(e) for e in column])
-        elif name == "derived_from":
-            cols[name] = _objects([[int(x) for x in e] for e in column])
-        else:
-            cols[name] = _objects(column)
-    cols["subject_key"] = _objects([subject_key(s) for s in cols["subject"]])
-    return cols
-
-
-def _row_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
-    counts = np.array([len(f.rows) for f in facts], dtype=np.int64)
-    rows = list(chain.from_iterable(f.rows for f in facts))
-    vf, vt, tfs, tf, tts, tt = zip(*map(msgspec.structs.astuple, rows), strict=True)
-    return {
-        "fact_id": np.repeat(np.array([f.id for f in facts], dtype=np.int64), counts),
-        "row_no": np.fromiter(
-            chain.from_iterable(range(len(f.rows)) for f in facts), dtype=np.int32,
-            count=len(rows),
-        ),
-        "namespace": np.repeat(_objects([f.namespace for f in facts]), counts),
-        "valid_from": np.array(vf, dtype=np.int64),
-        "valid_to": _ints(vt),
-        "tx_from_seq": np.array(tfs, dtype=np.int64),
-        "tx_from": np.array(tf, dtype=np.int64),
-        "tx_to_seq": _ints(tts),
-        "tx_to": _ints(tt),
-    }
-
-
-def _posting_columns(
-    state: FactState, new_facts: Sequence[tuple[int, dict[str, int]]]
-) -> dict[str, np.ndarray]:
-    lengths = np.array([len(counts) for _, counts in new_facts], dtype=np.int64)
-    ids = np.array([fid for fid, _ in new_facts], dtype=np.int64)
-    namespaces = _objects([state.facts[fid].namespace for fid, _ in new_facts])
-    return {
-        "namespace": np.repeat(namespaces, lengths),
-        "term": _objects(list(chain.from_iterable(counts for _, counts in new_facts))),
-        "fact_id": np.repeat(ids, lengths),
-        "tf": np.fromiter(
-            chain.from_iterable(counts.values() for _, counts in new_facts),
-            dtype=np.int32, count=int(lengths.sum()),
-        ),
-    }
-
-
-def _entity_columns(
-    state: FactState, new_facts: Sequence[tuple[int, dict[str, int]]]
-) -> dict[str, np.ndarray]:
-    facts = [state.facts[fid] for fid, _ in new_facts]
-    lengths = np.array([len(f.entities) for f in facts], dtype=np.int64)
-    return {
-        "namespace": np.repeat(_objects([f.namespace for f in facts]), lengths),
-        "entity": _objects(list(chain.from_iterable(f.entities for f in facts))),
-        "fact_id": np.repeat(np.array([f.id for f in facts], dtype=np.int64), lengths),
-    }
-
-
-def _vector_columns(vectors: Sequence[Vector]) -> dict[str, np.ndarray]:
-    return {
-        "fact_id": np.array([v.fact_id for v in vectors], dtype=np.int64),
-        "namespace": _objects([v.namespace for v in vectors]),
-        "model": _objects([v.model for v in vectors]),
-        "dims": np.array([v.dims for v in vectors], dtype=np.int32),
-        "vector": _objects([np.frombuffer(v.vector, dtype="<f4").tolist() for v in vectors]),
-        "seq": np.array([v.seq for v in vectors], dtype=np.int64),
-    }
-
-
-def _episode_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
-    cols = list(zip(*map(msgspec.structs.astuple, episodes), strict=True))
-    names = Episode.__struct_fields__
-    out: dict[str, np.ndarray] = {}
-    for name, column in zip(names, cols, strict=True):
-        if name in ("seq", "turn", "observed_at", "recorded_at"):
-            out[name] = np.array(column, dtype=np.int64)
-        else:
-            out[name] = _objects(column)
-    return out

@@ -16,7 +16,8 @@ from eventlog.events import (
     FactRemembered,
     FactRevised,
 )
-from projections.duck import DuckProjection, EventRow
+from projections.columns import EventRow
+from projections.duck import DuckProjection
 from projections.recall_index import NamespaceIndex
 from projections.state import Episode, Vector
 from projections.text import tokenize
