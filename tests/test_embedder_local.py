@@ -64,12 +64,26 @@ def test_vectors_match_sentence_transformers(embedder, reference) -> None:
 
 @needs_local
 def test_tokenisation_and_truncation_match_the_reference(embedder, reference) -> None:
+    """The embedder tokenises as sentence-transformers did (special tokens included), seen from
+    outside: an embedder cut at ``m`` tokens embeds a text as the uncut one does if and only if
+    the reference's ``n_tokens <= m``. Cuts at the blank texts' 2 tokens, at the shortest and
+    the longest other text and one below each, and one below 256 (the long text is cut at 256)
+    pin those counts exactly and bound every other one (a fresh embedder per cut: ~0.2 s each)."""
+    from hmem.embedders.local import LocalEmbedder
+
     assert reference["max_seq_length"] == embedder.max_seq_length == 256
-    texts = [c["text"] for c in reference["cases"]]
-    lengths = [len(e.ids) for e in embedder._tokenizer.encode_batch(texts)]
-    assert lengths == [c["n_tokens"] for c in reference["cases"]]
     assert reference["long_sentence_untruncated_tokens"] > 256
-    assert max(lengths) == 256
+    texts = [c["text"] for c in reference["cases"]]
+    counts = [c["n_tokens"] for c in reference["cases"]]
+    assert min(counts) == 2 and max(counts) == 256
+    full = embedder.embed(texts)
+    shortest = min(n for n in counts if n > 2)
+    longest = max(n for n in counts if n < 256)
+    for m in (2, shortest - 1, shortest, longest - 1, longest, 255):
+        got = LocalEmbedder(max_seq_length=m).embed(texts)
+        for text, n, a, b in zip(texts, counts, got, full, strict=True):
+            same = bool(np.allclose(a, b, atol=1e-5))
+            assert same == (n <= m), f"cut at {m}: {text[:50]!r} is not {n} tokens long"
 
 
 @needs_local
@@ -128,8 +142,7 @@ def test_batching_does_not_change_vectors(embedder, reference) -> None:
     np.testing.assert_allclose(singles, base, atol=2e-5)
     # One text per batch; small batches on two worker threads; padding up to 256 tokens.
     for batch_tokens, threads in ((1, 1), (64, 2), (600, 1)):
-        other = LocalEmbedder(batch_tokens=batch_tokens, threads=threads)
-        other._tokenizer, other._weights = embedder._tokenizer, embedder._weights  # no reload
+        other = LocalEmbedder(batch_tokens=batch_tokens, threads=threads)  # loads its own copy
         got = other.embed(texts)
         np.testing.assert_allclose(got, base, atol=2e-5, err_msg=f"{batch_tokens=} {threads=}")
     # Rows come back in input order whatever the length-sorted batching did.
@@ -155,7 +168,7 @@ def test_concurrent_calls_give_the_same_vectors() -> None:
     expected = [emb.embed(job) for job in jobs]
     with ThreadPoolExecutor(3) as pool:
         got = list(pool.map(emb.embed, jobs))
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         np.testing.assert_allclose(g, e, atol=1e-6)
     assert blas_threads() == before  # the per-call BLAS limit was lifted again
 
