@@ -1,18 +1,19 @@
-"""The ranking of recall: candidates from BM25 and vectors, fused, then weighted by recency,
-confidence, entities and time (see :mod:`hmem.recall` for the formula). Touches numpy arrays of
-the namespace's recall index; loops in Python only over the hits it returns."""
+"""The ranking of recall, and its knobs: candidates from BM25 and vectors, fused, then weighted
+by recency, confidence, entities and time (see :mod:`hmem.recall` for the formula). Touches numpy
+arrays of the namespace's recall index; loops in Python only over the hits it returns."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
 
 import msgspec
 import numpy as np
 
+from hmem.errors import InvalidInput
 from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
-from hmem.recall import RecallConfig, RecallQuery
 from projections.entities import extract_entities, normalize_entity
 from projections.projector import Projector, index_counts
 from projections.recall_index import NamespaceIndex
@@ -20,9 +21,95 @@ from projections.state import Fact, Row, subject_key
 from projections.text import STOPWORDS, tokenize
 from projections.timeutil import from_us, from_us_opt
 
-__all__ = ["rank", "ranked_order"]
+__all__ = ["FUSIONS", "RecallConfig", "RecallQuery", "rank", "ranked_order"]
 
 _DAY_US = 86_400 * 1_000_000
+FUSIONS = ("rrf", "weighted")
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Ranking knobs. ``recency_weight`` 0 ignores age; 1 multiplies by the full decay."""
+
+    half_life_days: float = 90.0
+    recency_weight: float = 0.05  # a tie-breaker: a true old fact must not lose to a new aside
+    limit: int = 10
+    max_tokens: int = 1000
+    chars_per_token: float = 4.0
+    fusion: str = "rrf"  # or "weighted"
+    rrf_k: float = 10.0
+    bm25_weight: float = 1.0
+    dense_weight: float = 0.5
+    candidates: int = 100  # taken from each ranked list before fusion
+    entity_boost: float = 0.25
+    time_boost: float = 0.5
+    neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
+    next_weight: float = 0.3  # ... and with its next turn's, times this
+    context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
+    dense_neighbors: bool = False  # neighbour weights apply to cosines too
+    feedback_docs: int = 2  # pseudo-relevance feedback: expand the query from the top docs...
+    feedback_terms: int = 10  # ... with this many of their best terms ...
+    feedback_weight: float = 0.3  # ... each weighted this much against a query term (0 = off)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "fusion":
+                if value not in FUSIONS:
+                    raise InvalidInput(
+                        f"RecallConfig.fusion must be one of {', '.join(map(repr, FUSIONS))}, "
+                        f"not {value!r}"
+                    )
+            elif f.name == "dense_neighbors":
+                if not isinstance(value, bool):
+                    raise InvalidInput(f"RecallConfig.dense_neighbors must be True or False, "
+                                       f"not {value!r}")
+            elif f.type == "int":
+                low = 1 if f.name in _AT_LEAST_ONE else 0
+                if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                    raise InvalidInput(
+                        f"RecallConfig.{f.name} must be an integer >= {low}, not {value!r}"
+                    )
+            else:
+                low_text, ok = _FLOAT_RANGES.get(f.name, (">= 0", _non_negative))
+                if (
+                    isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or not ok(value)
+                ):
+                    raise InvalidInput(
+                        f"RecallConfig.{f.name} must be a finite number {low_text}, not {value!r}"
+                    )
+
+
+def _non_negative(x: float) -> bool:
+    return x >= 0
+
+
+_AT_LEAST_ONE = {"limit", "max_tokens", "candidates"}
+_FLOAT_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "half_life_days": ("> 0", lambda x: x > 0),
+    "chars_per_token": ("> 0", lambda x: x > 0),
+    "recency_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),
+}
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """A request resolved against the store: what the ranking reads (times in microseconds)."""
+
+    text: str
+    limit: int
+    max_tokens: int
+    as_of_seq: int | None  # None: current beliefs
+    valid_at_us: int | None
+    reference_us: int  # the "now" that ages are measured from
+    subject: str | None
+    time_range: tuple[int, int] | None = None  # a period the query names
+    model: str | None = None  # the embedder's model, when the query has a vector
+    vector: np.ndarray | None = None
+    explain: bool = False
+
+
 
 
 def rank(

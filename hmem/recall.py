@@ -24,9 +24,7 @@ itself is :func:`hmem.ranking.rank`.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import date, datetime
 
 import numpy as np
@@ -34,6 +32,7 @@ import numpy as np
 from hmem.embedders import Embedder, check_output
 from hmem.errors import EmbedderError, InvalidInput
 from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
+from hmem.ranking import FUSIONS, RecallConfig, RecallQuery, rank
 from hmem.store import Store
 from hmem.timeexpr import parse_time_expression
 from hmem.timeparse import TimeLike, parse_time_opt
@@ -51,75 +50,6 @@ __all__ = [
     "query_time_range",
     "recall",
 ]
-
-FUSIONS = ("rrf", "weighted")
-
-
-@dataclass(frozen=True)
-class RecallConfig:
-    """Ranking knobs. ``recency_weight`` 0 ignores age; 1 multiplies by the full decay."""
-
-    half_life_days: float = 90.0
-    recency_weight: float = 0.05  # a tie-breaker: a true old fact must not lose to a new aside
-    limit: int = 10
-    max_tokens: int = 1000
-    chars_per_token: float = 4.0
-    fusion: str = "rrf"  # or "weighted"
-    rrf_k: float = 10.0
-    bm25_weight: float = 1.0
-    dense_weight: float = 0.5
-    candidates: int = 100  # taken from each ranked list before fusion
-    entity_boost: float = 0.25
-    time_boost: float = 0.5
-    neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
-    next_weight: float = 0.3  # ... and with its next turn's, times this
-    context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
-    dense_neighbors: bool = False  # neighbour weights apply to cosines too
-    feedback_docs: int = 2  # pseudo-relevance feedback: expand the query from the top docs...
-    feedback_terms: int = 10  # ... with this many of their best terms ...
-    feedback_weight: float = 0.3  # ... each weighted this much against a query term (0 = off)
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "fusion":
-                if value not in FUSIONS:
-                    raise InvalidInput(
-                        f"RecallConfig.fusion must be one of {', '.join(map(repr, FUSIONS))}, "
-                        f"not {value!r}"
-                    )
-            elif f.name == "dense_neighbors":
-                if not isinstance(value, bool):
-                    raise InvalidInput(f"RecallConfig.dense_neighbors must be True or False, "
-                                       f"not {value!r}")
-            elif f.type == "int":
-                low = 1 if f.name in _AT_LEAST_ONE else 0
-                if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                    raise InvalidInput(
-                        f"RecallConfig.{f.name} must be an integer >= {low}, not {value!r}"
-                    )
-            else:
-                low_text, ok = _FLOAT_RANGES.get(f.name, (">= 0", _non_negative))
-                if (
-                    isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value) or not ok(value)
-                ):
-                    raise InvalidInput(
-                        f"RecallConfig.{f.name} must be a finite number {low_text}, not {value!r}"
-                    )
-
-
-def _non_negative(x: float) -> bool:
-    return x >= 0
-
-
-_AT_LEAST_ONE = {"limit", "max_tokens", "candidates"}
-_FLOAT_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
-    "half_life_days": ("> 0", lambda x: x > 0),
-    "chars_per_token": ("> 0", lambda x: x > 0),
-    "recency_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),
-}
-
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -173,23 +103,6 @@ class RecallRequest:
         )
 
 
-@dataclass(frozen=True)
-class RecallQuery:
-    """A request resolved against the store: what the ranking reads (times in microseconds)."""
-
-    text: str
-    limit: int
-    max_tokens: int
-    as_of_seq: int | None  # None: current beliefs
-    valid_at_us: int | None
-    reference_us: int  # the "now" that ages are measured from
-    subject: str | None
-    time_range: tuple[int, int] | None = None  # a period the query names
-    model: str | None = None  # the embedder's model, when the query has a vector
-    vector: np.ndarray | None = None
-    explain: bool = False
-
-
 def recall(
     store: Store,
     namespace: str,
@@ -199,8 +112,6 @@ def recall(
     now: datetime,
 ) -> RecallResult:
     """Answer ``request`` over ``namespace`` of ``store`` (held under its lock, caught up)."""
-    from hmem.ranking import rank
-
     seq = None if request.as_of is None else store.tx_seq(request.as_of, "as_of")
     if request.valid_at is not None:
         reference = to_us(request.valid_at)

@@ -1,0 +1,180 @@
+"""The house as intended, held against the code's imports (read with ``ast``, nothing imported).
+
+Four floors: ``eventlog`` imports nothing of ours; ``projections`` only the log; ``replay`` the
+two below; ``hmem`` (the facade and its layers) stands on all three, and its core never imports
+a screen (CLI, MCP, demo, plots, export). No import circle anywhere, benchmarks included; no
+module reaches into another's underscore names; every module can be read in one sitting.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("eventlog", "projections", "replay", "hmem", "bench", "tests")
+LIBRARY = ("eventlog", "projections", "replay", "hmem")
+MAX_LINES = 500
+
+ADAPTERS = {
+    "hmem.cli", "hmem.cli_commands", "hmem.cli_format", "hmem.mcp_server", "hmem.demo",
+    "hmem.timeline", "hmem.export", "hmem.usage", "hmem.progress", "hmem.__main__",
+}
+EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")
+# Private names of the standard library and of namedtuples that code may use.
+FOREIGN_PRIVATE = {
+    "_fields", "_asdict", "_replace", "_make", "_actions", "_SubParsersAction",
+    "_bm25_encoder", "_has_bm25_slot",  # Mem0's vector store, set up by bench/peers_mem0.py
+}
+
+
+def _files(*packages: str) -> Iterator[Path]:
+    for package in packages:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+ALL_MODULES = {_module(p): p for p in _files(*OURS)}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module of ours that ``path`` imports, at module level, lazily or for typing."""
+    found: set[str] = set()
+    own = _module(path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # `from hmem import errors` imports the module hmem.errors, not the package alone.
+            names = [
+                f"{node.module}.{alias.name}"
+                if f"{node.module}.{alias.name}" in ALL_MODULES else node.module
+                for alias in node.names
+            ]
+        else:
+            continue
+        found.update(n for n in names if n.split(".")[0] in OURS and n != own)
+    return found
+
+
+GRAPH = {name: _imports(path) for name, path in ALL_MODULES.items()}
+
+
+def _floor(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_each_floor_imports_only_the_floors_below_it():
+    allowed = {
+        "eventlog": {"eventlog"},
+        "projections": {"eventlog", "projections"},
+        "replay": {"eventlog", "projections", "replay"},
+        "hmem": {"eventlog", "projections", "replay", "hmem"},
+    }
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items() if _floor(module) in allowed
+        for target in targets if _floor(target) not in allowed[_floor(module)]
+    ]
+    assert not wrong, wrong
+
+
+def test_the_library_knows_no_screen_and_an_embedder_is_a_plug_in():
+    wrong = []
+    for module, targets in GRAPH.items():
+        if _floor(module) != "hmem":
+            continue
+        if module not in ADAPTERS:
+            wrong += [f"{module} imports the adapter {t}" for t in targets if t in ADAPTERS]
+        if module.startswith(("hmem.embedders", "hmem.http_failures")):
+            wrong += [
+                f"embedder module {module} imports {t}"
+                for t in targets if t.startswith("hmem") and not t.startswith(EMBEDDERS_MAY_IMPORT)
+            ]
+    assert not wrong, wrong
+
+
+def test_no_import_circle_anywhere():
+    """Strongly connected components of the import graph (Tarjan) must all be single modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH.get(v, ()):
+            if w not in GRAPH:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in GRAPH:
+        if module not in index:
+            visit(module)
+    assert not circles, circles
+
+
+def test_no_module_imports_another_modules_private_names():
+    wrong = []
+    for path in _files(*OURS):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.split(".")[0] not in OURS:
+                    continue
+                wrong += [
+                    f"{path.relative_to(ROOT)}: from {node.module} import {a.name}"
+                    for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("package", [*LIBRARY, "bench"])
+def test_no_module_reaches_into_another_objects_private_attributes(package):
+    """``obj._name`` only on ``self`` / ``cls`` (tests may poke their own fakes)."""
+    wrong = []
+    for path in _files(package):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute):
+                continue
+            name = node.attr
+            if not name.startswith("_") or name.startswith("__") or name in FOREIGN_PRIVATE:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not wrong, wrong
+
+
+def test_every_module_can_be_read_in_one_sitting():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _files(*OURS)
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines: {long}"
