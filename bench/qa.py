@@ -1,7 +1,8 @@
 """The data every answer benchmark is turned into: conversations to ingest, questions to ask.
 
-A loader (``bench.locomo.answer_dataset``, ``bench.longmemeval.load``, ``bench.beam.load``)
-reads its official format into a :class:`Dataset`; ``bench.answer`` runs one loop over it.
+A loader (``bench.locomo_data.answer_dataset``, ``bench.longmemeval_data.load``,
+``bench.beam_data.load``) reads its official format into a :class:`Dataset`;
+``bench.datasets`` names the loaders and ``bench.answer`` runs one loop over any of them.
 """
 
 from __future__ import annotations

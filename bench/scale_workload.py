@@ -6,9 +6,9 @@ third with a rare token (an order number, a ticket id)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
-from bench.recall_workload import make_facts, source_ref, valid_from
+from bench.recall_workload import BASE, make_facts, source_ref, valid_from
 from bench.synthetic import SEED, TextGen
 from eventlog.events import FactRemembered
 
@@ -17,7 +17,6 @@ __all__ = ["BIG", "PER_USER", "POLICIES", "label_of", "namespace_of", "workload"
 BIG = "big"
 PER_USER = 200  # facts per small namespace
 POLICIES = ("always", "batch", "never")
-_BASE = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
 def namespace_of(i: int) -> str:
@@ -28,7 +27,7 @@ def workload(n: int) -> list[FactRemembered]:
     facts = make_facts(TextGen(seed=SEED + 7 * n), n)
     return [
         FactRemembered(
-            tx_at=_BASE + timedelta(days=400, milliseconds=i), namespace=namespace_of(i),
+            tx_at=BASE + timedelta(days=400, milliseconds=i), namespace=namespace_of(i),
             subject=subject, text=text, valid_from=valid_from(i, n),
             source_ref=source_ref(i // 2),
         )

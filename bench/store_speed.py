@@ -11,6 +11,7 @@ import gc
 import random
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ def bench_recall(
         samples: list[float] = []
         hits = 0
         for q in track(queries[50:], "recall", "queries", quiet=quiet, leave=False):
-            hits += len(timed(lambda q=q: mem.recall(q), samples))
+            hits += len(timed(partial(mem.recall, q), samples))
         out["recall"] = lat_summary(samples)
         out["recall"]["mean_hits"] = hits / n_q
         r = out["recall"]
@@ -142,7 +143,7 @@ def bench_recall(
             mem.recall(q, as_of=mid)
         samples = []
         for q in queries[50:]:
-            timed(lambda q=q: mem.recall(q, as_of=mid), samples)
+            timed(partial(mem.recall, q, as_of=mid), samples)
         out["recall_as_of"] = lat_summary(samples)
         r = out["recall_as_of"]
         line(f"recall(as_of=seq {mid:,}), {n_q} queries",
