@@ -17,6 +17,7 @@ __all__ = [
     "LogCorrupted",
     "UnsupportedFormat",
     "LogWriteFailed",
+    "RecordRejected",
     "shown",
 ]
 
@@ -65,6 +66,11 @@ class LogCorrupted(LogError):
 
 class UnsupportedFormat(LogError):
     """The log was written by a newer (or unknown) format version."""
+
+
+class RecordRejected(LogError, ValueError):
+    """An event cannot be written as a record: a field holds a value msgpack cannot encode, or
+    the record would exceed the 64 MiB limit. Nothing of the call was written."""
 
 
 class LogWriteFailed(LogError):

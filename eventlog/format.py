@@ -28,6 +28,8 @@ import zlib
 from enum import Enum
 from typing import NamedTuple
 
+from eventlog.errors import RecordRejected
+
 __all__ = [
     "MAGIC",
     "FORMAT_VERSION",
@@ -93,7 +95,10 @@ def frame(payload: bytes, prev_chain: bytes) -> tuple[bytes, bytes]:
     """Frame one payload; returns (record bytes, chain after it)."""
     n = len(payload)
     if n > MAX_RECORD_BYTES:
-        raise ValueError(f"record of {n} bytes exceeds the {MAX_RECORD_BYTES}-byte limit")
+        raise RecordRejected(
+            f"an event of {n:,} bytes exceeds the {MAX_RECORD_BYTES:,}-byte record limit; "
+            f"store less in one event (shorter texts, fewer entities, a smaller vector)"
+        )
     chain = chain_next(prev_chain, payload)
     crc = zlib.crc32(payload, zlib.crc32(chain))
     return _REC.pack(n, n ^ _MASK, crc, chain) + payload, chain

@@ -33,6 +33,7 @@ from eventlog import format as fmt
 from eventlog.errors import (
     LogWriteFailed,
     ReadOnlyStore,
+    RecordRejected,
     StoreClosed,
     StoreNotFound,
 )
@@ -224,7 +225,7 @@ class EventLog:
                     ev = msgspec.structs.replace(ev, seq=seq, fact_id=stamped[links[j]].seq)
                 else:
                     ev = msgspec.structs.replace(ev, seq=seq)
-                record, chain = fmt.frame(encode(ev), chain)
+                record, chain = fmt.frame(_encoded(ev), chain)
                 frames.append(record)
                 stamped.append(ev)  # type: ignore[arg-type]
                 last_tx = ev.tx_at
@@ -361,6 +362,16 @@ class EventLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _encoded(ev: EventBase) -> bytes:
+    try:
+        return encode(ev)
+    except (TypeError, msgspec.EncodeError, OverflowError) as e:
+        raise RecordRejected(
+            f"a {type(ev).__name__} cannot be encoded ({e}); pass plain str, int, float, "
+            f"bytes and datetime values"
+        ) from e
 
 
 def _check_links(links: Mapping[int, int], n: int) -> None:

@@ -6,6 +6,7 @@ with a message that says what to pass instead. Nothing is written before they pa
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 
 import numpy as np
@@ -15,15 +16,19 @@ from projections.checks import CONTROL_CHARS, MAX_NAME_CHARS
 from projections.errors import InvalidInput
 
 __all__ = [
+    "MAX_DIMS",
     "MAX_ID",
     "check_namespace",
     "check_sequence",
+    "confidence_arg",
+    "seq_arg",
     "entity_names",
     "fact_id",
     "text_arg",
 ]
 
 MAX_ID = 2**63 - 1  # ids are seqs: 64-bit integers
+MAX_DIMS = 65_536  # the longest vector a caller may record
 
 
 def check_namespace(namespace: object) -> str:
@@ -58,6 +63,23 @@ def fact_id(value: object) -> int:
             f"`hmem recall` or `hmem history`"
         )
     return number
+
+
+def confidence_arg(value: object) -> float:
+    """A confidence: a real number from 0 to 1 (numpy scalars too), as a plain float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidInput(f"confidence must be a number from 0 to 1, not {shown(value)}")
+    number = float(value)
+    if not 0.0 <= number <= 1.0:  # NaN fails too
+        raise InvalidInput(f"confidence must be a number from 0 to 1, not {shown(value)}")
+    return number
+
+
+def seq_arg(value: object, label: str = "seq") -> int:
+    """A log seq: an integer (numpy integers too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidInput(f"{label} must be an integer seq (e.g. 12), not {shown(value)}")
+    return int(value)
 
 
 def check_sequence(value: object, label: str, want: str) -> None:

@@ -57,6 +57,7 @@ from hmem.llm.extractor import (
 from hmem.store import Store
 from hmem.timeparse import TimeLike, parse_time, parse_time_opt
 from hmem.transaction import Transaction
+from projections.checks import MAX_TEXT_CHARS, check_text
 from projections.state import Episode
 from projections.timeutil import from_us
 
@@ -320,18 +321,29 @@ def _day(when: datetime) -> str:
     return when.date().isoformat()
 
 
+def _is_text(*values: str) -> bool:
+    try:
+        for value in values:
+            check_text("text", value, MAX_TEXT_CHARS)
+    except InvalidInput:
+        return False
+    return True
+
+
 def _embed_candidates(
     memory: Memory, facts: tuple[Candidate, ...], default_subject: str
 ) -> list[np.ndarray | None]:
     """Each candidate's vector (None for an unusable candidate or without an embedder)."""
-    usable = [i for i, c in enumerate(facts) if clean_text(c.text)]
+    pairs: list[tuple[str, str]] = []
+    usable: list[int] = []
+    for i, c in enumerate(facts):
+        pair = (clean_subject(c.subject) or default_subject, clean_text(c.text))
+        if pair[1] and _is_text(*pair):  # what the store refuses never goes to a model
+            usable.append(i)
+            pairs.append(pair)
     vectors: list[np.ndarray | None] = [None] * len(facts)
     if memory.embedder is None or not usable:
         return vectors
-    pairs = [
-        (clean_subject(facts[i].subject) or default_subject, clean_text(facts[i].text))
-        for i in usable
-    ]
     got = memory.embed_facts(pairs)
     assert got is not None
     for i, vector in zip(usable, got, strict=True):

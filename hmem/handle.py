@@ -19,11 +19,11 @@ from typing import Any, Self
 
 import numpy as np
 
-from eventlog.log import FsyncPolicy
+from eventlog.log import FSYNC_POLICIES, FsyncPolicy
 from hmem.analytics import NamespaceCopy
 from hmem.args import check_namespace
 from hmem.embedders import Embedder, check_output, resolve_embedder
-from hmem.errors import InvalidInput, StoreClosed
+from hmem.errors import EmbedderError, InvalidInput, StoreClosed
 from hmem.recall import RecallConfig
 from hmem.store import Store, default_root
 from hmem.timeparse import TimeLike
@@ -56,6 +56,8 @@ class StoreHandle:
         store: Store | None = None,
     ) -> None:
         self.namespace = check_namespace(namespace)
+        if fsync not in FSYNC_POLICIES:
+            raise InvalidInput(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self.clock = clock
         self.source_agent = source_agent
         self.recall_config = recall_config or RecallConfig()
@@ -156,6 +158,14 @@ class StoreHandle:
         embedder = self.embedder
         if embedder is None or not pairs:
             return None
+        with self.reading() as store:
+            stored = store.projector.state.vector_dims.get((self.namespace, embedder.model))
+        if stored is not None and stored != embedder.dims:
+            raise EmbedderError(
+                f"this namespace's vectors of {embedder.model!r} have {stored} dims but the "
+                f"embedder makes {embedder.dims}; restore its settings (e.g. HMEM_EMBED_DIMS) "
+                f"or use another model name and re-embed with `hmem reembed`"
+            )
         texts = [index_text(subject, text) for subject, text in pairs]
         return check_output(embedder, texts, embedder.embed(texts))
 

@@ -12,7 +12,7 @@ import duckdb
 
 from eventlog.events import EVENT_TAGS
 from hmem.analytics import NamespaceCopy, check_read_only
-from hmem.args import fact_id
+from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
 from hmem.handle import StoreHandle, TxPoint
 from hmem.recall import RecallRequest, RecallResult, recall
@@ -87,7 +87,7 @@ class ReadMethods(StoreHandle):
 
     def history(self, subject: str) -> list[FactView]:
         """Every fact ever stored about ``subject`` (case-insensitive), oldest first."""
-        key = subject_key(subject)
+        key = subject_key(text_arg(subject, "subject"))
         with self.reading() as store:
             facts = store.projector.state.in_namespace(self.namespace)
             return [fact_view(f) for f in facts if f.subject_key == key]
@@ -118,7 +118,10 @@ class ReadMethods(StoreHandle):
                 store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
             )
             if parquet is not None:
-                rel.write_parquet(str(parquet))
+                try:
+                    rel.write_parquet(str(parquet))
+                except duckdb.Error as e:
+                    raise InvalidInput(f"cannot write {parquet}: {e}") from e
             return rel
 
     def diff(self, since: TxPoint, until: TxPoint | None = None) -> Diff:
@@ -223,7 +226,7 @@ class ReadMethods(StoreHandle):
             params.append(kinds)
         if subject is not None:
             where.append("subject_key = ?")
-            params.append(subject_key(subject))
+            params.append(subject_key(text_arg(subject, "subject")))
         return self.sql(f"SELECT * FROM event_log WHERE {' AND '.join(where)} ORDER BY seq", params)
 
     @property
@@ -234,6 +237,7 @@ class ReadMethods(StoreHandle):
 
     def tx_time(self, seq: int) -> datetime:
         """The transaction time of an event."""
+        seq = seq_arg(seq)
         with self.reading() as store:
             last = store.projector.last_seq
             if not 1 <= seq <= last:

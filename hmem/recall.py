@@ -36,6 +36,7 @@ from hmem.ranking import FUSIONS, RecallConfig, RecallQuery, rank
 from hmem.store import Store
 from hmem.timeexpr import parse_time_expression
 from hmem.timeparse import TimeLike, parse_time_opt
+from projections.checks import MAX_TEXT_CHARS, check_text
 from projections.timeutil import to_us
 
 __all__ = [
@@ -81,6 +82,7 @@ class RecallRequest:
         """Check every argument before any work; defaults come from ``config``."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty; ask about something, e.g. 'where does maya live'")
+        check_text("query", query, MAX_TEXT_CHARS)
         limit = config.limit if limit is None else limit
         max_tokens = config.max_tokens if max_tokens is None else max_tokens
         for name, value in (("limit", limit), ("max_tokens", max_tokens)):

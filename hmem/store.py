@@ -30,10 +30,10 @@ from eventlog.events import (
 )
 from eventlog.fileio import OS, FileIO
 from eventlog.log import EventLog, FsyncPolicy
-from hmem.errors import InvalidInput, StoreNotFound
+from hmem.errors import InvalidInput, ProjectionError, RecordRejected, StoreNotFound
 from hmem.timeparse import TimeLike, parse_time
 from projections.checks import check_fields
-from projections.duck import DuckProjection
+from projections.duck import DuckProjection, is_lock_conflict
 from projections.projector import Projector
 from projections.timeutil import to_us
 from replay.asof import seq_at
@@ -98,8 +98,8 @@ class Store:
             try:
                 self._open_projection(flush_every)
             except duckdb.Error as e:
-                if read_only or "lock" in str(e).lower():
-                    raise
+                if read_only or is_lock_conflict(e):
+                    raise ProjectionError(f"the projection could not be opened: {e}") from e
                 # The file opened but could not be read (e.g. truncated): it is disposable.
                 self.notes.append(f"projection unreadable ({e}); rebuilt from the log")
                 DuckProjection.move_aside(self.root / PROJECTION_FILE)
@@ -162,6 +162,7 @@ class Store:
         links = dict(links or {})
         state = self.projector.state
         touched: set[int] = set()
+        dims: dict[tuple[str, str], int] = {}
         for j, ev in enumerate(events):
             if j in links:
                 i = links[j]
@@ -178,13 +179,18 @@ class Store:
                     raise InvalidInput("an embedding must be in its fact's namespace")
             else:
                 state.validate(ev)
+            if isinstance(ev, EmbeddingRecorded):
+                state.check_dims(ev, dims)
             if isinstance(ev, (FactRevised, FactForgotten)):
                 if ev.fact_id in touched:
                     raise InvalidInput(
                         f"fact {ev.fact_id} is revised or forgotten twice in one batch"
                     )
                 touched.add(ev.fact_id)
-        stamped = self.log.append_many(events, links)
+        try:
+            stamped = self.log.append_many(events, links)
+        except RecordRejected as e:
+            raise InvalidInput(str(e)) from e
         for ev in stamped:
             self.projector.apply(ev, validated=True)
         return stamped

@@ -45,10 +45,16 @@ def parse_time(value: TimeLike, label: str) -> datetime:
             f"{label} {shown(value)} has no time zone; add one (e.g. '2025-01-01T09:30:00Z' or "
             f"datetime(..., tzinfo=timezone.utc)), or give a plain date"
         )
-    dt = dt.astimezone(timezone.utc)
-    if not _MIN <= dt <= _MAX:
-        raise InvalidTime(f"{label} {shown(value)} is outside the supported years 1-9999")
-    return dt
+    utc: datetime | None
+    try:
+        utc = dt.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:00-05:00 is in the year 10000 in UTC
+        utc = None
+    if utc is None or not _MIN <= utc <= _MAX:
+        raise InvalidTime(
+            f"{label} {shown(value)} is outside the supported years 1-9999 (in UTC)"
+        ) from None
+    return utc
 
 
 def parse_time_opt(value: TimeLike | None, label: str) -> datetime | None:

@@ -34,7 +34,10 @@ def transaction_time(clock: Clock, log: EventLog) -> datetime:
     now = clock()
     if not isinstance(now, datetime) or now.tzinfo is None:
         raise InvalidTime("the clock must return an aware datetime (e.g. in UTC)")
-    now = now.astimezone(timezone.utc)
+    try:
+        now = now.astimezone(timezone.utc)
+    except OverflowError:
+        raise InvalidTime(f"the clock returned {now!r}, outside the years 1-9999") from None
     last = log.last_tx_at
     return now if now > last else last
 

@@ -4,16 +4,32 @@ the LLM layer's ``add`` / ``extract``. Each builds its events and appends them t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
 import numpy as np
 
-from eventlog.events import EmbeddingRecorded, FactForgotten, FactRemembered, FactRevised
-from hmem.args import check_sequence, entity_names, fact_id, text_arg
+from eventlog.events import (
+    EmbeddingRecorded,
+    EventBase,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+)
+from hmem.args import (
+    MAX_DIMS,
+    check_sequence,
+    confidence_arg,
+    entity_names,
+    fact_id,
+    text_arg,
+)
 from hmem.errors import EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
 from hmem.timeparse import TimeLike, parse_time_opt
+from projections.checks import check_fields
 from projections.entities import fact_entities
 from replay.rebuild import Progress
 
@@ -23,6 +39,7 @@ if TYPE_CHECKING:  # the LLM layer is optional and imported only when used
 
 __all__ = ["WriteMethods"]
 
+_EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)
 _REMEMBER_ARGS = frozenset({
     "subject", "text", "valid_from", "valid_to", "confidence", "entities", "source_agent",
     "source_ref",
@@ -72,9 +89,8 @@ class WriteMethods(StoreHandle):
         """
         check_sequence(facts, "facts", "a list of dicts of remember's arguments")
         events = [self._remembered(item, i) for i, item in enumerate(facts)]
-        vectors = None
-        if all(ev.text for ev in events):  # else validation refuses the batch: embed nothing
-            vectors = self.embed_facts([(ev.subject, ev.text) for ev in events])
+        self._check_before_embedding(events)
+        vectors = self.embed_facts([(ev.subject, ev.text) for ev in events])
         with self.transaction() as txn:
             positions = []
             for i, event in enumerate(events):
@@ -83,6 +99,13 @@ class WriteMethods(StoreHandle):
                     txn.append(txn.vector(vectors[i], source_agent=self.source_agent),
                                of=positions[-1])
         return [txn.seq(p) for p in positions]
+
+    def _check_before_embedding(self, events: Sequence[EventBase]) -> None:
+        """The events' own field checks, before any text goes to an embedder (a model must
+        never see what the store refuses); the transaction checks them again with its time
+        (here the earliest time stands in for it, so no period is refused too early)."""
+        for event in events:
+            check_fields(msgspec.structs.replace(event, tx_at=_EARLIEST))
 
     def _remembered(self, item: object, i: int) -> FactRemembered:
         if not isinstance(item, dict):
@@ -99,7 +122,7 @@ class WriteMethods(StoreHandle):
             namespace=self.namespace, subject=subject, text=text,
             valid_from=parse_time_opt(item.get("valid_from"), "valid_from"),
             valid_to=parse_time_opt(item.get("valid_to"), "valid_to"),
-            confidence=item.get("confidence", 1.0),
+            confidence=confidence_arg(item.get("confidence", 1.0)),
             entities=fact_entities(subject, text, entity_names(item.get("entities") or ())),
             source_agent=item.get("source_agent") or self.source_agent,
             source_ref=item.get("source_ref"),
@@ -135,14 +158,16 @@ class WriteMethods(StoreHandle):
         with self.reading() as store:
             old = store.projector.state.lookup(fid, self.namespace)
             old_subject, old_agent = old.subject, old.source_agent
+        event = FactRevised(
+            namespace=self.namespace, fact_id=fid, text=text, subject=subject, valid_from=vf,
+            valid_to=vt, confidence=confidence_arg(confidence),
+            entities=fact_entities(subject or old_subject, text, names), reason=reason,
+            source_agent=source_agent or self.source_agent or old_agent, source_ref=source_ref,
+        )
+        self._check_before_embedding([event])
         vector = self._vector_of(subject or old_subject, text)
         with self.transaction() as txn:
-            position = txn.append(FactRevised(
-                fact_id=fid, text=text, subject=subject, valid_from=vf, valid_to=vt,
-                confidence=confidence, entities=fact_entities(subject or old_subject, text, names),
-                reason=reason, source_agent=source_agent or self.source_agent or old_agent,
-                source_ref=source_ref,
-            ))
+            position = txn.append(event)
             if vector is not None:
                 txn.append(txn.vector(vector, source_agent=self.source_agent), of=position)
         return txn.seq(position)
@@ -170,9 +195,16 @@ class WriteMethods(StoreHandle):
     def record_embedding(self, fact_id: int, model: str, vector: Any) -> int:
         """Record a vector for a fact as an event (replay never recomputes it); returns its seq."""
         fid = _fact_id(fact_id)
-        arr = np.asarray(vector, dtype="<f4")
+        if isinstance(vector, (str, bytes)):
+            raise InvalidInput("vector must be a sequence of numbers, not a string")
+        try:
+            arr = np.asarray(vector, dtype="<f4")
+        except (TypeError, ValueError) as e:
+            raise InvalidInput(f"vector must be a sequence of numbers ({e})") from e
         if arr.ndim != 1 or not len(arr) or not np.isfinite(arr).all():
             raise InvalidInput("vector must be a non-empty 1-D array of finite numbers")
+        if len(arr) > MAX_DIMS:
+            raise InvalidInput(f"vector has {len(arr):,} dims; the limit is {MAX_DIMS:,}")
         with self.transaction() as txn:
             position = txn.append(EmbeddingRecorded(
                 fact_id=fid, model=model, dims=len(arr), vector=arr.tobytes(),

@@ -24,6 +24,7 @@ from projections.timeutil import from_us, to_us
 
 __all__ = [
     "CONTROL_CHARS",
+    "MAX_ENTITIES",
     "MAX_NAME_CHARS",
     "MAX_TEXT_CHARS",
     "check_fields",
@@ -34,6 +35,7 @@ __all__ = [
 
 MAX_TEXT_CHARS = 100_000
 MAX_NAME_CHARS = 500
+MAX_ENTITIES = 1_000
 CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -121,6 +123,8 @@ def _check_statement(text: str, confidence: float, entities: tuple[str, ...]) ->
         or not 0.0 <= confidence <= 1.0
     ):
         raise InvalidInput(f"confidence must be a number from 0 to 1, not {confidence!r}")
+    if len(entities) > MAX_ENTITIES:
+        raise InvalidInput(f"{len(entities):,} entities; the limit is {MAX_ENTITIES:,} per fact")
     for name in entities:
         check_name("entity", name)
 

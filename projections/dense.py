@@ -44,10 +44,11 @@ class DocVectors:
         scale = 4 if self.dtype == "int8" else 0
         return self.size * (self.dims * self._matrix.itemsize + scale)
 
-    def set(self, doc: int, vector: np.ndarray) -> None:
-        """Store the vector of ``doc`` (a later vector of the same model replaces it)."""
+    def set(self, doc: int, vector: np.ndarray) -> bool:
+        """Store the vector of ``doc`` (a later vector of the same model replaces it). A vector
+        of another length is left out (returns False): it cannot be compared with the rest."""
         if len(vector) != self.dims:
-            raise ValueError(f"{self.model}: vector has {len(vector)} dims, expected {self.dims}")
+            return False
         if doc >= len(self._has):
             grow = max(doc + 1, 2 * len(self._has))
             self._matrix = _grown(self._matrix, grow)
@@ -68,6 +69,7 @@ class DocVectors:
             self._has[doc] = True
             self.count += 1
         self.size = max(self.size, doc + 1)
+        return True
 
     def get(self, doc: int) -> np.ndarray | None:
         """The (normalised) vector of ``doc``, or None when it has none."""

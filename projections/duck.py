@@ -44,7 +44,9 @@ from projections.columns import (
 from projections.errors import ProjectionError
 from projections.state import Episode, Fact, FactState, Row, Vector
 
-__all__ = ["SCHEMA_VERSION", "DuckProjection", "TABLES", "one_row"]
+__all__ = [
+    "SCHEMA_VERSION", "DuckProjection", "TABLES", "check_readable", "is_lock_conflict", "one_row",
+]
 
 # 2: Snowball stems in postings; subject in indexed text. 3: episodes table, fact lineage.
 SCHEMA_VERSION = 3
@@ -125,6 +127,25 @@ TABLES: dict[str, str] = {
 _US = "make_timestamp({0})::TIMESTAMPTZ"
 
 
+def is_lock_conflict(error: BaseException) -> bool:
+    """Whether DuckDB refused a file because another process holds it (not because it is
+    damaged: a damaged block's message may mention anything, "lock" included)."""
+    text = str(error)
+    return "Could not set lock on file" in text or "Conflicting lock is held" in text
+
+
+def check_readable(con: duckdb.DuckDBPyConnection) -> None:
+    """Read every block of every table (DuckDB checks each block's checksum as it reads): a
+    damaged file raises ``duckdb.Error`` here, at open, instead of in a later query."""
+    tables = [
+        r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+        ).fetchall()
+    ]
+    for table in tables:
+        con.execute(f'SELECT count(*), bit_xor(hash(COLUMNS(*))) FROM "{table}"').fetchall()
+
+
 def one_row(
     con: duckdb.DuckDBPyConnection, sql: str, params: object = None
 ) -> tuple[Any, ...]:
@@ -180,9 +201,16 @@ class DuckProjection:
             self._attached = _attach_memory_db()
             return self._attached[1]
         try:
-            return duckdb.connect(str(self.path))
+            con = duckdb.connect(str(self.path))
+            try:
+                con.execute("SET TimeZone = 'UTC'")
+                check_readable(con)
+            except BaseException:
+                con.close()
+                raise
+            return con
         except duckdb.Error as e:
-            if "lock" in str(e).lower():
+            if is_lock_conflict(e):
                 raise ProjectionError(
                     f"projection {self.path} is held by another process: {e}"
                 ) from e
@@ -325,6 +353,7 @@ class DuckProjection:
         ).fetchall():
             vec = np.asarray(r[4], dtype="<f4").tobytes()
             state.vectors.append(Vector(r[0], r[1], r[2], r[3], vec, r[5]))
+            state.vector_dims.setdefault((r[1], r[2]), r[3])
         for r in con.execute(
             "SELECT seq, namespace, session_id, turn, role, speaker, text, epoch_us(observed_at), "
             "epoch_us(recorded_at), source_agent, source_ref FROM episodes ORDER BY seq"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["normalize_entity", "extract_entities", "fact_entities"]
+__all__ = ["MAX_DERIVED", "normalize_entity", "extract_entities", "fact_entities"]
 
 # A run of capitalised words ("New York", "Maya"), allowing inner apostrophes and hyphens.
 _PROPER = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
@@ -27,17 +27,28 @@ def normalize_entity(name: str) -> str:
     return name
 
 
+# Derived data never makes a valid call fail: what the rule finds is bounded, and anything that
+# cannot be a name (a base64 blob, a hash, a URL-like run) is dropped rather than refused.
+MAX_DERIVED = 50  # entities found in one text
+MAX_DERIVED_CHARS = 100  # characters of one found entity
+MAX_WORD_CHARS = 40  # characters of one word of it
+
+
 def extract_entities(text: str) -> list[str]:
-    """Proper nouns in ``text`` by capitalisation, normalised, in order of first appearance."""
+    """Proper nouns in ``text`` by capitalisation, normalised, in order of first appearance
+    (at most :data:`MAX_DERIVED`; runs too long to be a name are left out)."""
     found: dict[str, None] = {}
     for match in _PROPER.finditer(text):
         words = match.group(0).split()
         while words and words[0].casefold().strip("'’") in _COMMON:
             words = words[1:]
-        if words:
-            name = normalize_entity(" ".join(words))
-            if name:
-                found[name] = None
+        if not words or any(len(w) > MAX_WORD_CHARS for w in words):
+            continue
+        name = normalize_entity(" ".join(words))
+        if name and len(name) <= MAX_DERIVED_CHARS:
+            found[name] = None
+            if len(found) >= MAX_DERIVED:
+                break
     return list(found)
 
 

@@ -68,6 +68,7 @@ class NamespaceIndex:
         self.next_doc = array("q")
         self._turns: dict[str, dict[int, int]] = {}  # source session -> turn number -> doc
         self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
+        self.ignored_vectors = 0  # vectors of the wrong length (see set_vector)
 
     def __len__(self) -> int:
         return len(self.fact_ids)
@@ -105,11 +106,14 @@ class NamespaceIndex:
                 self.next_doc[doc], self.prev_doc[after] = after, doc
 
     def set_vector(self, fact_id: int, model: str, vector: np.ndarray) -> None:
-        """Record ``fact_id``'s vector from ``model`` (a later one replaces an earlier one)."""
+        """Record ``fact_id``'s vector from ``model`` (a later one replaces an earlier one). A
+        vector whose length differs from the model's first one (only an old log can hold one)
+        is left out of recall and counted in ``ignored_vectors``."""
         vectors = self.vectors.get(model)
         if vectors is None:
             vectors = self.vectors[model] = DocVectors(model, len(vector), self.vector_dtype)
-        vectors.set(self.doc_of[fact_id], vector)
+        if not vectors.set(self.doc_of[fact_id], vector):
+            self.ignored_vectors += 1
 
     def update(self, fact: Fact) -> None:
         doc = self.doc_of[fact.id]

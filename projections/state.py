@@ -152,6 +152,8 @@ class FactState:
     def __init__(self) -> None:
         self.facts: dict[int, Fact] = {}
         self.vectors: list[Vector] = []
+        # (namespace, model) -> the length of its vectors: fixed by the first one recorded.
+        self.vector_dims: dict[tuple[str, str], int] = {}
         self.episodes: dict[int, Episode] = {}
         self.sessions: dict[tuple[str, str], list[int]] = {}  # (namespace, session) -> seqs
         self.last_seq = 0
@@ -215,6 +217,20 @@ class FactState:
             self.lookup(ev.fact_id, ev.namespace)
         elif not isinstance(ev, (FactRemembered, EpisodeRecorded)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
+
+    def check_dims(self, ev: EmbeddingRecorded, batch: dict[tuple[str, str], int]) -> None:
+        """A vector must have the length of its model's earlier vectors in its namespace (those
+        of the state, or of ``batch``: what the same write adds first). Write path only: a
+        log written before this rule replays, and recall leaves such vectors out."""
+        key = (ev.namespace, ev.model)
+        want = self.vector_dims.get(key, batch.get(key))
+        if want is not None and ev.dims != want:
+            raise InvalidInput(
+                f"model {ev.model!r} has {want}-dimensional vectors in namespace "
+                f"{ev.namespace!r}; this one has {ev.dims}. Record it under another model name "
+                f"(a model's vectors must all be comparable)"
+            )
+        batch[key] = ev.dims
 
     def head_of(self, fact_id: int) -> int:
         """The newest version of the chain that ``fact_id`` belongs to."""
@@ -283,6 +299,7 @@ class FactState:
             self.vectors.append(
                 Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq)
             )
+            self.vector_dims.setdefault((ev.namespace, ev.model), ev.dims)
             return []
         if isinstance(ev, EpisodeRecorded):
             self.add_episode(Episode(
