@@ -15,7 +15,7 @@ __all__ = ["FileIO", "OS"]
 class FileIO:
     """Thin wrappers over ``os``; override any of them to inject faults."""
 
-    def open(self, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+    def open(self, path: str | os.PathLike[str], flags: int, mode: int = 0o600) -> int:
         return os.open(path, flags, mode)
 
     def write(self, fd: int, data: memoryview | bytes) -> int:

@@ -1,14 +1,17 @@
-"""One writer at a time: an OS advisory lock on a file in the store."""
+"""Locks on files in the log directory: one writer at a time (``LOCK``), and readers that never
+see half of an append (``APPEND``)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from eventlog.errors import StoreLocked
 
-__all__ = ["WriterLock"]
+__all__ = ["AppendLock", "WriterLock"]
 
 
 class WriterLock:
@@ -23,7 +26,7 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -51,3 +54,45 @@ def _read_holder(fd: int) -> str:
     except OSError:
         return ""
     return f" (pid {pid})" if pid.isdigit() else ""
+
+
+class AppendLock:
+    """Held exclusively by the writer while it writes one append (a whole ``append_many``
+    batch), and shared by a reader while it scans for new records: a reader sees every batch
+    whole or not at all. The kernel drops it when a process dies, so a crashed writer blocks
+    nobody (its torn tail is then cut or ignored as usual).
+
+    A reader of a log directory without the file (written by an older hmem, or on a read-only
+    file system) scans without it.
+    """
+
+    def __init__(self, path: Path, *, create: bool) -> None:
+        self.path = path
+        self._fd: int | None = None
+        if create:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def _open(self) -> int | None:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+        return self._fd
+
+    @contextmanager
+    def held(self, *, shared: bool) -> Iterator[None]:
+        fd = self._open()
+        if fd is None:
+            yield
+            return
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -39,10 +39,17 @@ from eventlog.errors import (
 )
 from eventlog.events import EPOCH, Event, EventBase, encode
 from eventlog.fileio import OS, FileIO
-from eventlog.lock import WriterLock
-from eventlog.segments import Recovery, Segment, Segments, fsync_dir, segment_name
+from eventlog.lock import AppendLock, WriterLock
+from eventlog.segments import (
+    ChainHead,
+    Recovery,
+    Segment,
+    Segments,
+    fsync_dir,
+    segment_name,
+)
 
-__all__ = ["EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES"]
+__all__ = ["ChainHead", "EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "batch", "never")
@@ -80,6 +87,7 @@ class EventLog:
         self._last_tx_at: datetime = EPOCH
         self._fd: int | None = None
         self._lock: WriterLock | None = None
+        self._append_lock: AppendLock | None = None
         self._mutex = threading.RLock()
         self._closed = False
         self._failed: str | None = None
@@ -91,12 +99,13 @@ class EventLog:
         if read_only and not self.directory.is_dir():
             raise StoreNotFound(f"no event log at {self.directory}")
         if not read_only:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._lock = WriterLock(
                 self.directory / "LOCK", lock_label or f"event log {self.directory}"
             )
             self._lock.acquire()
         try:
+            self._append_lock = AppendLock(self.directory / "APPEND", create=not read_only)
             self._load()
             if not read_only:
                 self._open_for_append()
@@ -145,7 +154,9 @@ class EventLog:
     # ------------------------------------------------------------------ open / follow
 
     def _load(self) -> None:
-        self.segments.load()
+        assert self._append_lock is not None
+        with self._append_lock.held(shared=True):
+            self.segments.load()
         self._read_last_tx()
 
     def _read_last_tx(self) -> None:
@@ -157,7 +168,9 @@ class EventLog:
         last seq."""
         with self._mutex:
             self._check_open()
-            self.segments.refresh()
+            assert self._append_lock is not None
+            with self._append_lock.held(shared=True):  # never half of a batch
+                self.segments.refresh()
             self._read_last_tx()
             return self.last_seq
 
@@ -175,7 +188,7 @@ class EventLog:
         first_seq = self.last_seq + 1
         path = self.directory / segment_name(first_seq)
         header = fmt.pack_segment_header(first_seq, self.segments.chain)
-        fd = self.io.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = self.io.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             _write_all(self.io, fd, header)
             self.io.fsync(fd)
@@ -229,11 +242,13 @@ class EventLog:
                 frames.append(record)
                 stamped.append(ev)  # type: ignore[arg-type]
                 last_tx = ev.tx_at
-            if self.segments.list[-1].end >= self.segment_bytes:
-                self._guarded(self._new_segment, "creating a new segment")
-            seg = self.segments.list[-1]
-            data = b"".join(frames)
-            self._write(seg, data)
+            assert self._append_lock is not None
+            with self._append_lock.held(shared=False):  # readers wait for the whole batch
+                if self.segments.list[-1].end >= self.segment_bytes:
+                    self._guarded(self._new_segment, "creating a new segment")
+                seg = self.segments.list[-1]
+                data = b"".join(frames)
+                self._write(seg, data)
             pos = seg.end
             for record in frames:
                 seg.offsets.append(pos)
@@ -306,6 +321,12 @@ class EventLog:
         with self._mutex:
             return self.segments.get(seq)
 
+    def head(self) -> ChainHead:
+        """The log's last seq and the hash chain after it: compare it with a head noted
+        earlier (``hmem log verify --expect``) to detect a rewritten log."""
+        with self._mutex:
+            return self.segments.head()
+
     def chain_at(self, seq: int) -> bytes:
         """The hash chain value after the event with this seq (identifies the whole prefix)."""
         with self._mutex:
@@ -353,6 +374,9 @@ class EventLog:
         if self._fd is not None:
             self.io.close(self._fd)
             self._fd = None
+        if self._append_lock is not None:
+            self._append_lock.close()
+            self._append_lock = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None

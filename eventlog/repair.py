@@ -9,8 +9,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from eventlog.errors import LogCorrupted
+from eventlog.fileio import OS
 from eventlog.lock import WriterLock
 from eventlog.log import EventLog
+from eventlog.segments import ChainHead, Segments
 
 __all__ = ["VerifyReport", "RepairReport", "verify_log", "repair_log"]
 
@@ -27,6 +29,8 @@ class VerifyReport:
     segment: str | None = None
     offset: int | None = None
     torn_tail: str = ""
+    head: str = ""  # SEQ:HASH of the last good record: note it, and --expect it later
+    expected: str = ""  # the head the caller expected, if any
 
 
 @dataclass
@@ -38,26 +42,66 @@ class RepairReport:
     backup: str | None = None
 
 
-def verify_log(directory: str | os.PathLike[str]) -> VerifyReport:
-    """Read and decode every record without modifying anything (safe beside a live writer)."""
+def verify_log(
+    directory: str | os.PathLike[str], *, expect: ChainHead | None = None
+) -> VerifyReport:
+    """Read and decode every record without modifying anything (safe beside a live writer).
+
+    ``expect`` is a head noted earlier (``SEQ:HASH``): the log must still hold that prefix, so
+    a log rewritten with a fresh hash chain (or cut short) fails. A damaged log reports how
+    many events before the damage read fine (what ``repair_log`` would keep)."""
     try:
         log = EventLog(directory, read_only=True)
     except LogCorrupted as e:
-        return VerifyReport(False, 0, 0, 0, e.detail, e.segment, e.offset)
+        good = Segments(Path(directory), read_only=True, io=OS)
+        try:
+            good.load()
+        except LogCorrupted:
+            pass  # it stops at the same record: what it read before is the good prefix
+        return VerifyReport(
+            False, good.last_seq, len(good.list), good.size_bytes, e.detail, e.segment, e.offset,
+            head=str(good.head()), expected=str(expect or ""),
+        )
     with log:
         count = 0
         try:
             for _ in log.read():
                 count += 1
         except LogCorrupted as e:
+            head = ChainHead(count, log.chain_at(count).hex() if count else "")
             return VerifyReport(
-                False, count, len(log.segment_paths), log.size_bytes, e.detail, e.segment, e.offset
+                False, count, len(log.segment_paths), log.size_bytes, e.detail, e.segment,
+                e.offset, head=str(head), expected=str(expect or ""),
             )
         torn = ""
         if log.unfinished_tail:
             path, offset = log.unfinished_tail
             torn = f"{path} has an unfinished record at byte {offset} (cut on the next writer open)"
-        return VerifyReport(True, count, len(log.segment_paths), log.size_bytes, torn_tail=torn)
+        head = log.head()
+        report = VerifyReport(
+            True, count, len(log.segment_paths), log.size_bytes, torn_tail=torn, head=str(head),
+            expected=str(expect or ""),
+        )
+        if expect is not None:
+            report.problem = _against(log, expect)
+            report.ok = not report.problem
+        return report
+
+
+def _against(log: EventLog, expect: ChainHead) -> str:
+    """Why the log does not hold the prefix ``expect`` names ("" when it does)."""
+    if expect.seq > log.last_seq:
+        return (
+            f"the log ends at seq {log.last_seq}, before the expected head at seq {expect.seq}: "
+            f"events were removed"
+        )
+    have = log.chain_at(expect.seq).hex() if expect.seq else ""
+    if have != expect.hash:
+        return (
+            f"the hash chain at seq {expect.seq} is {have or '(empty)'}, not the expected "
+            f"{expect.hash}: the log was rewritten up to there"
+        )
+    return ""
 
 
 def repair_log(
@@ -101,7 +145,7 @@ def _first_problem(directory: Path) -> tuple[str, int, str] | None:
 
 
 def _cut(directory: Path, segment: Path, offset: int, backup: Path) -> None:
-    backup.mkdir(parents=True, exist_ok=True)
+    backup.mkdir(mode=0o700, parents=True, exist_ok=True)
     later = sorted(p for p in directory.glob("*.hlog") if p.name > segment.name)
     for path in [segment, *later]:
         shutil.copy2(path, backup / path.name)

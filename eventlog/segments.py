@@ -21,7 +21,9 @@ from eventlog.errors import LogCorrupted, UnsupportedFormat
 from eventlog.events import Event, decode
 from eventlog.fileio import FileIO
 
-__all__ = ["Recovery", "Segment", "Segments", "SEGMENT_SUFFIX", "fsync_dir", "segment_name"]
+__all__ = [
+    "ChainHead", "Recovery", "Segment", "Segments", "SEGMENT_SUFFIX", "fsync_dir", "segment_name",
+]
 
 SEGMENT_SUFFIX = ".hlog"
 
@@ -52,6 +54,35 @@ class Recovery:
         if self.removed_segments:
             parts.append(f"removed unfinished segment(s) {', '.join(self.removed_segments)}")
         return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class ChainHead:
+    """Where the log stands: its last seq and the hash chain after it (hex; "" when empty).
+
+    The hash identifies the whole prefix: two logs with the same head hold the same events.
+    Written as ``SEQ:HASH`` (see :meth:`parse`)."""
+
+    seq: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.seq}:{self.hash}"
+
+    @classmethod
+    def parse(cls, text: str) -> ChainHead:
+        """A head from ``SEQ:HASH`` (as ``hmem stats`` and ``hmem log verify`` print it)."""
+        seq, sep, digest = text.strip().partition(":")
+        if not sep or not seq.isdigit() or len(digest) != 32 or not _is_hex(digest):
+            raise ValueError(
+                f"a chain head is SEQ:HASH with a 32-digit hex hash (as `hmem log verify` "
+                f"prints it), not {text[:80]!r}"
+            )
+        return cls(int(seq), digest.lower())
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 class Segment:
@@ -227,6 +258,10 @@ class Segments:
             n = int.from_bytes(head[:4], "little")
             payload = f.read(n)
         return _decode(payload, seg, off, seq)
+
+    def head(self) -> ChainHead:
+        """The last seq and the chain after it."""
+        return ChainHead(self.last_seq, self.chain.hex() if self.last_seq else "")
 
     def chain_at(self, seq: int) -> bytes:
         """The hash chain value after the event with this seq (identifies the whole prefix)."""

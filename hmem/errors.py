@@ -22,6 +22,7 @@ from eventlog.errors import (
     UnsupportedFormat,
     shown,
 )
+from eventlog.witness import WitnessError
 from projections.errors import (
     FactAlreadyForgotten,
     FactNotFound,
@@ -48,6 +49,7 @@ __all__ = [
     "UnsupportedFormat",
     "LogWriteFailed",
     "RecordRejected",
+    "WitnessError",
     "ProjectionError",
     "EmbedderError",
     "EmbedderUnavailable",

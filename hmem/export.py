@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from eventlog.segments import ChainHead
 from hmem import __version__
 from hmem.analytics import NamespaceCopy
 from hmem.errors import HmemError, InvalidInput
@@ -85,15 +86,17 @@ def export_parquet(
     out = Path(directory)
     if out.exists() and not out.is_dir():
         raise InvalidInput(f"{out} is a file, not a directory; choose a directory to export to")
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
     for _ in range(_ATTEMPTS):
         seq = memory.last_seq
         with memory.reading() as store:
             copy = NamespaceCopy(
                 store.connection(), memory.namespace, store.projector.last_seq, sandboxed=False
             )
+            head = str(ChainHead(copy.seq, store.log.chain_at(copy.seq).hex() if copy.seq else ""))
         try:
             tables = _write_tables(copy, out, progress)
+            (last_tx,) = copy.query("SELECT max(tx_at) FROM events").fetchall()[0]
         finally:
             copy.close()
         if memory.last_seq == seq == copy.seq:
@@ -110,7 +113,8 @@ def export_parquet(
         "hmem_version": __version__,
         "namespace": memory.namespace,
         "seq": seq,
-        "last_tx": memory.tx_time(seq).isoformat() if seq else None,
+        "head": head,  # the log's SEQ:HASH the files were taken at (hmem log verify --expect)
+        "last_tx": last_tx.isoformat() if last_tx else None,  # this namespace's last change
         "tables": {name: {"file": Path(t.path).name, "rows": t.rows} for name, t in tables.items()},
     }, indent=2) + "\n")
     return Export(str(out), memory.namespace, seq, tables, str(manifest))
@@ -130,6 +134,7 @@ def _write_tables(
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+        os.chmod(tmp, 0o600)  # an export holds the namespace's texts: its owner's eyes only
         os.replace(tmp, path)
         tables[name] = ExportedTable(str(path), int(rows))
         if progress is not None:
@@ -140,4 +145,5 @@ def _write_tables(
 def _write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
+    os.chmod(tmp, 0o600)
     os.replace(tmp, path)

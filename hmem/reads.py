@@ -120,6 +120,7 @@ class ReadMethods(StoreHandle):
             if parquet is not None:
                 try:
                     rel.write_parquet(str(parquet))
+                    os.chmod(parquet, 0o600)  # the beliefs' texts: the owner's eyes only
                 except duckdb.Error as e:
                     raise InvalidInput(f"cannot write {parquet}: {e}") from e
             return rel
@@ -142,6 +143,7 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             state = store.projector.state
             facts = list(state.in_namespace(self.namespace))
+            head = store.log.head()
             con = store.connection()
             ns_events, first, last = one_row(
                 con,
@@ -164,9 +166,8 @@ class ReadMethods(StoreHandle):
                 entities=n_entities,
                 vectors=sum(v.namespace == self.namespace for v in state.vectors),
                 namespace_events=ns_events,
-                log_events=store.log.last_seq,
-                log_bytes=store.log.size_bytes,
-                log_segments=len(store.log.segment_paths),
+                head_seq=head.seq,
+                head_hash=head.hash,
                 projection_seq=store.projector.last_seq,
                 first_tx=from_us_opt(first),
                 last_tx=from_us_opt(last),
@@ -240,8 +241,11 @@ class ReadMethods(StoreHandle):
         seq = seq_arg(seq)
         with self.reading() as store:
             last = store.projector.last_seq
-            if not 1 <= seq <= last:
-                raise InvalidInput(f"seq {seq} is outside the log (1..{last})")
+            if not 1 <= seq <= last or store.log.get(seq).namespace != self.namespace:
+                raise InvalidInput(
+                    f"seq {seq} is not an event of namespace {self.namespace!r}; its events are "
+                    f"listed by `hmem log show` and Memory.events()"
+                )
             return from_us(store.projector.tx_times[seq - 1])
 
 

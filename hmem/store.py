@@ -84,6 +84,8 @@ class Store:
         self.notes: list[str] = []
         if read_only and not (self.root / "log").is_dir():
             raise missing_store(self.root)
+        if not read_only:  # the store holds what an agent believes: its owner's eyes only
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.log = EventLog(
             self.root / "log",
             read_only=read_only,

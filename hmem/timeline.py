@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -109,8 +109,9 @@ def plot_timeline(
     ``out``, also save it there (PNG, SVG or PDF by extension). Needs ``hmem[plot]``."""
     mpl = _matplotlib()
     rows = timeline_rows(memory, subject)
-    seq = memory.last_seq
-    now = memory.tx_time(seq)
+    stats = memory.stats()
+    seq = stats.head_seq
+    now = stats.last_tx or datetime.now(timezone.utc)  # this namespace's last change
     subjects = _subjects(subject)
     if title is None:
         title = "What the agent believed about " + ", ".join(subjects)

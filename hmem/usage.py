@@ -92,8 +92,9 @@ class UsageLog:
         now = self._clock().astimezone(timezone.utc)
         line = self._encoder.encode(UsageRecord(ts=now, op=op, ok=ok)) + b"\n"
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "ab") as f:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "ab") as f:
                 f.write(line)
 
 

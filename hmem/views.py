@@ -38,6 +38,13 @@ __all__ = [
 
 
 class Stats(msgspec.Struct, frozen=True):
+    """Counts of one namespace, and where the store's log stands.
+
+    Every count is this namespace's own: nothing here counts, sizes or names what other
+    namespaces hold. ``head_seq`` and ``head_hash`` are the log's head (its last seq and the
+    hash chain after it): the position every id and ``as_of`` seq is drawn from, and the value
+    to note for tamper evidence (``hmem log verify --expect SEQ:HASH``)."""
+
     path: str
     namespace: str
     facts: int
@@ -48,11 +55,20 @@ class Stats(msgspec.Struct, frozen=True):
     entities: int
     vectors: int
     namespace_events: int
-    log_events: int
-    log_bytes: int
-    log_segments: int
+    head_seq: int
+    head_hash: str
     projection_seq: int
     first_tx: datetime | None
     last_tx: datetime | None
     fsync: str
     read_only: bool
+
+    @property
+    def head(self) -> str:
+        """``SEQ:HASH``, as ``hmem log verify --expect`` takes it."""
+        return f"{self.head_seq}:{self.head_hash}"
+
+    @property
+    def log_events(self) -> int:
+        """The log's last seq (the older name of ``head_seq``)."""
+        return self.head_seq

@@ -127,6 +127,15 @@ TABLES: dict[str, str] = {
 _US = "make_timestamp({0})::TIMESTAMPTZ"
 
 
+def _owner_only(path: Path) -> None:
+    """The projection holds every text of the store: readable by its owner only."""
+    for p in (path, Path(str(path) + ".wal")):
+        try:
+            os.chmod(p, 0o600)
+        except FileNotFoundError:
+            pass
+
+
 def is_lock_conflict(error: BaseException) -> bool:
     """Whether DuckDB refused a file because another process holds it (not because it is
     damaged: a damaged block's message may mention anything, "lock" included)."""
@@ -202,6 +211,7 @@ class DuckProjection:
             return self._attached[1]
         try:
             con = duckdb.connect(str(self.path))
+            _owner_only(self.path)
             try:
                 con.execute("SET TimeZone = 'UTC'")
                 check_readable(con)
@@ -217,7 +227,9 @@ class DuckProjection:
             # The projection is disposable: move the damaged file aside and start empty.
             aside = self.move_aside(self.path)
             self.recreated = f"projection {self.path} did not open ({e}); moved to {aside}"
-            return duckdb.connect(str(self.path))
+            con = duckdb.connect(str(self.path))
+            _owner_only(self.path)
+            return con
 
     @staticmethod
     def move_aside(path: Path) -> Path:

@@ -38,6 +38,11 @@ def diff(
         else:
             forgotten.append(view)
     def tx(seq: int) -> datetime | None:
-        return from_us(tx_times[seq - 1]) if seq else None
+        """When this namespace last changed at or before ``seq`` (another namespace's
+        events are not its to date)."""
+        (own,) = con.execute(
+            "SELECT max(seq) FROM events WHERE namespace = ? AND seq <= ?", [namespace, seq]
+        ).fetchone() or (None,)
+        return from_us(tx_times[own - 1]) if own else None
 
     return Diff(since, until, tx(since), tx(until), tuple(added), tuple(revised), tuple(forgotten))

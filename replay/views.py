@@ -126,7 +126,9 @@ class Diff(msgspec.Struct, frozen=True):
 
     since_seq: int
     until_seq: int
-    since_tx: datetime | None  # tx time of since_seq (None for seq 0)
+    # When this namespace last changed at or before since_seq / until_seq (None if it had not):
+    # the times of other namespaces' events are not shown.
+    since_tx: datetime | None
     until_tx: datetime | None
     added: tuple[FactView, ...]
     revised: tuple[Revision, ...]

@@ -47,10 +47,10 @@ def test_item01_a_vector_of_another_size_is_refused_before_anything_is_written(s
 
 def test_item01_a_log_that_already_holds_mixed_sizes_opens_and_recalls(store):
     """A log written before the rule (or by hand) must not break recall in any namespace."""
+    from datetime import datetime, timezone
+
     from eventlog.events import EmbeddingRecorded, FactRemembered
     from eventlog.log import EventLog
-
-    from datetime import datetime, timezone
 
     t = datetime(2026, 1, 1, tzinfo=timezone.utc)
     with EventLog(store / "log") as log:
@@ -238,3 +238,171 @@ def test_item13_derived_entities_never_refuse_a_valid_turn(store):
         assert [h.id for h in m.recall("Alice file")][:1] == [a]
         with pytest.raises(InvalidInput, match="entity"):  # what the caller passes is checked
             m.remember("user", "x", entities=["e" * 600])
+
+
+# ---------------------------------------------------------------------- 3. readers and batches
+
+
+def _append_batches(directory, batches, size):
+    from datetime import datetime, timezone
+
+    from eventlog.events import FactRemembered
+    from eventlog.log import EventLog
+
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with EventLog(directory, fsync="never") as log:
+        for _ in range(batches):
+            log.append_many(
+                [FactRemembered(tx_at=t, subject="s", text="x" * 100 + str(i)) for i in range(size)]
+            )
+
+
+def test_item03_a_reader_never_sees_part_of_a_batch(tmp_path):
+    """A writer process appends batches of 2,000 events in one write each; a reader polling
+    beside it must only ever see whole batches (before the fix: ~15 of ~3,000 polls did not)."""
+    import multiprocessing
+
+    from eventlog.log import EventLog
+
+    directory, size = tmp_path / "log", 2000
+    EventLog(directory).close()
+    writer = multiprocessing.get_context("spawn").Process(
+        target=_append_batches, args=(directory, 60, size)
+    )
+    reader = EventLog(directory, read_only=True)
+    writer.start()
+    polls, partial = 0, []
+    try:
+        while writer.is_alive() or polls == 0:
+            seq = reader.refresh()
+            polls += 1
+            if seq % size:
+                partial.append(seq)
+    finally:
+        writer.join()
+        reader.close()
+    assert polls > 50 and partial == [], f"{len(partial)} of {polls} polls saw a partial batch"
+
+
+# ---------------------------------------------------------------------- 4. the namespace wall
+
+
+def test_item04_stats_tx_time_and_diff_say_nothing_of_other_namespaces(store):
+    with Memory(store, embedder=None) as m:
+        mine = m.remember("a", "mine")
+        other = m.in_namespace("secret")
+        foreign = [other.remember("b", f"theirs {i}") for i in range(5)]
+        s = m.stats()
+        assert (s.facts, s.namespace_events) == (1, 1)
+        fields = set(type(s).__struct_fields__)
+        assert not {"log_bytes", "log_segments"} & fields  # sizes of the whole log: not ours
+        assert s.head_seq == m.last_seq and len(s.head_hash) == 32  # the shared clock and head
+        assert m.tx_time(mine)
+        for seq in foreign:
+            with pytest.raises(InvalidInput, match="not an event of namespace"):
+                m.tx_time(seq)
+        d = m.diff(mine, foreign[-1])  # dated by this namespace's own last change
+        assert d.since_tx == m.tx_time(mine) and d.until_tx == m.tx_time(mine)
+        assert other.diff(0).until_tx == other.tx_time(foreign[-1])
+
+
+# ---------------------------------------------------------------------- 10. permissions
+
+
+def test_item10_the_store_is_readable_by_its_owner_only(tmp_path):
+    import stat
+
+    store = tmp_path / "deep" / "store"
+    with Memory(store, embedder=None) as m:
+        m.remember("a", "private thought")
+        m.snapshot(parquet=tmp_path / "snap.parquet")
+        from hmem.export import export_parquet
+
+        export_parquet(m, tmp_path / "export")
+    for path in [store, *store.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
+    for path in [tmp_path / "snap.parquet", *(tmp_path / "export").iterdir()]:
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+
+
+# ---------------------------------------------------------------------- 11. tamper evidence
+
+
+def _rewrite(store, texts):
+    """What an attacker with write access does: a new log, a fresh, valid hash chain."""
+    from datetime import datetime, timezone
+
+    from eventlog.events import FactRemembered
+    from eventlog.log import EventLog
+
+    shutil.rmtree(store / "log")
+    (store / "projection.duckdb").unlink(missing_ok=True)
+    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with EventLog(store / "log") as log:
+        log.append_many([FactRemembered(tx_at=t, subject="a", text=x) for x in texts])
+
+
+def test_item11_a_log_rewritten_with_a_fresh_chain_fails_against_a_noted_head(store):
+    from eventlog.repair import verify_log
+    from eventlog.segments import ChainHead
+
+    with Memory(store, embedder=None) as m:
+        for text in ("one", "two", "three"):
+            m.remember("a", text)
+        head = ChainHead.parse(m.stats().head)
+    assert verify_log(store / "log", expect=head).ok
+    _rewrite(store, ["one", "TWO", "three"])
+    plain = verify_log(store / "log")
+    assert plain.ok  # the chain itself is sound: only the noted head tells
+    report = verify_log(store / "log", expect=head)
+    assert not report.ok and "rewritten" in report.problem
+    _rewrite(store, ["one"])
+    assert "removed" in verify_log(store / "log", expect=head).problem
+
+
+def test_item11_signed_checkpoints_catch_a_rewriter_without_the_key(tmp_path):
+    from eventlog import witness
+    from eventlog.log import EventLog
+
+    store, key_file, wit = tmp_path / "store", tmp_path / "key", tmp_path / "witness.jsonl"
+    witness.new_key(key_file)
+    key = witness.load_key(key_file)
+    with Memory(store, embedder=None) as m:
+        m.remember("a", "one")
+        witness.record(m.store.log, key, wit)
+        m.remember("a", "two")
+        witness.record(m.store.log, key, wit)
+    with EventLog(store / "log", read_only=True) as log:
+        assert witness.check(log, key, wit) == (2, [])
+    _rewrite(store, ["one", "TWO"])
+    with EventLog(store / "log", read_only=True) as log:
+        checked, problems = witness.check(log, key, wit)
+        assert checked == 2 and len(problems) == 2  # other tx times: no record is the same
+        assert all("rewritten" in p for p in problems)
+        # a forger recomputes the witness line without the key: the MAC does not match
+        forged = wit.read_text().splitlines()[-1].replace('"seq":2', '"seq":1')
+        wit.write_text(wit.read_text() + forged + "\n")
+        assert any("signature" in p for p in witness.check(log, key, wit)[1])
+    with pytest.raises(HmemError, match="never overwritten"):
+        witness.new_key(key_file)
+
+
+def test_item11_verify_counts_the_events_before_the_damage_as_repair_keeps_them(tmp_path):
+    from eventlog.repair import repair_log, verify_log
+
+    rng = random.Random(3)
+    for trial in range(8):
+        store = tmp_path / f"s{trial}"
+        with Memory(store, embedder=None) as m:
+            m.remember_many({"subject": "a", "text": f"fact {i}"} for i in range(200))
+        segment = next((store / "log").glob("*.hlog"))
+        data = bytearray(segment.read_bytes())
+        offset = rng.randrange(64, len(data) - 200)
+        data[offset] ^= 1 << rng.randrange(8)
+        segment.write_bytes(bytes(data))
+        report = verify_log(store / "log")
+        assert not report.ok
+        kept = repair_log(store / "log", store / "backups").events_kept
+        assert report.events == kept, (report, kept)
+        assert report.head.startswith(f"{kept}:")
