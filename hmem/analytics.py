@@ -10,14 +10,15 @@ copy of its own.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import duckdb
 
-from hmem.errors import InvalidInput
+from hmem.errors import HmemError, InvalidInput, QueryTimeout
 from projections.duck import TABLES
 
-__all__ = ["NamespaceCopy", "check_read_only"]
+__all__ = ["NamespaceCopy", "check_read_only", "run_query"]
 
 _EVENTS_VIEW = """
 CREATE VIEW event_log AS
@@ -83,3 +84,72 @@ class NamespaceCopy:
 
     def close(self) -> None:
         self.con.close()
+
+
+def run_query(
+    copy: NamespaceCopy, sql: str, params: Any, *, timeout: float, max_rows: int
+) -> duckdb.DuckDBPyRelation:
+    """Run ``sql`` on ``copy`` now and return its result, materialized in a database of its own.
+
+    Errors surface here, as :class:`InvalidInput`, not at fetch time; the result outlives later
+    writes and the copy; what is run on it (``.query(...)``) touches only the result; and a
+    query that runs longer than ``timeout`` seconds, or that Ctrl-C interrupts, is stopped.
+    """
+    cursor = copy.con.cursor()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            relation = cursor.sql(sql, params=params)
+            if relation is None:
+                raise InvalidInput("SQL returned no result; ask with SELECT")
+            limited = relation.limit(max_rows + 1)
+            box["names"], box["types"] = limited.columns, limited.types
+            box["data"] = limited.fetchnumpy()
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="hmem-sql", daemon=True).start()
+    try:
+        finished = done.wait(timeout)
+    except KeyboardInterrupt:
+        cursor.interrupt()
+        done.wait(5)
+        raise
+    if not finished:
+        cursor.interrupt()
+        done.wait(5)
+        raise QueryTimeout(
+            f"the query ran longer than {timeout:g} s and was stopped; narrow it (WHERE, LIMIT) "
+            f"or pass a larger timeout="
+        )
+    error = box.get("error")
+    if isinstance(error, HmemError):
+        raise error
+    if error is not None:
+        raise InvalidInput(f"SQL failed: {error}") from error
+    data: dict[str, Any] = box["data"]
+    rows = len(next(iter(data.values()))) if data else 0
+    if rows > max_rows:
+        raise InvalidInput(
+            f"the result has more than {max_rows:,} rows; aggregate or add a LIMIT, or pass a "
+            f"larger max_rows="
+        )
+    return _materialized(box["names"], box["types"], data)
+
+
+def _materialized(
+    names: list[str], types: list[Any], data: dict[str, Any]
+) -> duckdb.DuckDBPyRelation:
+    out = duckdb.connect(":memory:")
+    out.execute("SET TimeZone = 'UTC'")
+    out.register("_rows", data)
+    casts = ", ".join(f'"{n}"::{t} AS "{n}"' for n, t in zip(names, types, strict=True))
+    out.execute(f"CREATE TABLE result AS SELECT {casts} FROM _rows")
+    out.unregister("_rows")
+    out.execute("SET enable_external_access = false")  # the result cannot reach the store either
+    out.execute("SET lock_configuration = true")
+    return out.table("result")

@@ -58,6 +58,7 @@ __all__ = [
     "LLMUnavailable",
     "LLMResponseInvalid",
     "ExtractionFailed",
+    "QueryTimeout",
     "shown",
 ]
 
@@ -96,6 +97,10 @@ class LLMResponseInvalid(LLMError):
     def __init__(self, message: str, raw: str = "") -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class QueryTimeout(HmemError):
+    """``Memory.sql`` stopped a query that ran longer than its timeout."""
 
 
 class ExtractionFailed(HmemError):

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 
 from eventlog.events import EVENT_TAGS
-from hmem.analytics import NamespaceCopy, check_read_only
+from hmem.analytics import NamespaceCopy, check_read_only, run_query
 from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
 from hmem.handle import StoreHandle, TxPoint
@@ -175,27 +175,29 @@ class ReadMethods(StoreHandle):
                 read_only=store.read_only,
             )
 
-    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
+    def sql(
+        self, query: str, params: Any = None, *, timeout: float = 60.0, max_rows: int = 1_000_000
+    ) -> duckdb.DuckDBPyRelation:
         """Read-only SQL over this namespace's projection (tables ``facts``, ``fact_versions``,
         ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see the
         README). Runs on a private copy without file access: it can neither see other
         namespaces nor change the store nor read or write files (use ``hmem.export`` for
-        Parquet). Returns a DuckDB relation: ``.df()``, ``.arrow()``, ``.fetchall()``,
-        ``.pl()``."""
+        Parquet). The query runs now: errors are raised here, a query running longer than
+        ``timeout`` seconds (or interrupted with Ctrl-C) is stopped, and a result over
+        ``max_rows`` rows is refused. Returns the result as a DuckDB relation of its own
+        (unaffected by later writes): ``.df()``, ``.fetchall()``, ``.arrow()``, ``.pl()``."""
         check_read_only(query)
+        for name, value in (("timeout", timeout), ("max_rows", max_rows)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise InvalidInput(f"{name} must be a positive number, not {value!r}")
         with self.reading() as store:
             seq = store.projector.last_seq
             copy = self.copies.get(self.namespace)
-            if copy is None or copy.seq != seq:
-                if copy is not None:
-                    copy.close()
+            if copy is None or copy.seq != seq:  # the old copy closes when nothing uses it
                 copy = self.copies[self.namespace] = NamespaceCopy(
                     store.connection(), self.namespace, seq
                 )
-            try:
-                return copy.query(query, params)
-            except duckdb.Error as e:
-                raise InvalidInput(f"SQL failed: {e}") from e
+        return run_query(copy, query, params, timeout=float(timeout), max_rows=int(max_rows))
 
     def events(
         self,

@@ -159,13 +159,13 @@ BAD = [
 def test_bad_input_is_a_typed_error_and_changes_nothing(mem, case, call, error):
     a = mem.remember("maya", "Maya lives in London", valid_from="2025-01-01")
     before = mem.last_seq
-    log_bytes = mem.stats().log_bytes
+    log_bytes = mem.store.log.size_bytes
     with pytest.raises(error) as info:
         call(mem, a)
     assert isinstance(info.value, errors.HmemError)
     assert len(str(info.value)) > 20  # says what was wrong
     assert mem.last_seq == before
-    assert mem.stats().log_bytes == log_bytes
+    assert mem.store.log.size_bytes == log_bytes
     assert mem.verify().ok
 
 

@@ -406,3 +406,64 @@ def test_item11_verify_counts_the_events_before_the_damage_as_repair_keeps_them(
         kept = repair_log(store / "log", store / "backups").events_kept
         assert report.events == kept, (report, kept)
         assert report.head.startswith(f"{kept}:")
+
+
+# ---------------------------------------------------------------------- 5. m.sql
+
+
+def test_item05_sql_runs_now_outlives_writes_and_can_be_stopped(store):
+    import signal
+    import threading
+    import time
+
+    from hmem.errors import QueryTimeout
+
+    with Memory(store, embedder=None) as m:
+        for i in range(5):
+            m.remember("a", f"fact {i}")
+        with pytest.raises(InvalidInput, match="SQL failed"):  # at the call, not at fetch
+            m.sql("SELECT 1 / 'x'")
+        before = m.sql("SELECT count(*) FROM facts")
+        m.remember("a", "six")
+        assert before.fetchall() == [(5,)]  # a result is a snapshot, alive after a write
+        result = m.sql("SELECT 1 AS one")
+        with pytest.raises(Exception, match="facts"):
+            result.query("x", "DELETE FROM facts")  # the result's own database has no facts
+        assert m.sql("SELECT count(*) FROM facts").fetchall() == [(6,)]
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout):
+            m.sql("SELECT count(*) FROM range(1000000000000)", timeout=0.5)
+        assert time.monotonic() - started < 10
+        with pytest.raises(InvalidInput, match="more than 1,000 rows"):
+            m.sql("SELECT * FROM range(5000)", max_rows=1000)
+        seen: list[int] = []
+        errors: list[BaseException] = []
+
+        def reader() -> None:
+            try:
+                for _ in range(15):
+                    seen.append(m.sql("SELECT count(*) FROM facts").fetchall()[0][0])
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=reader) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and seen == [6] * 60
+
+        def interrupt(*_: object) -> None:
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGALRM, interrupt)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            started = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                m.sql("SELECT count(*) FROM range(1000000000000)")
+            assert time.monotonic() - started < 10
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        assert m.sql("SELECT count(*) FROM facts").fetchall() == [(6,)]  # still serving
