@@ -288,10 +288,11 @@ class Model:
 
     @staticmethod
     def _record(op: Op, subject: str, rows: list[ModelRow], agent: str | None) -> ModelRecord:
+        subject, text = subject.strip(), op.text.strip()  # arguments are taken stripped
         return ModelRecord(
-            id=op.fact, namespace=op.namespace, subject=subject, text=op.text,
+            id=op.fact, namespace=op.namespace, subject=subject, text=text,
             confidence=op.confidence, source_agent=agent, source_ref=op.source_ref,
-            entities=entities_of(subject, op.text, op.entities), created_seq=op.seq, rows=rows,
+            entities=entities_of(subject, text, op.entities), created_seq=op.seq, rows=rows,
             derived_from=op.derived_from, extractor=op.extractor,
             prompt_version=op.prompt_version, category=op.category, importance=op.importance,
         )
@@ -346,15 +347,17 @@ class Model:
                 forgotten.append(op.fact)
         return added, revised, forgotten
 
-    def episodes(self, namespace: str, session: str | None = None) -> list[tuple[int, int, str]]:
-        """(seq, turn, text) of the recorded turns, in log order; turns count per session."""
+    def episodes(self, namespace: str, session: str | None = None) -> list[tuple]:
+        """(seq, session, turn, text, observed_at, recorded_at, source_agent) of the recorded
+        turns, in log order; turns count per session; a turn is observed when recorded."""
         out, turns = [], {}
         for op in self.ops:
             if op.kind == "episode" and op.namespace == namespace:
                 turn = turns.get(op.session, 0)
                 turns[op.session] = turn + 1
                 if session is None or op.session == session:
-                    out.append((op.seq, turn, op.text))
+                    out.append((op.seq, op.session, turn, op.text.strip(), op.tx, op.tx,
+                                op.source_agent or op.agent_default))
         return out
 
     def seq_at(self, t: datetime) -> int:
