@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from eventlog.log import FSYNC_POLICIES
 from hmem import __version__
+from hmem import cli_format as fmt
 from hmem.cli_commands import (
     arg_fact_id,
     arg_file_path,
@@ -39,6 +41,7 @@ from hmem.cli_commands import (
     cmd_timeline,
     cmd_why,
     fail,
+    say,
 )
 from hmem.errors import HmemError
 
@@ -80,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         getattr(args, "group_parser", parser).print_help()
         return 0
     try:
-        return handler(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return handler(args)
     except HmemError as e:
         return fail(str(e) or type(e).__name__)
     except BrokenPipeError:  # e.g. `hmem log show | head`
@@ -92,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """Warnings as lines on stderr like any other (the message may quote stored text)."""
+    text = warnings.formatwarning(fmt.visible(str(message)), category, filename, lineno, line)
+    for part in text.rstrip("\n").split("\n"):
+        say(part, err=True)
+
+
 # ---------------------------------------------------------------------------- parser
 
 
@@ -99,7 +112,8 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors are one line (what was wrong, and where the help is), exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+        line = " ".join(f"error: {message} (see `{self.prog} --help`)".splitlines())
+        self.exit(2, fmt.visible(line) + "\n")  # it may quote an argument, e.g. an unknown one
 
 
 def build_parser() -> argparse.ArgumentParser:

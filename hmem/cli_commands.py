@@ -2,7 +2,8 @@
 
 The parser (:mod:`hmem.cli`) maps each command to one ``cmd_*`` function here, and checks
 arguments with the ``arg_*`` types. Library errors propagate to :func:`hmem.cli.main`, which
-prints them as one line.
+prints them as one line. Every line for a person goes out through :func:`say`, which shows stored
+text's control characters as escapes (``--json`` is JSON, escaped by its encoder).
 """
 
 from __future__ import annotations
@@ -27,11 +28,16 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------- helpers
 
 
+def say(line: str, *, err: bool = False) -> None:
+    """Print one line for a person (on stderr with ``err``): whatever stored or user-given text
+    it carries, control characters show as escapes (:func:`hmem.cli_format.visible`)."""
+    print(fmt.visible(line), file=sys.stderr if err else sys.stdout)
+
+
 def fail(message: str) -> int:
     """Print one ``error: ...`` line on stderr; returns the exit code 1."""
-    print("error: " + " ".join(message.splitlines()), file=sys.stderr)
+    say("error: " + " ".join(message.splitlines()), err=True)
     return 1
-
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -57,7 +63,7 @@ def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
                  embedder=args.embedder)
     try:
         for note in mem.notes:
-            print(f"note: {note}", file=sys.stderr)
+            say(f"note: {note}", err=True)
         if read_only:
             _note_emptyarg_namespace(mem)
         yield mem
@@ -70,8 +76,8 @@ def _note_emptyarg_namespace(mem: Memory) -> None:
     other namespaces: their names are theirs)."""
     if mem.stats().namespace_events:
         return
-    print(f"note: namespace {shown(mem.namespace)} holds nothing yet (choose another with "
-          f"--namespace)", file=sys.stderr)
+    say(f"note: namespace {shown(mem.namespace)} holds nothing yet (choose another with "
+        f"--namespace)", err=True)
 
 
 def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
@@ -80,7 +86,7 @@ def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
         sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
     else:
         for line in lines:
-            print(line)
+            say(line)
 
 
 MAX_DIGITS = 19  # a seq or fact id is a signed 64-bit number
@@ -267,7 +273,7 @@ def cmd_log_show(args: argparse.Namespace) -> int:
         events = list(log.read(args.from_seq, stop))
     _emit(args, events, [fmt.event_line(ev) for ev in events])
     if not args.json and stop < last:
-        print(f"({last - stop} more; continue with --from {stop + 1})", file=sys.stderr)
+        say(f"({last - stop} more; continue with --from {stop + 1})", err=True)
     return 0
 
 

@@ -1,14 +1,19 @@
 """Human output of the CLI (and the demo): short lines, valid times as dates, tx times in ISO.
 
 Every function returns lines (``list[str]``) and never prints, so callers choose the stream and
-the demo can indent them.
+the demo can indent them. Lines carry stored text as it is: whoever prints them for a person passes
+each through :func:`visible` (the CLI does, in one place), so that text cannot drive the terminal;
+what goes out as JSON (the MCP server's answers) passes :func:`unicode_safe`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from eventlog.events import (
     EmbeddingRecorded,
@@ -21,11 +26,15 @@ from eventlog.events import (
 
 if TYPE_CHECKING:
     from eventlog.repair import RepairReport, VerifyReport
+    from hmem.hits import Hit
     from hmem.recall import RecallResult
     from hmem.views import Diff, FactView, Stats, Version, Why
     from replay.verify import ProjectionDiff
 
 __all__ = [
+    "visible",
+    "unicode_safe",
+    "lone_surrogate_at",
     "day",
     "tx",
     "fact_id",
@@ -40,6 +49,55 @@ __all__ = [
     "log_repair_lines",
     "projection_diff_lines",
 ]
+
+
+# C0 controls but tab (newline and carriage return too), DEL, C1 controls, lone surrogates.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    c = match.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def visible(line: str) -> str:
+    """``line`` safe to print for a person: control characters (escape sequences, BEL, CR, a
+    newline that would fake another line, C1) and lone surrogates shown as ``\\x1b``, ``\\r``,
+    ``\\n``, ``\\ud800``, so stored text cannot move the cursor, clear the screen or retitle
+    the terminal. Tabs stay; text without such characters comes back unchanged."""
+    return _CONTROL.sub(_escape, line)
+
+
+def unicode_safe(value: Any) -> Any:
+    """``value`` (a string, or JSON-like dicts and lists) with each lone surrogate in its strings
+    and keys shown as ``\\udXXX``: UTF-8 cannot carry one, and the MCP SDK fails to write a
+    message that holds one."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {unicode_safe(k): unicode_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unicode_safe(v) for v in value]
+    return value
+
+
+def lone_surrogate_at(value: Any) -> str | None:
+    """Where in a decoded JSON value the first string or key with a lone surrogate is (e.g.
+    ``params.arguments.text``, cut to 200 characters), else None. (A decoded str holds a
+    surrogate only if the JSON's escape had no partner.)"""
+    todo: list[tuple[str, Any]] = [("", value)]
+    while todo:  # not recursive: JSON may nest as deep as Python's parser goes
+        path, v = todo.pop()
+        if isinstance(v, str) and _SURROGATE.search(v):
+            return path.lstrip(".")[:200] or "the value"
+        if isinstance(v, dict):
+            todo += [(path, k) for k in v]
+            todo += [(unicode_safe(f"{path}.{k}"), x) for k, x in v.items()]
+        elif isinstance(v, list):
+            todo += [(f"{path}[{i}]", x) for i, x in enumerate(v)]
+    return None
 
 
 def day(dt: datetime | None) -> str:
@@ -143,10 +201,22 @@ def recall_lines(result: RecallResult) -> list[str]:
     """Hits in rank order, one rendered line each, plus what the limit/budget left out."""
     if not result.hits:
         return ["(no matching facts)"]
-    lines = [hit.render() for hit in result.hits]
+    lines = [line for hit in result.hits for line in _visible_hit(hit).render().split("\n")]
     if result.omitted:
         lines.append(f"({result.omitted} more left out by --limit / --max-tokens)")
     return lines
+
+
+def _visible_hit(hit: Hit) -> Hit:
+    """A hit whose stored texts show their control characters: ``Hit.render`` joins a hit and
+    its context turns with newlines, which then are the only ones."""
+    replace = msgspec.structs.replace
+    return replace(
+        hit, text=visible(hit.text), subject=visible(hit.subject),
+        history=tuple(replace(p, text=visible(p.text)) for p in hit.history),
+        context=tuple(replace(c, text=visible(c.text), subject=visible(c.subject))
+                      for c in hit.context),
+    )
 
 
 def why_lines(why: Why) -> list[str]:
@@ -221,10 +291,10 @@ def stats_lines(s: Stats) -> list[str]:
         f"facts       {s.facts} ({s.current} current, {s.superseded} superseded, "
         f"{s.forgotten} forgotten)",
         f"subjects    {s.subjects}, entities {s.entities}, vectors {s.vectors}",
-        f"events      {s.namespace_events} in namespace, {s.log_events} in log",
+        f"events      {s.namespace_events} in namespace",
         f"tx time     {span}",
-        f"log         {s.log_bytes} bytes in {s.log_segments} segment(s); "
-        f"projection at seq {s.projection_seq}",
+        f"log head    {s.head}  (note it; `hmem log verify --expect` checks it later)",
+        f"projection  at seq {s.projection_seq}",
     ]
 
 

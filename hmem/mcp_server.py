@@ -4,6 +4,9 @@ A thin adapter, in-process: each tool validates its arguments (JSON schema from 
 below), calls one library method and answers with readable text (the CLI's formatting) plus
 structured content (ids, dates, sources). An :class:`~hmem.errors.HmemError` becomes a tool
 error (``isError``) whose message says what to do; the server keeps running.
+Over stdio every request is answered: a line the SDK's reader would drop in silence (a lone
+surrogate, a raw control character, not UTF-8, nested too deep) is answered by :class:`_Wire`;
+no answer carries a lone surrogate back out (:func:`hmem.cli_format.unicode_safe`).
 
 Built on the official ``mcp`` SDK (``pip install 'hmem[mcp]'``), its ``MCPServer`` (mcp 2.x) or
 ``FastMCP`` (mcp 1.x) API.
@@ -13,10 +16,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import msgspec
 
@@ -27,8 +31,11 @@ from hmem.memory import Memory
 from hmem.usage import UsageLog
 
 try:
-    from mcp.types import CallToolResult, TextContent, ToolAnnotations
-    from pydantic import Field
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from mcp.types import CallToolResult, JSONRPCMessage, TextContent, ToolAnnotations
+    from pydantic import Field, TypeAdapter, ValidationError
 
     try:
         from mcp.server.mcpserver import MCPServer as _Server  # mcp >= 2
@@ -162,8 +169,16 @@ def _data(value: Any) -> Any:
 def _ok(lines: list[str], data: dict[str, Any]) -> CallToolResult:
     # By the wire names (camelCase), which every SDK version accepts.
     return CallToolResult.model_validate({
-        "content": [TextContent(type="text", text="\n".join(lines))], "structuredContent": data,
+        "content": [TextContent(type="text", text=fmt.unicode_safe("\n".join(lines)))],
+        "structuredContent": fmt.unicode_safe(data),
     })
+
+
+def _error_result(kind: str, message: str) -> dict[str, Any]:
+    """A tool error in its wire form: readable text plus ``{"error": kind, "message": ...}``."""
+    message = fmt.unicode_safe(message)
+    return {"content": [{"type": "text", "text": message}],
+            "structuredContent": {"error": kind, "message": message}, "isError": True}
 
 
 def _error(e: HmemError) -> CallToolResult:
@@ -173,11 +188,7 @@ def _error(e: HmemError) -> CallToolResult:
             f"no fact {e.fact_id!r} in this memory (namespace {e.namespace!r}); find the right "
             "id with recall or history"
         )
-    return CallToolResult.model_validate({
-        "content": [TextContent(type="text", text=message)],
-        "structuredContent": {"error": type(e).__name__, "message": message},
-        "isError": True,
-    })
+    return CallToolResult.model_validate(_error_result(type(e).__name__, message))
 
 
 def _blank(value: str | None) -> str | None:
@@ -227,7 +238,7 @@ def build_server(
     options: dict[str, Any] = {"instructions": instructions, "log_level": "WARNING"}
     if "version" in inspect.signature(_Server).parameters:  # mcp >= 2
         options["version"] = __version__
-    server = _Server("hmem", **options)
+    server = _StdioServer("hmem", **options)
 
     warned = False
 
@@ -241,7 +252,8 @@ def build_server(
         except OSError as e:
             if not warned:
                 warned = True
-                print(f"hmem mcp: cannot write the usage log {usage.path}: {e}", file=sys.stderr)
+                print(fmt.visible(f"hmem mcp: cannot write the usage log {usage.path}: {e}"),
+                      file=sys.stderr)
 
     Tool = Callable[..., CallToolResult]
 
@@ -271,6 +283,8 @@ def build_server(
                 )
             return fn
         return register
+
+    server.refused = lambda name: note(name, False) if name in TOOLS else None
 
     @tool("remember")
     def remember(
@@ -383,10 +397,94 @@ def build_server(
     def stats() -> CallToolResult:
         result = memory.stats()
         at = now()
-        return _ok([*fmt.stats_lines(result), f"now         {fmt.tx(at)}, seq {result.log_events}"],
-                   {**_data(result), "now": _data(at), "seq": result.log_events})
+        return _ok([*fmt.stats_lines(result), f"now         {fmt.tx(at)}, seq {result.head_seq}"],
+                   {**_data(result), "now": _data(at), "seq": result.head_seq})
 
     return server
+
+
+# ---------------------------------------------------------------------------- the stdio wire
+
+_MESSAGE: TypeAdapter[Any] = TypeAdapter(JSONRPCMessage)
+
+
+def _screen(raw: bytes) -> tuple[str | None, dict[str, Any] | None, str | None]:
+    """One line from the client: ``(line, None, None)`` when the SDK can read it, else ``(None,
+    answer, tool)``: the answer the SDK would not give (none to a notification or a response)
+    and the tool a refused call named. Only ``line`` reaches the server."""
+    try:
+        text, problem = raw.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        text, problem = raw.decode("utf-8", "replace"), "the message is not valid UTF-8"
+    if not text.strip():
+        return None, None, None
+    try:
+        if not problem:
+            _MESSAGE.validate_json(text)
+            return text, None, None
+    except ValidationError as e:  # the SDK's reader drops such a line in silence
+        problem = str(e.errors()[0]["msg"])[:300]
+    try:
+        msg = json.loads(text, strict=False)
+    except (ValueError, RecursionError):
+        msg = None
+    if where := fmt.lone_surrogate_at(msg):
+        problem = (f"{where} holds a lone surrogate (a \\ud800-\\udfff escape that is not half "
+                   "of a pair), which is not text: send valid Unicode")
+    request = isinstance(msg, dict) and isinstance(msg.get("method"), str)
+    if isinstance(msg, dict) and ("id" not in msg if request else {"result", "error"} & msg.keys()):
+        print(fmt.visible(f"hmem mcp: ignored a message the SDK cannot read: {problem}"),
+              file=sys.stderr)
+        return None, None, None  # a notification, or a response: nothing to answer
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    params = msg.get("params") if request else None
+    if isinstance(rid, bool) or not isinstance(rid, int | str) or fmt.lone_surrogate_at(rid):
+        rid = None  # JSON-RPC: a null id when the request's own cannot be read
+    elif request and msg["method"] == "tools/call" and isinstance(params, dict):
+        result = _error_result("InvalidInput", problem + "; nothing was done")  # as for a bad arg
+        return None, {"jsonrpc": "2.0", "id": rid, "result": result}, str(params.get("name"))
+    code, kind = (-32600, "Invalid Request") if msg is not None else (-32700, "Parse error")
+    error = {"code": code, "message": fmt.unicode_safe(f"{kind}: {problem}")}
+    return None, {"jsonrpc": "2.0", "id": rid, "error": error}, None
+
+
+class _Wire:
+    """stdin for the SDK's stdio transport: a line the SDK could not read is answered here,
+    through the transport's own writer, and never passed on."""
+
+    def __init__(self, refused: Callable[[str], None]) -> None:
+        self.refused, self.answers = refused, cast(Any, None)
+
+    def __aiter__(self) -> _Wire:
+        return self
+
+    async def __anext__(self) -> str:
+        while raw := await anyio.to_thread.run_sync(sys.stdin.buffer.readline):
+            try:
+                line, answer, tool = _screen(raw)
+                if line is not None:
+                    return line
+                if tool is not None:
+                    self.refused(tool)
+                if answer is not None:
+                    await self.answers.send(SessionMessage(_MESSAGE.validate_python(answer)))
+            except Exception as e:  # a bug, or mcp 1.x and a null id: the session goes on
+                print(f"hmem mcp: cannot answer a message: {e!s:.200}", file=sys.stderr)
+        raise StopAsyncIteration
+
+
+class _StdioServer(_Server):  # type: ignore[misc,valid-type,unused-ignore]
+    """The SDK's server, reading stdin through a :class:`_Wire`."""
+
+    refused: Callable[[str], None] = staticmethod(lambda name: None)
+
+    async def run_stdio_async(self) -> None:
+        # the SDK's low-level server, which serves a pair of streams: mcp >= 2, or 1.x
+        low: Any = getattr(self, "_lowlevel_server", None) or getattr(self, "_mcp_server", None)
+        wire = _Wire(self.refused)
+        async with stdio_server(cast(Any, wire)) as (read, write):
+            wire.answers = write
+            await low.run(read, write, low.create_initialization_options())
 
 
 def serve(
@@ -396,6 +494,6 @@ def serve(
     usage = UsageLog(memory.path) if usage_log else None
     server = build_server(memory, usage=usage, source_agent=source_agent)
     mode = "read-only" if memory.read_only else "writer"
-    print(f"hmem mcp: serving {memory.path} namespace {memory.namespace!r} ({mode})"
-          + (f", usage log {usage.path}" if usage else ""), file=sys.stderr)
+    print(fmt.visible(f"hmem mcp: serving {memory.path} namespace {memory.namespace!r} ({mode})"
+                      + (f", usage log {usage.path}" if usage else "")), file=sys.stderr)
     server.run("stdio")

@@ -52,7 +52,7 @@ def _json(run: Run, *args: str) -> Any:
 
 
 def _events(run: Run) -> int:
-    return _json(run, "stats")["log_events"]
+    return _json(run, "stats")["head_seq"]
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_round_trip(run: Run, maya: Maya) -> None:
 
     code, out, _ = run("stats")
     assert code == 0
-    assert "2 (0 current, 1 superseded, 1 forgotten)" in out and "3 in log" in out
+    assert "2 (0 current, 1 superseded, 1 forgotten)" in out and "log head    3:" in out
 
 
 def test_json_output(run: Run, maya: Maya) -> None:
@@ -141,11 +141,11 @@ def test_json_output(run: Run, maya: Maya) -> None:
 
     assert _json(run, "forget", str(paris)) == {"id": paris, "seq": 5}
     stats = _json(run, "stats")
-    assert (stats["facts"], stats["forgotten"], stats["log_events"]) == (4, 1, 5)
+    assert (stats["facts"], stats["forgotten"], stats["head_seq"]) == (4, 1, 5)
 
     # --json before the command works as well as after it
     code, out, _ = run("--json", "stats")
-    assert code == 0 and json.loads(out)["log_events"] == 5
+    assert code == 0 and json.loads(out)["head_seq"] == 5
 
 
 def test_namespace_and_option_order(run: Run, store: Path) -> None:

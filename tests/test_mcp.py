@@ -88,7 +88,7 @@ def _stats(store: Path, namespace: str = "default") -> tuple[int, int]:
     """(facts in the namespace, events in the log), read beside any live writer."""
     with Memory(store, namespace=namespace, read_only=True, embedder=None) as m:
         s = m.stats()
-        return s.facts, s.log_events
+        return s.facts, s.head_seq
 
 
 @pytest.fixture
@@ -221,7 +221,7 @@ def test_every_tool_round_trip(store: Path) -> None:
             s = r["structuredContent"]
             assert (s["facts"], s["current"], s["superseded"], s["forgotten"]) == (4, 1, 2, 1)
             assert s["path"] == str(store) and s["namespace"] == "default"
-            assert s["read_only"] is False and s["seq"] == s["log_events"]
+            assert s["read_only"] is False and s["seq"] == s["head_seq"]
             assert "now" in s and "namespace   default" in r["text"]
         assert not (store / "usage.log").exists()  # off unless asked for
 
