@@ -13,6 +13,7 @@ from eventlog.fileio import OS
 from eventlog.lock import WriterLock
 from eventlog.log import EventLog
 from eventlog.segments import ChainHead, Segments
+from eventlog.witness import check as check_witness
 
 __all__ = ["VerifyReport", "RepairReport", "verify_log", "repair_log"]
 
@@ -31,6 +32,8 @@ class VerifyReport:
     torn_tail: str = ""
     head: str = ""  # SEQ:HASH of the last good record: note it, and --expect it later
     expected: str = ""  # the head the caller expected, if any
+    checkpoints: int = 0  # signed checkpoints checked against the log (with key and witness)
+    witness_problems: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -43,13 +46,19 @@ class RepairReport:
 
 
 def verify_log(
-    directory: str | os.PathLike[str], *, expect: ChainHead | None = None
+    directory: str | os.PathLike[str],
+    *,
+    expect: ChainHead | None = None,
+    key: bytes | None = None,
+    witness: str | os.PathLike[str] | None = None,
 ) -> VerifyReport:
     """Read and decode every record without modifying anything (safe beside a live writer).
 
     ``expect`` is a head noted earlier (``SEQ:HASH``): the log must still hold that prefix, so
     a log rewritten with a fresh hash chain (or cut short) fails. A damaged log reports how
-    many events before the damage read fine (what ``repair_log`` would keep)."""
+    many events before the damage read fine (what ``repair_log`` would keep). With ``key`` and
+    ``witness``, every signed checkpoint must carry the key's signature and match the log
+    (see :mod:`eventlog.witness`)."""
     try:
         log = EventLog(directory, read_only=True)
     except LogCorrupted as e:
@@ -84,7 +93,9 @@ def verify_log(
         )
         if expect is not None:
             report.problem = _against(log, expect)
-            report.ok = not report.problem
+        if key is not None and witness is not None:
+            report.checkpoints, report.witness_problems = check_witness(log, key, witness)
+        report.ok = not report.problem and not report.witness_problems
         return report
 
 

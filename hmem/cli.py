@@ -27,6 +27,8 @@ from hmem.cli_commands import (
     cmd_export,
     cmd_forget,
     cmd_history,
+    cmd_log_checkpoint,
+    cmd_log_keygen,
     cmd_log_repair,
     cmd_log_show,
     cmd_log_verify,
@@ -295,16 +297,44 @@ def _log_commands(sub: argparse._SubParsersAction[Any]) -> None:
     group = _command(sub, "log", None, "check, repair or show the event log",
                      ["hmem log verify", "hmem log show --from 100 --limit 20"], common=False)
     lsub = group.add_subparsers(title="log commands", metavar="COMMAND")
-    _command(lsub, "verify", cmd_log_verify, "read and check every record (safe beside a writer)",
-             ["hmem log verify", "hmem --path ./agent-memory log verify --json"])
+    p = _command(lsub, "verify", cmd_log_verify,
+                 "read and check every record (safe beside a writer)",
+                 ["hmem log verify", "hmem --path ./agent-memory log verify --json",
+                  "hmem log verify --expect 120:3f2a...   # the head noted earlier (hmem stats)",
+                  "hmem log verify --key ~/hmem.key --witness ~/hmem-witness.jsonl"],
+                 description="Read and check every record (safe beside a writer) and print the "
+                 "head, SEQ:HASH. --expect a head noted earlier fails if the log no longer holds "
+                 "that prefix (rewritten or cut short); --key/--witness check signed checkpoints.")
+    p.add_argument("--expect", metavar="SEQ:HASH", help="a head noted earlier")
+    p.add_argument("--key", metavar="FILE", type=arg_file_path,
+                   help="the checkpoint key (kept outside the store)")
+    p.add_argument("--witness", metavar="FILE", type=arg_file_path,
+                   help="the witness file of signed checkpoints")
+    p = _command(lsub, "checkpoint", cmd_log_checkpoint,
+                 "sign the log's head with a key kept outside the store",
+                 ["hmem log checkpoint --key ~/hmem.key --witness ~/hmem-witness.jsonl"],
+                 description="Append the log's head, signed with HMAC-SHA256 under --key, to the "
+                 "--witness file. Keep both outside the store: a rewriter without the key can "
+                 "neither forge a checkpoint nor keep the old ones valid.")
+    p.add_argument("--key", metavar="FILE", type=arg_file_path, required=True,
+                   help="the key (make one with `hmem log keygen FILE`)")
+    p.add_argument("--witness", metavar="FILE", type=arg_file_path, required=True,
+                   help="the witness file to append to")
+    p = _command(lsub, "keygen", cmd_log_keygen, "make a new random key for signed checkpoints",
+                 ["hmem log keygen ~/hmem.key"], common=False)
+    p.add_argument("file", metavar="FILE", type=arg_file_path, help="where to write the key")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="print one JSON document")
     _command(lsub, "repair", cmd_log_repair,
              "cut a damaged log back to its last good record, keeping a backup",
              ["hmem log repair", "hmem --path ./agent-memory log repair"],
              description="Cut a damaged log back to its last good record. Everything cut is "
              "copied to <store>/backups first; events after the damage are lost from the log. "
              "Stop the writer first.")
-    p = _command(lsub, "show", cmd_log_show, "print decoded events, one per line",
-                 ["hmem log show", "hmem log show --from 100 --limit 20", "hmem log show --json"])
+    p = _command(lsub, "show", cmd_log_show,
+                 "print this namespace's decoded events, one per line",
+                 ["hmem log show", "hmem log show --from 100 --limit 20", "hmem log show --json",
+                  "hmem --namespace work log show"])
     p.add_argument("--from", dest="from_seq", metavar="SEQ", type=arg_positive, default=1,
                    help="first seq (default: 1)")
     p.add_argument("--limit", metavar="N", type=arg_positive, default=100,

@@ -250,8 +250,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_log_verify(args: argparse.Namespace) -> int:
     from eventlog.repair import verify_log
+    from eventlog.segments import ChainHead
+    from eventlog.witness import load_key
 
-    report = verify_log(_log_dir(args))
+    if (args.key is None) != (args.witness is None):
+        raise InvalidInput("--key and --witness go together: the key checks the witness file")
+    try:
+        expect = None if args.expect is None else ChainHead.parse(args.expect)
+    except ValueError as e:
+        raise InvalidInput(str(e)) from None
+    key = None if args.key is None else load_key(args.key)
+    report = verify_log(_log_dir(args), expect=expect, key=key, witness=args.witness)
     _emit(args, report, fmt.log_verify_lines(report, _root(args)))
     return 0 if report.ok else 1
 
@@ -267,13 +276,44 @@ def cmd_log_repair(args: argparse.Namespace) -> int:
 def cmd_log_show(args: argparse.Namespace) -> int:
     from eventlog.log import EventLog
 
+    events: list[Any] = []
+    more = False
     with EventLog(_log_dir(args), read_only=True) as log:
-        last = log.last_seq
-        stop = min(last, args.from_seq + args.limit - 1)
-        events = list(log.read(args.from_seq, stop))
+        for ev in log.read(args.from_seq):  # this namespace's events only
+            if ev.namespace != args.namespace:
+                continue
+            if len(events) == args.limit:
+                more = True
+                break
+            events.append(ev)
     _emit(args, events, [fmt.event_line(ev) for ev in events])
-    if not args.json and stop < last:
-        say(f"({last - stop} more; continue with --from {stop + 1})", err=True)
+    if not args.json and more:
+        say(f"(more follow; continue with --from {events[-1].seq + 1})", err=True)
+    return 0
+
+
+def cmd_log_checkpoint(args: argparse.Namespace) -> int:
+    from eventlog.log import EventLog
+    from eventlog.witness import load_key, record
+
+    key = load_key(args.key)
+    with EventLog(_log_dir(args), read_only=True) as log:
+        checkpoint = record(log, key, args.witness)
+    _emit(args, checkpoint, [
+        f"signed head {checkpoint.seq}:{checkpoint.hash} at {checkpoint.at}",
+        f"appended to {args.witness}; check later with `hmem log verify --key {args.key} "
+        f"--witness {args.witness}`",
+    ])
+    return 0
+
+
+def cmd_log_keygen(args: argparse.Namespace) -> int:
+    from eventlog.witness import new_key
+
+    path = new_key(args.file)
+    _emit(args, {"key": str(path)}, [
+        f"new key in {path} (mode 0600); keep it outside the store, e.g. on another machine",
+    ])
     return 0
 
 

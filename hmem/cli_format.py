@@ -299,16 +299,20 @@ def stats_lines(s: Stats) -> list[str]:
 
 
 def log_verify_lines(report: VerifyReport, root: object) -> list[str]:
-    if report.ok:
-        lines = [
-            f"ok: {report.events} events in {report.segments} segment(s), {report.bytes} bytes"
+    if report.segment is not None:  # a damaged record
+        return [
+            f"corrupted: {report.problem} in {report.segment} at byte {report.offset}",
+            f"{report.events} events before it read fine (head {report.head}); "
+            f"`hmem --path {root} log repair` cuts the log back (with a backup)",
         ]
-        return lines + ([f"note: {report.torn_tail}"] if report.torn_tail else [])
-    return [
-        f"corrupted: {report.problem} in {report.segment} at byte {report.offset}",
-        f"{report.events} events before it read fine; "
-        f"`hmem --path {root} log repair` cuts the log back (with a backup)",
-    ]
+    lines = [f"{'ok' if report.ok else 'FAILED'}: {report.events} events in {report.segments} "
+             f"segment(s), {report.bytes} bytes; head {report.head}"]
+    if report.expected:
+        lines.append(f"expected head {report.expected}: " + (report.problem or "the log holds it"))
+    if report.checkpoints or report.witness_problems:
+        lines.append(f"{report.checkpoints} signed checkpoint(s) checked")
+        lines += [f"witness: {problem}" for problem in report.witness_problems]
+    return lines + ([f"note: {report.torn_tail}"] if report.torn_tail else [])
 
 
 def log_repair_lines(report: RepairReport) -> list[str]:

@@ -467,3 +467,54 @@ def test_item05_sql_runs_now_outlives_writes_and_can_be_stopped(store):
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
         assert m.sql("SELECT count(*) FROM facts").fetchall() == [(6,)]  # still serving
+
+
+# ---------------------------------------------------------------------- 4 and 11, from the CLI
+
+
+def _hmem(*argv, env=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "hmem", "--embedder", "none", *argv],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_item04_log_show_prints_only_its_namespace(store):
+    with Memory(store, embedder=None) as m:
+        m.remember("maya", "Maya lives in London")
+        m.in_namespace("secret").remember("tom", "the vault code is 1234")
+    mine = _hmem("--path", str(store), "log", "show")
+    theirs = _hmem("--path", str(store), "--namespace", "secret", "log", "show")
+    assert mine.returncode == 0 and "London" in mine.stdout
+    assert "vault" not in mine.stdout + mine.stderr and "secret" not in mine.stdout
+    assert "vault" in theirs.stdout and "London" not in theirs.stdout
+    empty = _hmem("--path", str(store), "--namespace", "nobody", "log", "show", "--json")
+    assert empty.returncode == 0 and empty.stdout.strip() == "[]"
+
+
+def test_item11_the_cli_notes_checks_and_signs_the_head(tmp_path):
+    import json
+
+    store, key, wit = tmp_path / "store", tmp_path / "key", tmp_path / "w.jsonl"
+    with Memory(store, embedder=None) as m:
+        m.remember("a", "one")
+        m.remember("a", "two")
+    head = json.loads(_hmem("--path", str(store), "stats", "--json").stdout)
+    noted = f"{head['head_seq']}:{head['head_hash']}"
+    report = json.loads(_hmem("--path", str(store), "log", "verify", "--json").stdout)
+    assert report["ok"] and report["head"] == noted
+    assert _hmem("log", "keygen", str(key)).returncode == 0
+    signed = _hmem("--path", str(store), "log", "checkpoint", "--key", str(key),
+                   "--witness", str(wit))
+    assert signed.returncode == 0 and noted in signed.stdout
+    ok = _hmem("--path", str(store), "log", "verify", "--expect", noted, "--key", str(key),
+               "--witness", str(wit))
+    assert ok.returncode == 0 and "1 signed checkpoint(s) checked" in ok.stdout
+    _rewrite(store, ["one", "TWO"])
+    bad = _hmem("--path", str(store), "log", "verify", "--expect", noted, "--key", str(key),
+                "--witness", str(wit))
+    assert bad.returncode == 1 and "rewritten" in bad.stdout
+    assert _hmem("--path", str(store), "log", "verify").returncode == 0  # the chain alone: fine
+    junk = _hmem("--path", str(store), "log", "verify", "--expect", "nonsense")
+    assert junk.returncode == 1 and junk.stderr.startswith("error: a chain head is SEQ:HASH")
