@@ -371,6 +371,7 @@ def test_startup_errors_exit_cleanly(
         assert main(["--path", str(store), "mcp"]) == 1  # another process is the writer
         assert "open for writing by another process" in capsys.readouterr().err
     monkeypatch.delitem(sys.modules, "hmem.mcp_server", raising=False)
+    monkeypatch.delitem(sys.modules, "hmem.mcp_stdio", raising=False)
     monkeypatch.setitem(sys.modules, "mcp.types", None)  # as if the extra were not installed
     assert main(["--path", str(store), "mcp"]) == 1
     assert "uvx --from 'hmem[mcp]' hmem mcp" in capsys.readouterr().err
