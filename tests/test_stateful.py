@@ -46,6 +46,7 @@ WORDS = ["lives", "london", "paris", "likes", "tea", "works", "at", "acme", "Lon
          "The"]
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DATES = [
+    datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),  # -1us since the epoch
     datetime(2024, 1, 1, tzinfo=timezone.utc),
     datetime(2025, 1, 1, tzinfo=timezone.utc),
     datetime(2025, 6, 1, tzinfo=timezone.utc),
@@ -211,6 +212,10 @@ class MemoryMachine(RuleBasedStateMachine):
             self.mem.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def tx_now(self) -> datetime:
+        """The transaction time of a write now: the clock's, never before the last one."""
+        return max([self.clock.now] + [op.tx for op in self.model.ops[-1:]])
+
     def _time(self, value: datetime | str | None) -> datetime | None:
         if value == "now":
             return self.clock.now
@@ -322,7 +327,7 @@ class MemoryMachine(RuleBasedStateMachine):
           entities=entity_args, source_agent=agents, source_ref=refs)
     def remember(self, ns, subject, text, valid_from, valid_to, confidence, entities,
                  source_agent, source_ref):
-        vf, vt, now = self._time(valid_from), self._time(valid_to), self.clock.now
+        vf, vt, now = self._time(valid_from), self._time(valid_to), self.tx_now()
 
         def call():
             return self.m(ns).remember(
@@ -367,7 +372,7 @@ class MemoryMachine(RuleBasedStateMachine):
         own = {old.valid_from, old.valid_from + US, now, now + US}
         if old.valid_to is not None:  # a change just before, at, or after the old fact ended
             own |= {old.valid_to - US, old.valid_to, old.valid_to + US}
-        others = self.model.valid_points(ns) or DATES
+        others = [p for p in self.model.valid_points(ns) if p > old.valid_from] or [now + US]
         vf = data.draw(st.none() | st.sampled_from(sorted(own)) | st.sampled_from(others),
                        label="valid_from")
         start = old.valid_from if vf is None else vf
@@ -394,7 +399,7 @@ class MemoryMachine(RuleBasedStateMachine):
               + (", old valid_to kept" if vf is not None
                  and (old_to := self.model.snapshot()[fid].valid_to) is not None
                  and old_to <= vf else ""))
-        self._logged(Op("revise", new, self.clock.now, ns, new, target=fid, subject=subject,
+        self._logged(Op("revise", new, self.tx_now(), ns, new, target=fid, subject=subject,
                         text=text, valid_from=vf, valid_to=vt, confidence=confidence,
                         entities=entities, source_agent=source_agent,
                         agent_default=AGENTS[ns], source_ref=source_ref, reason=reason))
@@ -410,7 +415,7 @@ class MemoryMachine(RuleBasedStateMachine):
         seq = self.m(ns).forget(fid, reason=reason)
         event("forget: " + ("superseded fact" if self.model.snapshot()[fid].superseded
                             else "head"))
-        self._logged(Op("forget", seq, self.clock.now, ns, fid, reason=reason))
+        self._logged(Op("forget", seq, self.tx_now(), ns, fid, reason=reason))
 
     @rule(fact=facts, other=elsewhere)
     def embed(self, fact, other):
@@ -424,7 +429,7 @@ class MemoryMachine(RuleBasedStateMachine):
             self._refused(expected, call)
             return
         seq = call()
-        self._logged(Op("embed", seq, self.clock.now, ns, fid))
+        self._logged(Op("embed", seq, self.tx_now(), ns, fid))
 
     def _add_turns(self, ns, session, turns, candidates, fail):
         """Memory.add with a stub extractor; logs the turns in the model, returns the result."""
@@ -443,7 +448,7 @@ class MemoryMachine(RuleBasedStateMachine):
                            extractor=extractor, similar=0)
             assert result.episode_seqs == tuple(range(first, first + len(turns)))
         for i, text in enumerate(turns):
-            self.model.ops.append(Op("episode", first + i, self.clock.now, ns, first + i,
+            self.model.ops.append(Op("episode", first + i, self.tx_now(), ns, first + i,
                                      text=text, session=session, agent_default=AGENTS[ns]))
         return result
 
@@ -470,7 +475,7 @@ class MemoryMachine(RuleBasedStateMachine):
             assert self.mem.last_seq == self.model.last_seq  # turns only: no fact
             return multiple()
         (fid,) = result.added
-        self._logged(Op("remember", fid, self.clock.now, ns, fid, subject="maya", text=text,
+        self._logged(Op("remember", fid, self.tx_now(), ns, fid, subject="maya", text=text,
                         **self._extracted(ns, result.episode_seqs, lineage)))
         return (ns, fid)
 
@@ -486,7 +491,7 @@ class MemoryMachine(RuleBasedStateMachine):
                          importance=lineage[1])
         result = self._add_turns(ns, session, turns, [cand], fail=False)
         old = self.model.snapshot().get(target)
-        now = self.clock.now
+        now = self.tx_now()
         extracted = self._extracted(ns, result.episode_seqs, lineage)
         if old is not None and old.namespace == ns and old.believed and not old.superseded:
             (revision,) = result.revised
@@ -504,8 +509,10 @@ class MemoryMachine(RuleBasedStateMachine):
                             **extracted))
         return (ns, fid)
 
-    @rule(seconds=st.sampled_from([0, 0, 1, 3600, 86400 * 40]))
+    @rule(seconds=st.sampled_from([0, 0, 1, 3600, 86400 * 40, -86400]))
     def advance_clock(self, seconds):
+        """Time passes (or not); the clock may also step back a day, and the store must then
+        stamp writes with its last transaction time."""
         self.clock.now += timedelta(seconds=seconds)
 
     @precondition(lambda self: self.model.last_seq > 0)
@@ -529,7 +536,7 @@ class MemoryMachine(RuleBasedStateMachine):
             assert self.mem.rebuild() == self.model.last_seq
         self.generation += 1
 
-    @rule(ns=namespaces, fact=facts, case=st.integers(0, 20))
+    @rule(ns=namespaces, fact=facts, case=st.integers(0, 23))
     def invalid_operation(self, ns, fact, case):
         """A refused call raises exactly the error the model names and appends nothing."""
         m = self.m(ns)
@@ -537,6 +544,11 @@ class MemoryMachine(RuleBasedStateMachine):
         _, fid = fact
         last = model.last_seq
         foreign = fid if model.namespace_of(fid) != ns else 10**9
+        # the latest forgotten fact of ns (replaced ones first), the latest replaced one
+        now = model.snapshot()
+        mine = [(b.superseded, f) for f, b in now.items() if b.namespace == ns]
+        forgotten = max([x for x in mine if now[x[1]].forgotten], default=(0, 10**9))[1]
+        replaced = max([f for sup, f in mine if sup and not now[f].forgotten], default=10**9)
         naive = "2025-01-01T10:00"
         cases = [
             ("InvalidInput", lambda: m.remember("maya", "   ")),
@@ -563,6 +575,10 @@ class MemoryMachine(RuleBasedStateMachine):
             ("InvalidTime", lambda: m.remember("maya", "fact x", valid_to=naive)),
             # an unknown id is not found before its empty text is refused
             (model.lookup_error(ns, fid) or "InvalidInput", lambda: m.revise(fid, "   ")),
+            # forgotten (even when also replaced) before replaced
+            (model.revise_error(ns, forgotten, None, None), lambda: m.revise(forgotten, "fact y")),
+            (model.forget_error(ns, forgotten), lambda: m.forget(forgotten)),
+            (model.revise_error(ns, replaced, None, None), lambda: m.revise(replaced, "fact y")),
         ]
         expected, call = cases[case]
         assert expected is not None
@@ -715,6 +731,9 @@ class MemoryMachine(RuleBasedStateMachine):
                                 edges[f.namespace] |= {e - US, e}
                                 exact.add(e)
             for ns in NAMESPACES:
+                near = [model.ops[s - 1].namespace for s in (seq, seq + 1) if 1 <= s <= last]
+                if seq != last and ns not in near:
+                    continue  # no event of this namespace at seq or just after it
                 self.check_as_of(ns, seq, None)
                 self.check_recall(ns, seq, None)
                 for valid_at in sorted(edges[ns]):
