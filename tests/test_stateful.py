@@ -1,12 +1,23 @@
 """The crown jewel: the real store and a naive model, driven side by side by hypothesis.
 
-After every step, for both namespaces, everything a user can read is compared with the model
-(tests/model.py): every field and every version row of every fact (``get``, ``history``,
-``why``), ``as_of`` and recall at each new seq (with valid times at the edges of the rows that
-changed there), episodes; and the incremental projection equals a replay of the log into a fresh
-database. Rules sample ``as_of`` / ``valid_at`` / ``diff`` at the boundaries the model knows (an
-event's seq -1/0/+1, a row's valid_from / valid_to -1us/0/+1us, a tx time -1us/0/+1us). Every
-refused call must raise exactly the error the model names and append nothing.
+The model (tests/model.py) computes everything a user can read. After every step, in both
+namespaces (one named like an SQL injection), one invariant compares with it:
+
+* ``get`` / ``history`` / ``why`` of every fact: text, subject, confidence, source agent and
+  ref, entities, recorded_at, chain links (supersedes, superseded_by and _at, revision kind,
+  reason, forgotten_at, forget_reason), lineage, and every version row (valid_from/valid_to,
+  tx_from/tx_to and their seqs); why's chain, events and episodes; the episodes;
+* the projection's ``fact_versions`` table, and that no row is ever rewritten or removed;
+* ``as_of`` and recall (which ids are visible; each hit's period, superseded_by and history)
+  at every seq the step added and the one before, with valid times a microsecond before and at
+  the edges of every row that began or ended there; recall of current beliefs;
+* the incremental projection against a replay of the log into a fresh database.
+
+Rules write (remember, both kinds of revise, forget, embeddings, extraction), move the clock
+(also backwards), reopen, crash and rebuild, and read ``as_of`` / recall / ``diff`` /
+``snapshot`` at the points the model finds interesting: an event's seq -1/0/+1, a tx time
+-1us/0/+1us, a row's valid_from / valid_to -1us/0/+1us. Every refused call must raise exactly
+the error the model names (not a subclass or a sibling) and append nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ SUBJECTS = ["maya", "Maya", "tom", "the office", "  maya "]
 WORDS = ["lives", "london", "paris", "likes", "tea", "works", "at", "acme", "London", "Acme",
          "The"]
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DATES = [
     datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),  # -1us since the epoch
     datetime(2024, 1, 1, tzinfo=timezone.utc),
@@ -109,6 +121,10 @@ class Clock:
 
 
 # ---------------------------------------------------------------------- readable comparisons
+
+
+def _us(t: datetime | None) -> int | None:
+    return None if t is None else (t - EPOCH) // US
 
 
 def _t(t: datetime | None) -> str:
@@ -361,10 +377,12 @@ class MemoryMachine(RuleBasedStateMachine):
         return self._revise(fact[1], ns, text, self._time(valid_from), self._time(valid_to),
                             subject, confidence, entities, reason, source_agent, source_ref)
 
-    @rule(target=facts, fact=facts, text=padded_texts, data=st.data(), reason=reasons)
-    def revise_at_edges(self, fact, text, data, reason):
-        """A revise of the newest version of a chain, with valid_from / valid_to at the edges
-        of the old fact's period or of other periods (a microsecond before, at, after)."""
+    @rule(target=facts, fact=facts, kind=st.sampled_from(["world", "correction"]),
+          text=padded_texts, data=st.data(), reason=reasons)
+    def revise_at_edges(self, fact, kind, text, data, reason):
+        """A revise of the newest version of a chain: a change in the world, or a correction,
+        with valid_from / valid_to at the edges of the old fact's period or of other periods
+        (a microsecond before, at, after)."""
         ns, fid = fact[0], self.model.chain(fact[1])[-1]
         old = self.model.snapshot()[fid]
         now = self.clock.now
@@ -373,8 +391,10 @@ class MemoryMachine(RuleBasedStateMachine):
         if old.valid_to is not None:  # a change just before, at, or after the old fact ended
             own |= {old.valid_to - US, old.valid_to, old.valid_to + US}
         others = [p for p in self.model.valid_points(ns) if p > old.valid_from] or [now + US]
-        vf = data.draw(st.none() | st.sampled_from(sorted(own)) | st.sampled_from(others),
-                       label="valid_from")
+        vf = None
+        if kind == "world":
+            vf = data.draw(st.sampled_from(sorted(own)) | st.sampled_from(others),
+                           label="valid_from")
         start = old.valid_from if vf is None else vf
         ends = sorted(p for p in own | set(others) | {start + US} if p > start)
         vt = data.draw(st.none() | st.sampled_from(ends), label="valid_to")
@@ -651,6 +671,7 @@ class MemoryMachine(RuleBasedStateMachine):
             return
         self.records_match_model()
         self.rows_are_never_rewritten_or_removed()
+        self.fresh_refusals_match_model()
         self.fresh_time_travel_matches_model()
         self.current_recall_matches_model()
         self.replay_equals_incremental()
@@ -710,6 +731,23 @@ class MemoryMachine(RuleBasedStateMachine):
                         e.source_agent) for e in m.episodes(session)]
                 assert_same(got, model.episodes(ns, session), f"episodes({session!r}) in {ns!r}")
 
+    def fresh_refusals_match_model(self):
+        """Every fact the step replaced or forgot can no longer be revised (forgotten is said
+        first), a forgotten one not forgotten again; in the other namespace none is found."""
+        model = self.model
+        start = min(self.swept, model.last_seq + 1)
+        for op in model.ops[max(start - 1, 0):]:
+            if op.kind not in ("revise", "forget"):
+                continue
+            fid = op.target if op.kind == "revise" else op.fact
+            for ns in NAMESPACES:
+                m = self.m(ns)
+                expected = model.revise_error(ns, fid, None, None)
+                self._refused(expected, lambda m=m, fid=fid: m.revise(fid, "fact again"))
+                if ns != op.namespace or model.snapshot()[fid].forgotten:
+                    self._refused(model.forget_error(ns, fid),
+                                  lambda m=m, fid=fid: m.forget(fid))
+
     def fresh_time_travel_matches_model(self):
         """as_of and recall at every seq the last step added (and the one before), with valid
         times at the edges of the rows that began or ended there."""
@@ -740,32 +778,35 @@ class MemoryMachine(RuleBasedStateMachine):
                     self.check_recall(ns, seq, valid_at)
                     if valid_at in exact:  # as_of shows the periods: the edges suffice
                         self.check_as_of(ns, seq, valid_at)
+        # as_of a transaction *time*: each new event's, and a microsecond before it
+        for t in sorted({op.tx for op in model.ops[max(self.swept - 1, 0):]}):
+            for ns in {op.namespace for op in model.ops if op.tx == t}:
+                self.check_as_of(ns, t, None)
+                self.check_as_of(ns, t - US, None)
         self.swept = last + 1
 
     def rows_are_never_rewritten_or_removed(self):
+        """The projection's version rows, as written incrementally, are the model's rows (times
+        in microseconds); no row ever disappears and no tx_from ever changes."""
         con = self.mem.store.connection()
-        rows = con.execute(
-            "SELECT fact_id, row_no, tx_from_seq, tx_from FROM fact_versions"
-        ).fetchall()
-        assert len(rows) >= self.rows_seen
-        self.rows_seen = len(rows)
-        for fid, row_no, seq, tx in rows:
-            key = (fid, row_no)
-            if key in self.seen_tx_from:
-                assert self.seen_tx_from[key] == (seq, tx)
-            self.seen_tx_from[key] = (seq, tx)
-        # The projection's version rows, as written incrementally, are the model's rows.
         got = con.execute(
-            "SELECT fact_id, row_no, namespace, valid_from, valid_to, tx_from_seq, tx_from, "
-            "tx_to_seq, tx_to FROM fact_versions ORDER BY fact_id, row_no"
+            "SELECT fact_id, row_no, namespace, epoch_us(valid_from), epoch_us(valid_to), "
+            "tx_from_seq, epoch_us(tx_from), tx_to_seq, epoch_us(tx_to) FROM fact_versions "
+            "ORDER BY fact_id, row_no"
         ).fetchall()
+        assert len(got) >= self.rows_seen
+        self.rows_seen = len(got)
+        for fid, row_no, _, _, _, seq, tx_us, _, _ in got:
+            key = (fid, row_no)
+            assert self.seen_tx_from.setdefault(key, (seq, tx_us)) == (seq, tx_us), key
         tx = self.model.tx_of
         want = [
-            (fid, i, f.namespace, r.valid_from, r.valid_to, r.tx_from_seq, tx(r.tx_from_seq),
-             r.tx_to_seq, None if r.tx_to_seq is None else tx(r.tx_to_seq))
+            (fid, i, f.namespace, _us(r.valid_from), _us(r.valid_to), r.tx_from_seq,
+             _us(tx(r.tx_from_seq)), r.tx_to_seq,
+             None if r.tx_to_seq is None else _us(tx(r.tx_to_seq)))
             for fid, f in sorted(self.model.facts().items()) for i, r in enumerate(f.rows)
         ]
-        assert_same(got, want, "table fact_versions")
+        assert_same(got, want, "table fact_versions (times in microseconds since the epoch)")
         n_facts = con.execute("SELECT count(*) FROM facts").fetchone()[0]
         assert n_facts == len(self.model.snapshot())
         backwards = con.execute(
