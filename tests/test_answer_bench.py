@@ -154,8 +154,14 @@ def test_locomo_end_to_end_j_tokens_and_cache(env, tmp_path, capsys):
         assert rec["context"] in body["messages"][1]["content"]
         assert rec["context_tokens"] == math.ceil(len(rec["context"]) / 4) > 0
     puppy = records["What is the name of Caroline's puppy?"]
-    assert "- Caroline: Wow! And I adopted a puppy named Oscar. (since 2023-05-25)" in puppy["context"]
-    assert "[shares a photo: a painting of a sunset" in records["What did Melanie paint?"]["context"]
+    assert (
+        "- Caroline: Wow! And I adopted a puppy named Oscar. (since 2023-05-25)"
+        in puppy["context"]
+    )
+    assert (
+        "[shares a photo: a painting of a sunset"
+        in records["What did Melanie paint?"]["context"]
+    )
     asked = [b["messages"][1]["content"] for b in answers]
     assert sum("Now: Thursday, 25 May 2023" in p for p in asked) == 4  # conv-26's last session
     report = capsys.readouterr().out

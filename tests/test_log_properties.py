@@ -47,8 +47,8 @@ lineage = dict(
     prompt_version=opt_names, category=opt_names, importance=st.none() | st.integers(1, 10),
 )
 EVENT_STRATEGIES = {
-    FactRemembered: st.builds(FactRemembered, subject=names, text=st.text(max_size=300), valid_from=opt_times,
-              valid_to=opt_times, confidence=st.floats(0, 1),
+    FactRemembered: st.builds(FactRemembered, subject=names, text=st.text(max_size=300),
+              valid_from=opt_times, valid_to=opt_times, confidence=st.floats(0, 1),
               entities=st.lists(names, max_size=3).map(tuple), **lineage, **common),
     FactRevised: st.builds(FactRevised, fact_id=st.integers(1, 2**62), text=st.text(max_size=300),
               subject=opt_names, valid_from=opt_times, valid_to=opt_times,
@@ -85,7 +85,10 @@ def write_events(directory: Path, n: int, seed: int, **kw) -> list:
     with EventLog(directory, **kw) as log:
         batch = []
         for i in range(n):
-            text = " ".join(rng.choice(["maya", "paris", "tea", "é", "🙂", "x" * 40]) for _ in range(rng.randint(1, 6)))
+            text = " ".join(
+                rng.choice(["maya", "paris", "tea", "é", "🙂", "x" * 40])
+                for _ in range(rng.randint(1, 6))
+            )
             batch.append(FactRemembered(tx_at=T0 + timedelta(seconds=i), subject="s", text=text))
             if rng.random() < 0.5:
                 log.append_many(batch)

@@ -122,9 +122,12 @@ BAD = [
     ("empty subject", lambda m, a: m.remember(" ", "text"), errors.InvalidInput),
     ("confidence > 1", lambda m, a: m.remember("maya", "t", confidence=1.01), errors.InvalidInput),
     ("confidence < 0", lambda m, a: m.remember("maya", "t", confidence=-0.1), errors.InvalidInput),
-    ("confidence nan", lambda m, a: m.remember("maya", "t", confidence=float("nan")), errors.InvalidInput),
-    ("confidence inf", lambda m, a: m.remember("maya", "t", confidence=float("inf")), errors.InvalidInput),
-    ("confidence str", lambda m, a: m.remember("maya", "t", confidence="high"), errors.InvalidInput),
+    ("confidence nan", lambda m, a: m.remember("maya", "t", confidence=float("nan")),
+     errors.InvalidInput),
+    ("confidence inf", lambda m, a: m.remember("maya", "t", confidence=float("inf")),
+     errors.InvalidInput),
+    ("confidence str", lambda m, a: m.remember("maya", "t", confidence="high"),
+     errors.InvalidInput),
     ("valid_to before valid_from",
      lambda m, a: m.remember("maya", "t", valid_from="2025-02-01", valid_to="2025-01-01"),
      errors.InvalidTime),
@@ -242,7 +245,9 @@ def test_a_projection_from_another_log_is_rebuilt(tmp_path):
         m.remember("tom", "Tom likes chess")
     shutil.copy(one / "projection.duckdb", two / "projection.duckdb")
     with Memory(two) as m:
-        assert [h.text for h in m.recall("likes", limit=5)] == ["Tom likes chess", "Tom likes rugby"]
+        assert [h.text for h in m.recall("likes", limit=5)] == [
+            "Tom likes chess", "Tom likes rugby",
+        ]
         assert m.verify().ok
         assert any("different log" in n for n in m.notes)
 

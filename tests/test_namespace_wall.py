@@ -39,8 +39,12 @@ ops = st.lists(
 )
 
 
-def build(path: str, names: list[str], program) -> tuple[Memory, dict[str, set[int]]]:  # type: ignore[no-untyped-def]
-    clock = iter(datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=i) for i in range(10**4))
+def build(  # type: ignore[no-untyped-def]
+    path: str, names: list[str], program
+) -> tuple[Memory, dict[str, set[int]]]:
+    clock = iter(
+        datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=i) for i in range(10**4)
+    )
     m = Memory(path, embedder="hash-8", clock=lambda: next(clock))
     views = {n: m.in_namespace(n) for n in names}
     ids: dict[str, set[int]] = {n: set() for n in names}
@@ -62,7 +66,7 @@ def build(path: str, names: list[str], program) -> tuple[Memory, dict[str, set[i
         ids[ns].add(fid)
         live[ns].append(fid)
     for ns in names:  # every namespace holds every subject and text
-        for subject, text in zip(SUBJECTS, TEXTS):
+        for subject, text in zip(SUBJECTS, TEXTS, strict=True):
             ids[ns].add(views[ns].remember(subject, text))
     return m, ids
 
@@ -82,8 +86,10 @@ def check_sql_surfaces(a: Memory, mine: set[int]) -> None:
     assert {r[0] for r in a.sql("SELECT fact_id FROM vectors").fetchall()} <= mine
     assert a.sql("SELECT count(*) FROM facts").fetchall()[0][0] == len(mine) == a.stats().facts
     # a hostile name used as a value in the user's own query matches only this namespace
-    assert a.sql("SELECT count(*) FROM facts WHERE namespace = ?", [ns]).fetchall()[0][0] == len(mine)
-    assert a.sql("SELECT count(*) FROM facts WHERE namespace LIKE '%'").fetchall()[0][0] == len(mine)
+    same = a.sql("SELECT count(*) FROM facts WHERE namespace = ?", [ns])
+    assert same.fetchall()[0][0] == len(mine)
+    like = a.sql("SELECT count(*) FROM facts WHERE namespace LIKE '%'")
+    assert like.fetchall()[0][0] == len(mine)
 
 
 def check_export(a: Memory, mine: set[int], out: Path) -> None:
@@ -121,8 +127,8 @@ def test_no_read_surface_shows_another_namespace(names, program):
                 check_timeline(a, mine)
                 before = m.last_seq
                 for fid in sorted(others)[:3]:  # foreign ids are rejected, not resolved
-                    for call in (a.why, a.get, lambda f: a.revise(f, "x"), a.forget,
-                                 lambda f: a.record_embedding(f, "m", [1.0])):
+                    for call in (a.why, a.get, lambda f, a=a: a.revise(f, "x"), a.forget,
+                                 lambda f, a=a: a.record_embedding(f, "m", [1.0])):
                         with pytest.raises(errors.FactNotFound):
                             call(fid)
                 assert m.last_seq == before
@@ -152,7 +158,8 @@ def _ids(value) -> set[int]:  # type: ignore[no-untyped-def]
     found: set[int] = set()
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in ("id", "fact_id", "supersedes", "superseded_by", "revises") and isinstance(item, int):
+            id_key = key in ("id", "fact_id", "supersedes", "superseded_by", "revises")
+            if id_key and isinstance(item, int):
                 found.add(item)
             found |= _ids(item)
     elif isinstance(value, list):
@@ -164,7 +171,8 @@ def _ids(value) -> set[int]:  # type: ignore[no-untyped-def]
 @pytest.mark.skipif(mcp_server is None, reason="needs the mcp extra")
 def test_mcp_tools_show_only_their_namespace(tmp_path):
     names = ["o'ther\"; --", "%_", "名前 🧠"]
-    program = [(k, "remember", s, t, 0) for k in range(3) for s, t in zip(SUBJECTS, TEXTS)]
+    program = [(k, "remember", s, t, 0) for k in range(3)
+               for s, t in zip(SUBJECTS, TEXTS, strict=True)]
     program += [(k, "revise", "maya", "maya moved to paris", 0) for k in range(3)]
     program += [(k, "forget", "tom", "", 1) for k in range(3)]
     m, ids = build(str(tmp_path / "s"), names, program)

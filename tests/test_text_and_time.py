@@ -50,7 +50,7 @@ def test_bm25_prefers_rare_terms_and_shorter_documents():
     index.add(tokenize("maya likes coffee"))
     index.add(tokenize("maya likes coffee very much and many other things besides"))
     docs, scores = index.score(tokenize("coffee"))
-    ranked = [int(d) for _, d in sorted(zip(scores, docs), reverse=True)]
+    ranked = [int(d) for _, d in sorted(zip(scores, docs, strict=True), reverse=True)]
     assert ranked == [1, 2]
     docs, scores = index.score(tokenize("maya tea"))
     assert int(docs[scores.argmax()]) == 0
@@ -84,7 +84,8 @@ def test_fact_entities_prefers_the_callers_list():
         ("2025-01-01T09:30:00Z", datetime(2025, 1, 1, 9, 30, tzinfo=UTC)),
         ("2025-01-01T09:30:00+02:00", datetime(2025, 1, 1, 7, 30, tzinfo=UTC)),
         (date(2025, 1, 1), datetime(2025, 1, 1, tzinfo=UTC)),
-        (datetime(2025, 1, 1, 1, tzinfo=timezone(timedelta(hours=1))), datetime(2025, 1, 1, tzinfo=UTC)),
+        (datetime(2025, 1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+         datetime(2025, 1, 1, tzinfo=UTC)),
     ],
 )
 def test_parse_time_accepts(value, expected):

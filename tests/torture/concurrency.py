@@ -110,7 +110,7 @@ def run(seconds: float, readers: int) -> dict:
         second_writer = _second_writer_is_refused(store)
         outs = [p.communicate(timeout=seconds + 120) for p in procs]
     results = []
-    for (out, err), p in zip(outs, procs):
+    for (out, err), p in zip(outs, procs, strict=True):
         if p.returncode != 0:
             raise RuntimeError(f"a process failed ({p.returncode}): {err.decode()[-2000:]}")
         results.append(json.loads(out.decode().strip().splitlines()[-1]))
@@ -135,7 +135,9 @@ def _second_writer_is_refused(store: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--readers", type=int, default=3)
     parser.add_argument("--role", choices=["writer", "reader"], help=argparse.SUPPRESS)

@@ -1,7 +1,9 @@
 """Crash torture: SIGKILL a writer at random moments; the store must lose nothing acknowledged.
 
-    python -m tests.torture.crash --kills 1000 --out /tmp/torture.json   # the full run (README: Guarantees)
+    python -m tests.torture.crash --kills 1000 --out /tmp/torture.json   # the full run
     python -m tests.torture.crash --kills 20 --seed 7                    # a short run
+
+The full run is documented in the README (Guarantees).
 
 A long run starts a fresh store every ``--fresh-every`` kills (default 100): the checks after
 each kill read the whole log, so one ever-growing store would make round ``n`` cost O(n).
@@ -54,10 +56,12 @@ def writer(path: str, seed: int) -> None:
 
     rng = random.Random(seed)
     out = sys.stdout
-    with Memory(path, fsync="always", embedder=HashEmbedder(8), flush_every=rng.choice([1, 7, 64])) as m:
+    flush_every = rng.choice([1, 7, 64])
+    with Memory(path, fsync="always", embedder=HashEmbedder(8), flush_every=flush_every) as m:
         live = [f.id for f in _current(m)]
         while True:
-            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 8))) + f" {rng.random()}"
+            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 8)))
+            text = words + f" {rng.random()}"
             r = rng.random()
             if r < 0.55 or not live:
                 op, target = "remember", None
@@ -84,7 +88,8 @@ def writer(path: str, seed: int) -> None:
             else:
                 m.record_embedding(target, "extra-model", [rng.random() for _ in range(4)])
             seqs = list(range(before + 1, m.last_seq + 1))
-            out.write(json.dumps({"ack": op, "target": target, "text": digest(text), "seqs": seqs}) + "\n")
+            ack = {"ack": op, "target": target, "text": digest(text), "seqs": seqs}
+            out.write(json.dumps(ack) + "\n")
             out.flush()
 
 
@@ -132,7 +137,8 @@ def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: 
             if on_epoch is not None and round_no:
                 on_epoch(report)
             if progress and round_no:
-                print(f"{round_no} kills, {report.acked_events} acked, {len(report.problems)} problems, "
+                print(f"{round_no} kills, {report.acked_events} acked, "
+                      f"{len(report.problems)} problems, "
                       f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.torture.crash", "--writer", str(path),
@@ -144,7 +150,11 @@ def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: 
         assert proc.stdout is not None
         first = proc.stdout.readline()  # the writer is up: its first intent
         chunks.append(first)
-        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(65536), b"")))
+        reader = threading.Thread(
+            target=lambda out=proc.stdout, into=chunks: into.extend(
+                iter(lambda: out.read1(65536), b"")
+            )
+        )
         reader.start()
         time.sleep(rng.uniform(0.0, max_wait))
         proc.send_signal(signal.SIGKILL)
@@ -163,7 +173,9 @@ def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: 
                     acked[s] = msg
                 intent = None
         if proc.returncode != -signal.SIGKILL and proc.returncode is not None:
-            report.problems.append(f"round {round_no}: writer exited {proc.returncode}: {err[-500:]!r}")
+            report.problems.append(
+                f"round {round_no}: writer exited {proc.returncode}: {err[-500:]!r}"
+            )
         seen = len(report.problems)
         check(path, acked, intent, report, round_no)
         if progress:
@@ -174,7 +186,8 @@ def run(path: Path, kills: int, seed: int, max_wait: float = 0.25, fresh_every: 
     return report
 
 
-def check(path: Path, acked: dict[int, dict], intent: dict | None, report: Report, round_no: int) -> None:
+def check(path: Path, acked: dict[int, dict], intent: dict | None, report: Report,
+          round_no: int) -> None:
     from eventlog.events import FactForgotten, FactRemembered, FactRevised
     from hmem import Memory
 
@@ -182,7 +195,9 @@ def check(path: Path, acked: dict[int, dict], intent: dict | None, report: Repor
         log = m.store.log
         last_acked = max(acked, default=0)
         if log.last_seq < last_acked:
-            report.problems.append(f"round {round_no}: log ends at {log.last_seq}, acked {last_acked}")
+            report.problems.append(
+                f"round {round_no}: log ends at {log.last_seq}, acked {last_acked}"
+            )
             return
         for seq, ack in acked.items():
             ev = log.get(seq)
@@ -207,12 +222,15 @@ def check(path: Path, acked: dict[int, dict], intent: dict | None, report: Repor
             report.problems.append(f"round {round_no}: projection differs from a replay")
         before = m.last_seq
         m.remember("s", f"parent write after round {round_no}")
-        acked[before + 1] = {"ack": "remember", "text": digest(f"parent write after round {round_no}"),
+        acked[before + 1] = {"ack": "remember",
+                             "text": digest(f"parent write after round {round_no}"),
                              "seqs": [before + 1]}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--path", type=Path, help="store directory (default: a temporary one)")
