@@ -27,7 +27,7 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from hypothesis import Phase, event, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -203,7 +203,7 @@ class MemoryMachine(RuleBasedStateMachine):
         self.why_checked = (0, 0)  # (generation, last_seq) when why was last asked
 
     @initialize(target=facts, flush_every=st.sampled_from([1, 2, 5, 256]), seeds=st.lists(
-        st.tuples(namespaces, st.sampled_from(SUBJECTS), texts, opt_dates, opt_dates),
+        st.tuples(namespaces, st.sampled_from(SUBJECTS), texts, opt_dates, opt_dates, agents),
         max_size=3,
     ))
     def open_store(self, flush_every: int, seeds):
@@ -211,8 +211,8 @@ class MemoryMachine(RuleBasedStateMachine):
         self.flush_every = flush_every
         self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every, embedder=EMBEDDER)
         out = []
-        for ns, subject, text, valid_from, valid_to in seeds:
-            got = self.remember(ns, subject, text, valid_from, valid_to, 1.0, (), None, None)
+        for ns, subject, text, valid_from, valid_to, agent in seeds:
+            got = self.remember(ns, subject, text, valid_from, valid_to, 1.0, (), agent, None)
             if isinstance(got, tuple):
                 out.append(got)
         return multiple(*out)
@@ -850,6 +850,7 @@ MemoryMachine.TestCase.settings = settings(
     # No "explain" phase: tracing every replay made shrinking a failure take minutes; the
     # failure message names the call and the shrunk steps say how the store got there.
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],  # as in ci
 )
 TestMemoryMachine = MemoryMachine.TestCase
 
