@@ -322,16 +322,22 @@ class MemoryMachine(RuleBasedStateMachine):
         assert_same(got, self.want_beliefs(ns, seq, valid_at),
                     f"as_of({tx!r}, valid_at={valid_at}) in {ns!r} (seq {seq})")
 
-    def check_recall(self, ns: str, tx: int | datetime | None, valid_at: datetime | None) -> None:
+    def check_recall(self, ns: str, tx: int | datetime | None, valid_at: datetime | None,
+                     subject: str | None = None) -> None:
         seq = tx if tx is None or isinstance(tx, int) else self.model.seq_at(tx)
-        hits = self.m(ns).recall("fact", as_of=tx, valid_at=valid_at, **ALL).hits
+        hits = self.m(ns).recall(
+            "fact", as_of=tx, valid_at=valid_at, subject=subject, **ALL
+        ).hits
         got = {
             h.id: (h.text, h.subject, h.valid_from, h.valid_to, h.recorded_at, h.confidence,
                    h.source_agent, h.source_ref, h.superseded_by, h.history)
             for h in hits
         }
         want = self.want_hits(ns, seq, valid_at)
-        what = f"recall(as_of={tx!r}, valid_at={valid_at}) in {ns!r} (seq {seq})"
+        if subject is not None:  # only facts about it (case and spacing ignored)
+            want = {f: w for f, w in want.items() if subject_key(w[1]) == subject_key(subject)}
+        what = (f"recall(as_of={tx!r}, valid_at={valid_at}, subject={subject!r}) in {ns!r} "
+                f"(seq {seq})")
         assert_same(sorted(got), sorted(want), what + ": visible ids")
         for fid in got:
             assert_same(got[fid], want[fid], f"{what}: hit {fid}")
@@ -643,7 +649,9 @@ class MemoryMachine(RuleBasedStateMachine):
         """recall: which facts are visible, and each hit's period, links and history, at a seq
         or time next to an event's (or now), valid at the edge of a row (or any time)."""
         tx = None if data.draw(st.booleans(), label="now") else self.draw_tx(data, "as_of")
-        self.check_recall(ns, tx, self.draw_valid_at(data, ns))
+        valid_at = self.draw_valid_at(data, ns)
+        subject = data.draw(st.none() | st.sampled_from(SUBJECTS), label="subject")
+        self.check_recall(ns, tx, valid_at, subject)
 
     def diff_matches_model(self, ns, data):
         points = self.model.tx_points()
