@@ -221,7 +221,8 @@ class EventLog:
             self._check_writable()
             if not events:
                 return []
-            _check_links(links, len(events))
+            if links:
+                _check_links(links, len(events))
             stamped: list[Event] = []
             frames: list[bytes] = []
             chain = self.segments.chain
@@ -243,12 +244,13 @@ class EventLog:
                 stamped.append(ev)  # type: ignore[arg-type]
                 last_tx = ev.tx_at
             assert self._append_lock is not None
-            with self._append_lock.held(shared=False):  # readers wait for the whole batch
-                if self.segments.list[-1].end >= self.segment_bytes:
-                    self._guarded(self._new_segment, "creating a new segment")
-                seg = self.segments.list[-1]
-                data = b"".join(frames)
-                self._write(seg, data)
+            # Readers wait for a whole batch; one record needs no lock (a reader takes a record
+            # it finds half written for a torn tail and waits for the rest).
+            if len(frames) == 1:
+                seg = self._write_frames(frames)
+            else:
+                with self._append_lock.held(shared=False):
+                    seg = self._write_frames(frames)
             pos = seg.end
             for record in frames:
                 seg.offsets.append(pos)
@@ -262,6 +264,14 @@ class EventLog:
             ):
                 self._sync()
             return stamped
+
+    def _write_frames(self, frames: list[bytes]) -> Segment:
+        """Write whole records at the end of the last segment (a new one when it is full)."""
+        if self.segments.list[-1].end >= self.segment_bytes:
+            self._guarded(self._new_segment, "creating a new segment")
+        seg = self.segments.list[-1]
+        self._write(seg, b"".join(frames))
+        return seg
 
     def _write(self, seg: Segment, data: bytes) -> None:
         assert self._fd is not None

@@ -27,7 +27,7 @@ from hmem.errors import EmbedderError, InvalidInput, StoreClosed
 from hmem.recall import RecallConfig
 from hmem.store import Store, default_root
 from hmem.timeparse import TimeLike
-from hmem.transaction import Clock, Transaction, transaction_time, utc_now
+from hmem.transaction import Clock, Transaction, utc_now
 from projections.projector import index_text
 from replay import verify_projection
 from replay.rebuild import Progress
@@ -140,17 +140,10 @@ class StoreHandle:
                 store.catch_up()
             yield store
 
-    @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        """A batch of events appended as one write when the block ends without an error
-        (nothing is appended if it raises). Holds the store's lock throughout."""
-        store = self.store
-        with store.lock:
-            txn = Transaction(
-                self.store, self.namespace, transaction_time(self.clock, store.log), self.embedder
-            )
-            yield txn
-            txn.commit()
+    def transaction(self) -> Transaction:
+        """A batch of events appended as one write when its ``with`` block ends without an
+        error (nothing is appended if it raises). Holds the store's lock throughout."""
+        return Transaction(self.store, self.namespace, self.clock, self.embedder)
 
     def embed_facts(self, pairs: list[tuple[str, str]]) -> np.ndarray | None:
         """Vectors of (subject, text) pairs with the configured embedder, as the store embeds

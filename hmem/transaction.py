@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 import msgspec
 import numpy as np
 
-from eventlog.events import EmbeddingRecorded, Event, EventBase
+from eventlog.events import EPOCH, EmbeddingRecorded, Event, EventBase
 from eventlog.log import EventLog
 from hmem.embedders import Embedder
 from hmem.errors import EmbedderUnavailable, InvalidTime
@@ -50,15 +50,34 @@ class Transaction:
     """
 
     def __init__(
-        self, store: Store, namespace: str, time: datetime, embedder: Embedder | None = None
+        self, store: Store, namespace: str, clock: Clock, embedder: Embedder | None = None
     ) -> None:
         self.store = store
         self.namespace = namespace
-        self.time = time
+        self.clock = clock
         self.embedder = embedder
+        self.time: datetime = EPOCH  # set on entering: the clock, read under the lock
         self._events: list[EventBase] = []
         self._links: dict[int, int] = {}
         self._stamped: list[Event] | None = None
+
+    def __enter__(self) -> Transaction:
+        """Hold the store's lock and fix the transaction time (never before the log's last)."""
+        self.store.lock.acquire()
+        try:
+            self.time = transaction_time(self.clock, self.store.log)
+        except BaseException:
+            self.store.lock.release()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Commit when the block ended without an error; nothing is appended if it raised."""
+        try:
+            if kind is None:
+                self.commit()
+        finally:
+            self.store.lock.release()
 
     def __len__(self) -> int:
         return len(self._events)

@@ -74,11 +74,11 @@ class WriteMethods(StoreHandle):
         ``valid_from`` (when it became true in the world) defaults to now; ``valid_to`` to
         "still true". Entities default to the proper nouns of ``text`` (plus the subject).
         """
-        return self.remember_many([dict(
+        return self._append_facts([self._remembered(dict(
             subject=subject, text=text, valid_from=valid_from, valid_to=valid_to,
             confidence=confidence, entities=entities, source_agent=source_agent,
             source_ref=source_ref,
-        )])[0]
+        ), 0)])[0]
 
     def remember_many(self, facts: Iterable[dict[str, Any]]) -> list[int]:
         """Remember many facts as one write (one fsync; embeddings computed in one batch).
@@ -88,7 +88,10 @@ class WriteMethods(StoreHandle):
         one invalid item rejects the batch. Returns the new ids in order.
         """
         check_sequence(facts, "facts", "a list of dicts of remember's arguments")
-        events = [self._remembered(item, i) for i, item in enumerate(facts)]
+        return self._append_facts([self._remembered(item, i) for i, item in enumerate(facts)])
+
+    def _append_facts(self, events: list[FactRemembered]) -> list[int]:
+        """Embed (with the configured embedder) and append new facts as one write."""
         self._check_before_embedding(events)
         vectors = self.embed_facts([(ev.subject, ev.text) for ev in events])
         with self.transaction() as txn:
@@ -103,7 +106,10 @@ class WriteMethods(StoreHandle):
     def _check_before_embedding(self, events: Sequence[EventBase]) -> None:
         """The events' own field checks, before any text goes to an embedder (a model must
         never see what the store refuses); the transaction checks them again with its time
-        (here the earliest time stands in for it, so no period is refused too early)."""
+        (here the earliest time stands in for it, so no period is refused too early). Without an
+        embedder nothing is sent anywhere: the transaction's checks are enough."""
+        if self.embedder is None:
+            return
         for event in events:
             check_fields(msgspec.structs.replace(event, tx_at=_EARLIEST))
 

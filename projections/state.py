@@ -26,7 +26,6 @@ from collections.abc import Iterable
 import msgspec
 
 from eventlog.events import (
-    LINEAGE_FIELDS,
     EmbeddingRecorded,
     EpisodeRecorded,
     Event,
@@ -314,8 +313,14 @@ class FactState:
     def _new_fact(
         ev: FactRemembered | FactRevised, subject: str, rows: list[Row], tx: int
     ) -> Fact:
+        # The lineage (eventlog.events.LINEAGE_FIELDS), written out: this runs once per fact
+        # in replay, where a dict of getattr would cost more than the rest of this call.
         return Fact(
-            **{name: getattr(ev, name) for name in LINEAGE_FIELDS},
+            derived_from=ev.derived_from,
+            extractor=ev.extractor,
+            prompt_version=ev.prompt_version,
+            category=ev.category,
+            importance=ev.importance,
             id=ev.seq,
             namespace=ev.namespace,
             subject=subject,

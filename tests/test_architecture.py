@@ -22,6 +22,7 @@ MAX_LINES = 500
 ADAPTERS = {
     "hmem.cli", "hmem.cli_commands", "hmem.cli_format", "hmem.mcp_server", "hmem.demo",
     "hmem.timeline", "hmem.export", "hmem.usage", "hmem.progress", "hmem.__main__",
+    "hmem.mcp_stdio",
 }
 EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")
 # Private names of the standard library and of namedtuples that code may use.
@@ -178,3 +179,14 @@ def test_every_module_can_be_read_in_one_sitting():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+def test_the_lineage_fields_are_the_same_everywhere():
+    """The fold writes the lineage out by name (it runs once per fact in replay): every place
+    that carries it must name the same fields."""
+    from eventlog.events import LINEAGE_FIELDS, FactRemembered, FactRevised
+    from projections.state import Fact
+    from replay.views import FactView
+
+    for holder in (FactRemembered, FactRevised, Fact, FactView):
+        assert set(LINEAGE_FIELDS) <= set(holder.__struct_fields__), holder
