@@ -7,13 +7,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from functools import partial
 
 import msgspec
 import numpy as np
 
 from hmem.errors import InvalidInput
 from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
+from hmem.neighbors import Bound, Lists, Loans, borrow, lend, own_words
 from projections.entities import extract_entities, normalize_entity
 from projections.projector import Projector, index_counts
 from projections.recall_index import NamespaceIndex
@@ -115,7 +117,10 @@ class RecallQuery:
 def rank(
     projector: Projector, namespace: str, config: RecallConfig, query: RecallQuery
 ) -> RecallResult:
-    """The hits of ``query``, best first, within its limit and token budget."""
+    """The hits of ``query``, best first, within its limit and token budget. Neighbouring turns
+    and feedback terms lend their match under the rules of :mod:`hmem.neighbors`: only a fact
+    believed at the query's time lends, and a loan never lifts a fact above a fact it merely
+    borrows from (so an exact match is never outranked by neighbours that borrow it)."""
     limit, max_tokens, explain = query.limit, query.max_tokens, query.explain
     as_of_seq, valid_at_us, subject = query.as_of_seq, query.valid_at_us, query.subject
     reference_us, time_range = query.reference_us, query.time_range
@@ -130,40 +135,48 @@ def rank(
     if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
         return RecallResult(query.text, (), 0, 0)
 
-    def visible(docs: np.ndarray) -> np.ndarray:
+    def believed(docs: np.ndarray) -> np.ndarray:  # at the query's time, any subject
         if as_of_seq is None and valid_at_us is None:
-            keep = index.current_mask(docs).copy()
-        else:
-            keep = index.visible_mask(docs, seq, valid_at_us)
+            return index.current_mask(docs).copy()
+        return index.visible_mask(docs, seq, valid_at_us)
+
+    def visible(docs: np.ndarray) -> np.ndarray:
+        keep = believed(docs)
         if key is not None:
             keep &= index.subject_mask(docs, key)
         return keep
 
     depth = max(config.candidates, 4 * limit)
-    lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    lists: Lists = {}
     n = len(index)
     alpha, beta = config.neighbor_weight, config.next_weight
+    loans: Loans | None = None  # neighbours' and feedback's shares (see hmem.neighbors)
     if tokens:
-        docs, scores = index.text.score(tokens)
+        words = own_words(index, tokens)
+        docs = np.flatnonzero(words.own)
+        scores = words.own[docs]
         feedback = config.feedback_docs and config.feedback_terms and config.feedback_weight > 0
+        fed_from = np.empty(0, dtype=np.int64)
         if len(docs) and feedback:
-            docs, scores = _feedback(index, state.facts, tokens, docs, scores, visible, config)
-        if alpha or beta:
-            full = np.zeros(n, dtype=np.float32)
-            full[docs] = scores
-            full = _with_neighbors(index, full, alpha, beta)
-            docs = np.flatnonzero(full > 0)
-            scores = full[docs]
+            docs, scores, fed_from = _feedback(index, state.facts, tokens, docs, scores, visible,
+                                               config)
+        loans = borrow(index, words, (docs, scores), fed_from, believed, alpha, beta)
+        docs = np.flatnonzero(loans.lexical > 0)
         keep = visible(docs)
-        lists["bm25"] = _top(docs[keep], scores[keep], depth)
+        lists["bm25"] = _top(docs[keep], loans.lexical[docs[keep]], depth)
     vectors = index.vectors.get(model) if model is not None else None
     if query_vector is not None and vectors is not None:
         cosines, has = vectors.scores(query_vector, n)
-        if (alpha or beta) and config.dense_neighbors:
-            cosines = _with_neighbors(index, cosines, alpha, beta)
         docs = np.flatnonzero(has)
+        if (alpha or beta) and config.dense_neighbors:
+            cosines[docs[~believed(docs)]] = 0  # only believed facts lend
+            if loans is not None:
+                loans = replace(loans, cosines=cosines)
+            cosines = lend(index, cosines, alpha, beta)
         keep = visible(docs)
         lists["dense"] = _top(docs[keep], cosines[docs[keep]], depth)
+    if loans is not None:
+        lists["bm25"] = loans.with_lenders(index, lists, visible)
     if not any(len(d) for d, _ in lists.values()):
         return RecallResult(query.text, (), 0, 0)
 
@@ -179,13 +192,22 @@ def rank(
         time_factor = _time_factor(
             state.facts, ids, seq, valid_at_us, time_range, config.time_boost
         )
-    score = relevance * confidence * recency_factor * entity_factor * time_factor
+    factor = confidence * recency_factor * entity_factor * time_factor
+    score = relevance * factor
+    bound = _NO_BOUND
+    if loans is not None:  # a loan never lifts a fact above a fact it merely borrows from
+        score, bound = loans.cap(index, cand, lists, parts, partial(_contribution, config),
+                                 factor, score)
 
     hits: list[Hit] = []
+    shown: set[int] = set()
     used = 0
     for rank in ranked_order(score, ids, max(4 * limit, _MIN_TOP)):
         if len(hits) >= limit:
             break
+        lenders = bound.of(rank)
+        if not shown.issuperset(lenders):
+            continue  # its lender did not fit the budget: a borrower alone misleads
         fact = state.facts[int(ids[rank])]
         row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
         why = None
@@ -197,6 +219,8 @@ def rank(
                 entity=round(float(entity_factor[rank]), 6),
                 time=float(time_factor[rank]),
             )
+            if lenders:
+                why["below"] = float(ids[lenders[0]])  # the fact id of a lender it ranks below
         hit = _hit(state.facts, fact, row, float(score[rank]), seq, why)
         if config.context_turns:
             hit = msgspec.structs.replace(
@@ -206,6 +230,7 @@ def rank(
         if used + cost > max_tokens:
             continue
         hits.append(hit)
+        shown.add(rank)
         used += cost
     return RecallResult(query.text, tuple(hits), used, len(cand) - len(hits))
 
@@ -234,13 +259,14 @@ def _context(
 def _feedback(
     index: NamespaceIndex, facts: dict[int, Fact], tokens: list[str], docs: np.ndarray,
     scores: np.ndarray, visible: Callable[[np.ndarray], np.ndarray], config: RecallConfig,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents to
-    the query, weighted by their tf-idf share there, and score again."""
+    the query, weighted by their tf-idf share there, and score again; (docs, scores, the
+    documents whose terms were added)."""
     keep = visible(docs)
     top_docs, top_scores = _top(docs[keep], scores[keep], config.feedback_docs)
     if not len(top_docs):
-        return docs, scores
+        return docs, scores, top_docs
     query = set(tokens)
     weights: dict[str, float] = {}
     best = float(top_scores[0]) or 1.0
@@ -254,26 +280,12 @@ def _feedback(
                 weights[term] = weights.get(term, 0.0) + gain
     chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
     if not chosen:
-        return docs, scores
+        return docs, scores, np.empty(0, dtype=np.int64)
     top_weight = chosen[0][1]
     expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
     first = np.zeros(len(index), dtype=np.float32)
     first[docs] = scores
-    return index.text.score(expansion, base=first)  # BM25 adds up per term
-
-
-def _with_neighbors(
-    index: NamespaceIndex, scores: np.ndarray, before: float, after: float
-) -> np.ndarray:
-    """Each document's score plus ``before`` times its previous turn's and ``after`` times its
-    next turn's (same source session): a turn often answers what the turn before it asked."""
-    out = scores.copy()
-    for links, weight in ((index.prev_doc, before), (index.next_doc, after)):
-        if weight:
-            other = np.frombuffer(links, dtype=np.int64)[: len(scores)]
-            has = other >= 0
-            out[has] += weight * scores[other[has]]
-    return out
+    return (*index.text.score(expansion, base=first), top_docs)  # BM25 adds up per term
 
 
 def _top(docs: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -292,23 +304,37 @@ def _fuse(
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Candidate documents (sorted) and each signal's contribution to their relevance."""
     cand = np.unique(np.concatenate([docs for docs, _ in lists.values()]))
-    weights = {"bm25": config.bm25_weight, "dense": config.dense_weight}
     parts: dict[str, np.ndarray] = {}
     for name, (docs, scores) in lists.items():
         contribution = np.zeros(len(cand))
-        pos = np.searchsorted(cand, docs)
-        if config.fusion == "rrf":
-            # Equal scores share a rank (the best of their positions): ties stay ties.
-            ranks = np.searchsorted(-scores, -scores, side="left") + 1.0
-            contribution[pos] = weights[name] / (config.rrf_k + ranks)
-        elif config.fusion == "weighted":
-            best = float(scores.max()) if len(scores) else 0.0
-            if best > 0:
-                contribution[pos] = weights[name] * np.maximum(scores, 0) / best
-        else:
-            raise ValueError(f"unknown fusion {config.fusion!r}; use 'rrf' or 'weighted'")
+        contribution[np.searchsorted(cand, docs)] = _contribution(config, name, scores, scores)
         parts[name] = contribution
     return cand, parts
+
+
+def _contribution(
+    config: RecallConfig, name: str, scores: np.ndarray, values: np.ndarray,
+    listed: np.ndarray | None = None,
+) -> np.ndarray:
+    """What a score of each of ``values`` adds to relevance from the ranked list ``scores`` (best
+    first): for its own entries (``listed`` None); or for a document whose score there was
+    lowered to ``value`` (``listed``: it was a member, its score there above ``value``; an
+    outsider stays out), every other entry unchanged."""
+    weight = {"bm25": config.bm25_weight, "dense": config.dense_weight}[name]
+    if config.fusion == "rrf":
+        # Equal scores share a rank (the best of their positions): ties stay ties.
+        ranks = np.searchsorted(-scores, -values, side="left") + 1.0
+        if listed is None:
+            return weight / (config.rrf_k + ranks)
+        ranks -= listed  # a member lowered to ``value`` no longer outscores itself
+        return np.where(listed, weight / (config.rrf_k + ranks), 0.0)
+    if config.fusion == "weighted":
+        best = float(scores.max()) if len(scores) else 0.0
+        if best <= 0:
+            return np.zeros(len(values))
+        out = weight * np.maximum(values, 0) / best
+        return out if listed is None else np.where(listed, out, 0.0)
+    raise ValueError(f"unknown fusion {config.fusion!r}; use 'rrf' or 'weighted'")
 
 
 _QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
@@ -350,6 +376,7 @@ def _time_factor(
 
 
 _MIN_TOP = 32
+_NO_BOUND = Bound(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
 def ranked_order(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:
