@@ -3,7 +3,9 @@
 The numbers are the issue's: 1 vector sizes, 2 a damaged projection file, 3 readers and
 batches, 4 the namespace wall's metadata, 5 m.sql, 6 times beyond the years 1-9999, 7 MCP and
 lone surrogates, 8 raw errors, 9 terminal escapes, 10 permissions, 11 tamper evidence,
-12 an exact lookup against borrowed matches, 13 derived data refusing valid input.
+12 an exact lookup against borrowed matches, 13 derived data refusing valid input. Here: 1, 2,
+3, 5, 6, 8, 13; items 4, 10 and 11 are in test_trust_round2_evidence.py, 7 and 9 in
+test_trust_adapters.py, 12 in test_ranking_exact.py.
 """
 
 from __future__ import annotations
