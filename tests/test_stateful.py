@@ -854,7 +854,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
 
 MemoryMachine.TestCase.settings = settings(
-    max_examples=examples(dev=20, ci=150), stateful_step_count=30, deadline=None,
+    max_examples=examples(dev=20, ci=100), stateful_step_count=30, deadline=None,
     # No "explain" phase: tracing every replay made shrinking a failure take minutes; the
     # failure message names the call and the shrunk steps say how the store got there.
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
