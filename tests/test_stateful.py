@@ -80,7 +80,21 @@ opt_dates = (
     | st.sampled_from(DATES).map(lambda d: d + US)
     | st.sampled_from(["now", "now+1us"])
 )
+# Ends: a date as above, or a length after the period's start (so most periods are valid).
+opt_ends = opt_dates | st.sampled_from([US, timedelta(days=1), timedelta(days=40)])
 namespaces = st.sampled_from(NAMESPACES)
+
+
+@st.composite
+def periods(draw):
+    """A valid period for a fact remembered at START: from a date (or from then), to a later
+    date, a microsecond later, or open."""
+    valid_from = draw(st.none() | st.sampled_from(DATES), label="valid_from")
+    start = valid_from or START
+    ends = [d for d in DATES if d > start] + [start + US]
+    return valid_from, draw(st.none() | st.sampled_from(ends), label="valid_to")
+
+
 # Calls on a fact are made in its own namespace, or (a quarter of the time) in the other one.
 elsewhere = st.sampled_from([False, False, False, True])
 confidences = st.sampled_from([1.0, 0.5, 0.0])
@@ -203,7 +217,7 @@ class MemoryMachine(RuleBasedStateMachine):
         self.why_checked = (0, 0)  # (generation, last_seq) when why was last asked
 
     @initialize(target=facts, flush_every=st.sampled_from([1, 2, 5, 256]), seeds=st.lists(
-        st.tuples(namespaces, st.sampled_from(SUBJECTS), texts, opt_dates, opt_dates, agents),
+        st.tuples(namespaces, st.sampled_from(SUBJECTS), texts, periods(), agents),
         max_size=3,
     ))
     def open_store(self, flush_every: int, seeds):
@@ -211,7 +225,7 @@ class MemoryMachine(RuleBasedStateMachine):
         self.flush_every = flush_every
         self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every, embedder=EMBEDDER)
         out = []
-        for ns, subject, text, valid_from, valid_to, agent in seeds:
+        for ns, subject, text, (valid_from, valid_to), agent in seeds:
             got = self.remember(ns, subject, text, valid_from, valid_to, 1.0, (), agent, None)
             if isinstance(got, tuple):
                 out.append(got)
@@ -232,11 +246,16 @@ class MemoryMachine(RuleBasedStateMachine):
         """The transaction time of a write now: the clock's, never before the last one."""
         return max([self.clock.now] + [op.tx for op in self.model.ops[-1:]])
 
-    def _time(self, value: datetime | str | None) -> datetime | None:
+    def _time(self, value: datetime | timedelta | str | None,
+              start: datetime | None = None) -> datetime | None:
+        """A drawn valid time: "now" is the clock's; a length counts from ``start``."""
         if value == "now":
             return self.clock.now
         if value == "now+1us":
             return self.clock.now + US
+        if isinstance(value, timedelta):
+            assert start is not None
+            return start + value
         return value  # type: ignore[return-value]
 
     def _logged(self, op: Op) -> None:
@@ -345,11 +364,12 @@ class MemoryMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ writes
 
     @rule(target=facts, ns=namespaces, subject=st.sampled_from(SUBJECTS), text=padded_texts,
-          valid_from=opt_dates, valid_to=opt_dates, confidence=confidences,
+          valid_from=opt_dates, valid_to=opt_ends, confidence=confidences,
           entities=entity_args, source_agent=agents, source_ref=refs)
     def remember(self, ns, subject, text, valid_from, valid_to, confidence, entities,
                  source_agent, source_ref):
-        vf, vt, now = self._time(valid_from), self._time(valid_to), self.tx_now()
+        vf, now = self._time(valid_from), self.tx_now()
+        vt = self._time(valid_to, start=vf or now)
 
         def call():
             return self.m(ns).remember(
@@ -373,33 +393,42 @@ class MemoryMachine(RuleBasedStateMachine):
         return NAMESPACES[1 - NAMESPACES.index(ns)] if other else ns
 
     @rule(target=facts, fact=facts, other=elsewhere, text=padded_texts, valid_from=opt_dates,
-          valid_to=opt_dates, subject=st.none() | st.sampled_from(SUBJECTS),
+          valid_to=opt_ends, subject=st.none() | st.sampled_from(SUBJECTS),
           confidence=confidences, entities=entity_args, reason=reasons, source_agent=agents,
           source_ref=refs)
     def revise(self, fact, other, text, valid_from, valid_to, subject, confidence, entities,
                reason, source_agent, source_ref):
         """A revise with valid times from a fixed list (a world change or a correction)."""
-        ns = self.ns_for(fact, other)
-        return self._revise(fact[1], ns, text, self._time(valid_from), self._time(valid_to),
-                            subject, confidence, entities, reason, source_agent, source_ref)
+        ns, fid = self.ns_for(fact, other), fact[1]
+        vf = self._time(valid_from)
+        old = self.model.snapshot()[fid]
+        vt = self._time(valid_to, start=vf or old.valid_from)
+        return self._revise(fid, ns, text, vf, vt, subject, confidence, entities, reason,
+                            source_agent, source_ref)
 
-    @rule(target=facts, fact=facts, kind=st.sampled_from(["world", "correction"]),
+    @rule(target=facts, fact=facts, kind=st.sampled_from(["world", "correction", "after end"]),
           text=padded_texts, data=st.data(), reason=reasons)
     def revise_at_edges(self, fact, kind, text, data, reason):
-        """A revise of the newest version of a chain: a change in the world, or a correction,
+        """A revise of the newest version of a chain: a change in the world (at, or just
+        before or after, the end of the old fact's period if it has one), or a correction,
         with valid_from / valid_to at the edges of the old fact's period or of other periods
         (a microsecond before, at, after)."""
         ns, fid = fact[0], self.model.chain(fact[1])[-1]
         old = self.model.snapshot()[fid]
         now = self.clock.now
         # its start itself is refused; a microsecond after it leaves the old fact a tiny period
-        own = {old.valid_from, old.valid_from + US, now, now + US}
-        if old.valid_to is not None:  # a change just before, at, or after the old fact ended
-            own |= {old.valid_to - US, old.valid_to, old.valid_to + US}
+        near_start = {old.valid_from, old.valid_from + US, now, now + US}
+        near_end = set()  # a change just before, at, or after the old fact ended
+        if old.valid_to is not None:
+            near_end = {old.valid_to - US, old.valid_to, old.valid_to + US,
+                        old.valid_to + timedelta(days=1)}
+        own = near_start | near_end
         others = [p for p in self.model.valid_points(ns) if p > old.valid_from] or [now + US]
         vf = None
-        if kind == "world":
-            vf = data.draw(st.sampled_from(sorted(own)) | st.sampled_from(others),
+        if kind == "after end" and near_end:
+            vf = data.draw(st.sampled_from(sorted(near_end)), label="valid_from")
+        elif kind != "correction":
+            vf = data.draw(st.sampled_from(sorted(near_start)) | st.sampled_from(others),
                            label="valid_from")
         start = old.valid_from if vf is None else vf
         ends = sorted(p for p in own | set(others) | {start + US} if p > start)
@@ -422,9 +451,9 @@ class MemoryMachine(RuleBasedStateMachine):
             return multiple()
         new = call()
         event("revise: " + ("world change" if vf is not None else "correction")
-              + (", old valid_to kept" if vf is not None
+              + (", after the old fact ended" if vf is not None
                  and (old_to := self.model.snapshot()[fid].valid_to) is not None
-                 and old_to <= vf else ""))
+                 and old_to < vf else ""))
         self._logged(Op("revise", new, self.tx_now(), ns, new, target=fid, subject=subject,
                         text=text, valid_from=vf, valid_to=vt, confidence=confidence,
                         entities=entities, source_agent=source_agent,
