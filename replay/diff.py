@@ -34,15 +34,16 @@ def diff(
         if kind == "remembered":
             added.append(view)
         elif kind == "revised":
-            revised.append(Revision(fact_view(state.facts[target_id]), view, view.revision or ""))
+            assert view.revision is not None  # a revised fact always says how it replaced
+            revised.append(Revision(fact_view(state.facts[target_id]), view, view.revision))
         else:
             forgotten.append(view)
     def tx(seq: int) -> datetime | None:
         """When this namespace last changed at or before ``seq`` (another namespace's
         events are not its to date)."""
-        (own,) = con.execute(
+        [(own,)] = con.execute(
             "SELECT max(seq) FROM events WHERE namespace = ? AND seq <= ?", [namespace, seq]
-        ).fetchone() or (None,)
-        return from_us(tx_times[own - 1]) if own else None
+        ).fetchall()
+        return None if own is None else from_us(tx_times[own - 1])
 
     return Diff(since, until, tx(since), tx(until), tuple(added), tuple(revised), tuple(forgotten))

@@ -347,6 +347,12 @@ class Model:
                 forgotten.append(op.fact)
         return added, revised, forgotten
 
+    def own_tx(self, namespace: str, seq: int) -> datetime | None:
+        """The tx time of this namespace's last event at or before ``seq`` (None before its
+        first): what diff dates ``since`` and ``until`` with."""
+        own = [op.tx for op in self.ops[:seq] if op.namespace == namespace]
+        return own[-1] if own else None
+
     def episodes(self, namespace: str, session: str | None = None) -> list[tuple]:
         """(seq, session, turn, text, observed_at, recorded_at, source_agent) of the recorded
         turns, in log order; turns count per session; a turn is observed when recorded."""

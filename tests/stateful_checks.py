@@ -332,4 +332,6 @@ class ModelChecks:
         for view in (*d.added, *d.forgotten, *(r.new for r in d.revised),
                      *(r.old for r in d.revised)):
             assert_same_view(view, self.want_view(view.id, facts), what)
-        assert (d.since_seq, d.until_seq) == (since, until)
+        assert_same((d.since_seq, d.until_seq, d.since_tx, d.until_tx),
+                    (since, until, self.model.own_tx(ns, since), self.model.own_tx(ns, until)),
+                    f"{what}: its bounds and their tx times")
