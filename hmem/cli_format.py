@@ -290,7 +290,10 @@ def stats_lines(s: Stats) -> list[str]:
         f"namespace   {s.namespace}",
         f"facts       {s.facts} ({s.current} current, {s.superseded} superseded, "
         f"{s.forgotten} forgotten)",
-        f"subjects    {s.subjects}, entities {s.entities}, vectors {s.vectors}",
+        f"subjects    {s.subjects}, entities {s.entities}, vectors {s.vectors}"
+        + (f" ({s.embedding_backlog} facts waiting to be embedded)" if s.embedding_backlog
+           else ""),
+        *([f"embedding   failed: {s.embedding_error}"] if s.embedding_error else []),
         f"events      {s.namespace_events} in namespace",
         f"tx time     {span}",
         f"log head    {s.head}  (note it; `hmem log verify --expect` checks it later)",

@@ -53,6 +53,7 @@ __all__ = [
     "ProjectionError",
     "EmbedderError",
     "EmbedderUnavailable",
+    "EmbeddingFailed",
     "LLMError",
     "LLMNotConfigured",
     "LLMUnavailable",
@@ -113,3 +114,13 @@ class ExtractionFailed(HmemError):
     def __init__(self, message: str, episode_seqs: tuple[int, ...] = ()) -> None:
         super().__init__(message)
         self.episode_seqs = tuple(episode_seqs)
+
+
+class EmbeddingFailed(EmbedderError):
+    """Background embedding failed. The facts are stored (and found by text search); their
+    vectors are not. ``fact_ids`` are the facts still waiting: ``flush()`` retries them, the
+    next open of the store redoes them, ``hmem reembed`` embeds any fact without a vector."""
+
+    def __init__(self, message: str, fact_ids: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.fact_ids = tuple(fact_ids)

@@ -6,7 +6,9 @@ into another's private names:
 
 * :meth:`~StoreHandle.transaction`: the one write path (see :mod:`hmem.transaction`);
 * :meth:`~StoreHandle.reading`: the store, caught up with the log, under its lock;
-* :meth:`~StoreHandle.embed_facts`: vectors of facts as the store embeds them.
+* :meth:`~StoreHandle.embed_facts`: vectors of facts as the store embeds them, and
+  :meth:`~StoreHandle.embedding_worker`: the thread that does it after the write
+  (``embed_mode="background"``, see :mod:`hmem.embed_worker`).
 """
 
 from __future__ import annotations
@@ -15,27 +17,30 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 
 from eventlog.log import FSYNC_POLICIES, FsyncPolicy
 from hmem.analytics import NamespaceCopy
 from hmem.args import check_namespace
-from hmem.embedders import Embedder, check_output, resolve_embedder
-from hmem.errors import EmbedderError, InvalidInput, StoreClosed
+from hmem.background import check_dims, embed_pairs, worker_for
+from hmem.embed_worker import EmbedWorker
+from hmem.embedders import Embedder, resolve_embedder
+from hmem.errors import InvalidInput, StoreClosed
 from hmem.recall import RecallConfig
 from hmem.store import Store, default_root
 from hmem.timeparse import TimeLike
 from hmem.transaction import Clock, Transaction, utc_now
-from projections.projector import index_text
 from replay import verify_projection
 from replay.rebuild import Progress
 from replay.verify import ProjectionDiff
 
-__all__ = ["StoreHandle", "TxPoint"]
+__all__ = ["EMBED_MODES", "EmbedMode", "StoreHandle", "TxPoint"]
 
 TxPoint = TimeLike | int  # a transaction time, or a seq
+EmbedMode = Literal["background", "inline"]
+EMBED_MODES: tuple[EmbedMode, ...] = ("background", "inline")
 
 
 class StoreHandle:
@@ -54,10 +59,19 @@ class StoreHandle:
         embedder: Embedder | str | None = "auto",
         flush_every: int = 256,
         store: Store | None = None,
+        embed_mode: EmbedMode = "background",
     ) -> None:
         self.namespace = check_namespace(namespace)
         if fsync not in FSYNC_POLICIES:
             raise InvalidInput(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        if embed_mode not in EMBED_MODES:
+            raise InvalidInput(
+                f"embed_mode must be 'background' (writes return before their facts are "
+                f"embedded; flush() waits) or 'inline' (each write embeds first), not "
+                f"{embed_mode!r}"
+            )
+        self.embed_mode: EmbedMode = embed_mode
+        self._worker: EmbedWorker | None = None
         self.clock = clock
         self.source_agent = source_agent
         self.recall_config = recall_config or RecallConfig()
@@ -75,11 +89,12 @@ class StoreHandle:
 
     def in_namespace(self, namespace: str, **overrides: Any) -> Self:
         """A view of the same open store in another namespace (shares the store, its lock and,
-        unless ``overrides`` say otherwise, the clock, source agent, recall config and
-        embedder). Closing the view leaves the store open."""
+        unless ``overrides`` say otherwise, the clock, source agent, recall config, embedder
+        and embed mode). Closing the view leaves the store open; closing the store's owner
+        finishes the view's background embeddings first."""
         settings: dict[str, Any] = dict(
             clock=self.clock, source_agent=self.source_agent, recall_config=self.recall_config,
-            embedder=self.embedder,
+            embedder=self.embedder, embed_mode=self.embed_mode,
         )
         unknown = set(overrides) - set(settings)
         if unknown:
@@ -115,18 +130,43 @@ class StoreHandle:
             self._embedder_resolved = True
         return self._embedder
 
+    def flush(self) -> None:
+        """Wait until every fact this Memory wrote has its embedding recorded.
+
+        In ``embed_mode="background"`` writes return before their facts are embedded; this
+        waits for the worker (and, on a store just reopened, first queues the facts a crash
+        left unembedded: see :mod:`hmem.embed_worker`). Raises
+        :class:`~hmem.errors.EmbeddingFailed` if embedding failed: the facts stay stored and
+        queued, and are retried after the raise. A no-op without an embedder, in inline mode
+        and on a read-only store."""
+        worker = self.embedding_worker()
+        if worker is not None:
+            worker.flush()
+
     def close(self) -> None:
-        """Write the projection, sync the log, release the writer lock. Idempotent."""
+        """Finish background embeddings (the owner of the store: every view's too), write the
+        projection, sync the log, release the writer lock. Idempotent. Raises
+        :class:`~hmem.errors.EmbeddingFailed` after closing if embeddings could not be
+        finished (the next open of the store redoes them)."""
         store = self._store
         if store is None:
             return
-        with store.lock:
-            for copy in self.copies.values():
-                copy.close()
-            self.copies.clear()
-            if self.owns_store:
-                store.close()
-            self._store = None
+        try:
+            if self._worker is not None:
+                self._worker.flush()
+        finally:
+            try:
+                if self.owns_store:
+                    store.close_embed_workers()  # not under the lock: the workers need it
+            finally:
+                self._worker = None
+                with store.lock:
+                    for copy in self.copies.values():
+                        copy.close()
+                    self.copies.clear()
+                    if self.owns_store:
+                        store.close()
+                    self._store = None
 
     # ------------------------------------------------------------------ seams
 
@@ -151,16 +191,30 @@ class StoreHandle:
         embedder = self.embedder
         if embedder is None or not pairs:
             return None
-        with self.reading() as store:
-            stored = store.projector.state.vector_dims.get((self.namespace, embedder.model))
-        if stored is not None and stored != embedder.dims:
-            raise EmbedderError(
-                f"this namespace's vectors of {embedder.model!r} have {stored} dims but the "
-                f"embedder makes {embedder.dims}; restore its settings (e.g. HMEM_EMBED_DIMS) "
-                f"or use another model name and re-embed with `hmem reembed`"
+        self.check_embedder_dims()
+        return embed_pairs(embedder, pairs)
+
+    def check_embedder_dims(self) -> None:
+        """Raise :class:`~hmem.errors.EmbedderError` if the embedder's vectors would not fit
+        this namespace's earlier vectors of its model."""
+        embedder = self.embedder
+        if embedder is not None:
+            with self.reading() as store:
+                check_dims(store, self.namespace, embedder)
+
+    def embedding_worker(self) -> EmbedWorker | None:
+        """The store's background embedding worker for this Memory (see
+        :mod:`hmem.background`), started on first use; None in inline mode, without an
+        embedder and on a read-only store."""
+        if self._worker is not None or self.embed_mode != "background":
+            return self._worker
+        store = self.store
+        embedder = None if store.read_only else self.embedder
+        if embedder is not None:
+            self._worker = worker_for(
+                store, self.namespace, embedder, self.clock, self.source_agent
             )
-        texts = [index_text(subject, text) for subject, text in pairs]
-        return check_output(embedder, texts, embedder.embed(texts))
+        return self._worker
 
     # ------------------------------------------------------------------ maintenance
 

@@ -143,6 +143,7 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             state = store.projector.state
             facts = list(state.in_namespace(self.namespace))
+            workers = [w for w in store.embed_workers if w.namespace == self.namespace]
             head = store.log.head()
             con = store.connection()
             ns_events, first, last = one_row(
@@ -173,6 +174,8 @@ class ReadMethods(StoreHandle):
                 last_tx=from_us_opt(last),
                 fsync=store.log.fsync_policy,
                 read_only=store.read_only,
+                embedding_backlog=sum(w.backlog for w in workers),
+                embedding_error=next((str(e) for w in workers if (e := w.error)), None),
             )
 
     def sql(

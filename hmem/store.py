@@ -30,7 +30,14 @@ from eventlog.events import (
 )
 from eventlog.fileio import OS, FileIO
 from eventlog.log import EventLog, FsyncPolicy
-from hmem.errors import InvalidInput, ProjectionError, RecordRejected, StoreNotFound
+from hmem.embed_worker import EmbedWorker
+from hmem.errors import (
+    EmbeddingFailed,
+    InvalidInput,
+    ProjectionError,
+    RecordRejected,
+    StoreNotFound,
+)
 from hmem.timeparse import TimeLike, parse_time
 from projections.checks import check_fields
 from projections.duck import DuckProjection, is_lock_conflict
@@ -82,6 +89,10 @@ class Store:
         self.read_only = read_only
         self.lock = threading.RLock()
         self.notes: list[str] = []
+        # The background embedding workers of every Memory over this store (closed before it),
+        # and the (namespace, model) pairs whose unembedded tail a worker has already queued.
+        self.embed_workers: list[EmbedWorker] = []
+        self.embed_tails: set[tuple[str, str]] = set()
         if read_only and not (self.root / "log").is_dir():
             raise missing_store(self.root)
         if not read_only:  # the store holds what an agent believes: its owner's eyes only
@@ -221,7 +232,28 @@ class Store:
         )
         return self.projector.last_seq
 
+    def close_embed_workers(self) -> None:
+        """Finish and stop every background embedding worker over this store. Call it without
+        holding :attr:`lock` (the workers need it to record). Raises the first failure, after
+        stopping them all; what they could not embed is redone when the store is next opened."""
+        failed: EmbeddingFailed | None = None
+        while self.embed_workers:
+            try:
+                self.embed_workers.pop(0).close()
+            except EmbeddingFailed as e:
+                failed = failed or e
+        if failed is not None:
+            raise failed
+
     def close(self) -> None:
+        """Close the projection and the log (background embedding workers are finished
+        first; see :meth:`close_embed_workers`)."""
+        try:
+            self.close_embed_workers()
+        finally:
+            self._close_files()
+
+    def _close_files(self) -> None:
         try:
             if not self.read_only:
                 self.projector.flush()

@@ -43,7 +43,11 @@ class Stats(msgspec.Struct, frozen=True):
     Every count is this namespace's own: nothing here counts, sizes or names what other
     namespaces hold. ``head_seq`` and ``head_hash`` are the log's head (its last seq and the
     hash chain after it): the position every id and ``as_of`` seq is drawn from, and the value
-    to note for tamper evidence (``hmem log verify --expect SEQ:HASH``)."""
+    to note for tamper evidence (``hmem log verify --expect SEQ:HASH``).
+
+    ``embedding_backlog`` counts this namespace's facts queued for background embedding in
+    this process and not yet embedded; ``embedding_error`` is a background embedding failure
+    that the next ``flush()`` or ``close()`` raises (the facts stay queued)."""
 
     path: str
     namespace: str
@@ -62,6 +66,8 @@ class Stats(msgspec.Struct, frozen=True):
     last_tx: datetime | None
     fsync: str
     read_only: bool
+    embedding_backlog: int = 0
+    embedding_error: str | None = None
 
     @property
     def head(self) -> str:

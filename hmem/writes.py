@@ -73,6 +73,9 @@ class WriteMethods(StoreHandle):
 
         ``valid_from`` (when it became true in the world) defaults to now; ``valid_to`` to
         "still true". Entities default to the proper nouns of ``text`` (plus the subject).
+        With an embedder in ``embed_mode="background"`` (the default) this returns after the
+        log write and the fact's vector follows (``flush()`` waits for it); until then recall
+        finds the fact by its words.
         """
         return self._append_facts([self._remembered(dict(
             subject=subject, text=text, valid_from=valid_from, valid_to=valid_to,
@@ -81,7 +84,7 @@ class WriteMethods(StoreHandle):
         ), 0)])[0]
 
     def remember_many(self, facts: Iterable[dict[str, Any]]) -> list[int]:
-        """Remember many facts as one write (one fsync; embeddings computed in one batch).
+        """Remember many facts as one write (one fsync; embeddings computed in batches).
 
         Each item holds ``remember``'s arguments by name, e.g.
         ``{"subject": "maya", "text": "...", "valid_from": "2025-01-01"}``. All or nothing:
@@ -91,8 +94,18 @@ class WriteMethods(StoreHandle):
         return self._append_facts([self._remembered(item, i) for i, item in enumerate(facts)])
 
     def _append_facts(self, events: list[FactRemembered]) -> list[int]:
-        """Embed (with the configured embedder) and append new facts as one write."""
+        """Append new facts as one write, with their vectors (inline mode) or queued for the
+        background worker (which then embeds what the log holds, never a refused text)."""
         self._check_before_embedding(events)
+        worker = self.embedding_worker()
+        if worker is not None:
+            self.check_embedder_dims()
+            with self.transaction() as txn:
+                positions = [txn.append(event) for event in events]
+                txn.commit()  # queued under the lock: a flush or a tail scan sees both or none
+                worker.put([(txn.seq(p), ev.subject, ev.text)
+                            for p, ev in zip(positions, events, strict=True)])
+            return [txn.seq(p) for p in positions]
         vectors = self.embed_facts([(ev.subject, ev.text) for ev in events])
         with self.transaction() as txn:
             positions = []
@@ -171,6 +184,14 @@ class WriteMethods(StoreHandle):
             source_agent=source_agent or self.source_agent or old_agent, source_ref=source_ref,
         )
         self._check_before_embedding([event])
+        worker = self.embedding_worker()
+        if worker is not None:
+            self.check_embedder_dims()
+            with self.transaction() as txn:
+                position = txn.append(event)
+                txn.commit()
+                worker.put([(txn.seq(position), subject or old_subject, text)])
+            return txn.seq(position)
         vector = self._vector_of(subject or old_subject, text)
         with self.transaction() as txn:
             position = txn.append(event)
@@ -228,6 +249,7 @@ class WriteMethods(StoreHandle):
                 "no embedder is configured; pass embedder='local' (pip install 'hmem[local]'), "
                 "'openai' or an Embedder"
             )
+        self.flush()  # what the background worker has queued is not embedded twice
         with self.reading() as store:
             state = store.projector.state
             have = {v.fact_id for v in state.vectors if v.model == embedder.model}
@@ -280,6 +302,7 @@ class WriteMethods(StoreHandle):
         check_sequence(messages, "messages", "a list of {'role': ..., 'content': ...} dicts")
         resolved = self._resolve_extractor(extractor)
         mem = self if namespace is None else self.in_namespace(namespace)
+        mem.flush()  # candidates are compared with every fact's vector (they embed inline)
         return extract.add(
             cast("extract.Memory", mem), messages, extractor=resolved, session_id=session_id,
             observed_at=observed_at,
@@ -304,6 +327,7 @@ class WriteMethods(StoreHandle):
             episode_seqs, "episode_seqs", "a list of seqs (ExtractionFailed.episode_seqs)"
         )
         resolved = self._resolve_extractor(extractor)
+        self.flush()
         return extract.extract(
             cast("extract.Memory", self), list(episode_seqs), extractor=resolved,
             context_turns=context_turns,

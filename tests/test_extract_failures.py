@@ -190,6 +190,8 @@ def test_any_extractor_answer_keeps_the_store_sound(tmp_path_factory, shared_ser
         m.forget(ids["gone"])
         ids["old"] = m.remember("tom", "Tom runs")
         m.revise(ids["old"], "Tom walks")
+        other.flush()
+        m.flush()  # every embedding recorded: the seqs below are the extraction's own
         before = _outside(other)
         current_before = {f.id for f in m.history("maya") + m.history("tom") if f.current}
 

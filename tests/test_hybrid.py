@@ -17,7 +17,8 @@ UTC = timezone.utc
 
 @pytest.fixture
 def mem(tmp_path):
-    with Memory(tmp_path / "s", embedder="hash-64") as m:
+    """Inline embedding: each fact's vector is the event right after it (exact ids and seqs)."""
+    with Memory(tmp_path / "s", embedder="hash-64", embed_mode="inline") as m:
         yield m
 
 
@@ -55,6 +56,7 @@ def test_weighted_fusion_is_selectable(tmp_path):
     with Memory(tmp_path / "s", embedder="hash-64", recall_config=cfg) as m:
         a = m.remember("maya", "Maya likes tea")
         m.remember("maya", "Maya likes coffee")
+        m.flush()
         hit = m.recall("tea", explain=True)[0]
         assert hit.id == a and hit.explain["dense"] == 0.0
 
@@ -121,7 +123,7 @@ def test_bad_embedder_output_is_rejected_before_anything_is_written(tmp_path):
         def embed(self, texts):
             return np.full((len(texts), 4), np.nan, dtype=np.float32)
 
-    with Memory(tmp_path / "s", embedder=Broken()) as m:
+    with Memory(tmp_path / "s", embedder=Broken(), embed_mode="inline") as m:
         with pytest.raises(errors.EmbedderError, match="NaN"):
             m.remember("maya", "x")
         assert m.last_seq == 0
@@ -183,4 +185,5 @@ def test_an_old_but_relevant_fact_beats_new_asides(tmp_path):
         home = m.remember("maya", "Maya lives in London", valid_from="2025-01-01")
         m.remember("maya", "Maya books the train tickets", valid_from="2026-10-30")
         m.remember("maya", "Maya is vegetarian", valid_from="2026-10-31")
+        m.flush()
         assert m.recall("where does maya live")[0].id == home

@@ -45,7 +45,7 @@ def build(  # type: ignore[no-untyped-def]
     clock = iter(
         datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=i) for i in range(10**4)
     )
-    m = Memory(path, embedder="hash-8", clock=lambda: next(clock))
+    m = Memory(path, embedder="hash-8", clock=lambda: next(clock), embed_mode="inline")
     views = {n: m.in_namespace(n) for n in names}
     ids: dict[str, set[int]] = {n: set() for n in names}
     live: dict[str, list[int]] = {n: [] for n in names}

@@ -46,6 +46,7 @@ def _writer(path: Path, embedder: object, count: int) -> Memory:
     m = Memory(path, fsync="never", embedder=embedder, clock=lambda: T0)  # type: ignore[arg-type]
     for n in range(count):
         m.remember("writer", text(n), source_ref=f"w:{n}")
+    m.flush()
     return m
 
 
@@ -234,7 +235,8 @@ def test_item12_no_borrower_outranks_its_lender(
     count, actions = history
     embed = HashEmbedder(dims=64) if embedder else None
     with tempfile.TemporaryDirectory() as tmp, \
-            Memory(Path(tmp) / "s", fsync="never", embedder=embed, clock=lambda: T0) as m:
+            Memory(Path(tmp) / "s", fsync="never", embedder=embed, clock=lambda: T0,
+                   embed_mode="inline") as m:
         _play(m, actions)
         for k, config, limit, max_tokens, subject, travel, valid_at in queries:
             m.recall_config = config

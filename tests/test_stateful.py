@@ -94,7 +94,8 @@ class MemoryMachine(ModelChecks, RuleBasedStateMachine):
     def open_store(self, flush_every: int, seeds):
         """Open the store and remember a few facts, so most steps have something to change."""
         self.flush_every = flush_every
-        self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every, embedder=EMBEDDER)
+        self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every, embedder=EMBEDDER,
+                          embed_mode="inline")
         out = []
         for ns, subject, text, (valid_from, valid_to), agent in seeds:
             got = self.remember(ns, subject, text, valid_from, valid_to, 1.0, (), agent, None)
@@ -360,14 +361,14 @@ class MemoryMachine(ModelChecks, RuleBasedStateMachine):
         if how == "reopen":
             self.mem.close()
             self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every,
-                              embedder=EMBEDDER)
+                              embedder=EMBEDDER, embed_mode="inline")
             assert self.mem.notes == []
         elif how == "crash":
             store = self.mem.store
             store.db.close()
             store.log.close()  # the old Memory is dropped unclosed, as a dead process leaves it
             self.mem = Memory(self.dir, clock=self.clock, flush_every=self.flush_every,
-                              embedder=EMBEDDER)
+                              embedder=EMBEDDER, embed_mode="inline")
         else:
             assert self.mem.rebuild() == self.model.last_seq
         self.generation += 1

@@ -103,6 +103,7 @@ def test_item02_a_flipped_bit_in_the_projection_file_is_rebuilt_from_the_log(tmp
             {"subject": f"s{i % 20}", "text": f"fact number {i} about Topic{i % 7}"}
             for i in range(1500)
         )
+        m.flush()
         want = [h.id for h in m.recall("fact number 5")]
     rng = random.Random(12)
     for trial in range(12):

@@ -1,0 +1,170 @@
+"""Background embedding: a worker thread that embeds queued facts in batches and records them.
+
+A Memory in ``embed_mode="background"`` appends its facts and returns; their embeddings are
+queued here. The worker takes up to ``batch_size`` queued facts at a time (whatever is queued),
+runs the embedder on them *without* the store's lock, then appends one ``EmbeddingRecorded``
+per fact through the Memory's transaction (which holds the lock only for the write).
+
+Facts are embedded in queue order and none is ever skipped: when the embedder (or the write)
+fails, the worker records the error, keeps the batch and everything after it queued, and
+pauses. :meth:`EmbedWorker.flush` raises that error (an :class:`~hmem.errors.EmbeddingFailed`)
+and lets the worker retry; new work retries too. So at any moment the facts without a vector
+are the newest ones (the tail after the newest embedded fact), which is what a reopen redoes
+after a crash or a close that could not finish (:func:`unembedded_tail`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from hmem.errors import EmbeddingFailed, HmemError, StoreClosed
+from projections.state import FactState
+
+__all__ = ["EmbedWorker", "Pending", "unembedded_tail"]
+
+Pending = tuple[int, str, str]  # (fact id, subject, text): a fact waiting for its vector
+Embed = Callable[[list[tuple[str, str]]], np.ndarray]
+Record = Callable[[Sequence[Pending], np.ndarray], None]
+
+
+def unembedded_tail(state: FactState, namespace: str, model: str) -> list[Pending]:
+    """The facts of ``namespace`` (oldest first) that a background worker had not reached:
+    no vector of ``model`` and created after the newest fact that has one. Empty when the
+    namespace has no vector of ``model`` at all (embedding a whole store is ``reembed``'s job,
+    never an open's)."""
+    have = {v.fact_id for v in state.vectors if v.namespace == namespace and v.model == model}
+    if not have:
+        return []
+    newest = max(have)
+    tail = (f for f in state.in_namespace(namespace) if f.id > newest)
+    return [(f.id, f.subject, f.text) for f in sorted(tail, key=lambda f: f.id)]
+
+
+class EmbedWorker:
+    """A thread embedding queued facts of one namespace: ``put`` queues, ``flush`` waits.
+
+    ``embed`` maps (subject, text) pairs to vectors; ``record`` appends the vectors of a batch
+    (see :func:`hmem.background.worker_for`). Both run on the worker thread, never under the
+    caller's locks. The thread is a daemon: a process that exits without ``close`` loses only
+    pending embeddings, which the next open redoes."""
+
+    def __init__(
+        self, namespace: str, embed: Embed, record: Record, *, batch_size: int = 64,
+        key: object = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.namespace = namespace
+        self.key = key  # what the Memories that share this worker have in common
+        self.batch_size = batch_size
+        self._embed = embed
+        self._record = record
+        self._cond = threading.Condition()
+        self._queue: list[Pending] = []  # the head is the batch in progress
+        self._error: EmbeddingFailed | None = None
+        self._paused = False
+        self._stopping = False
+        self._done = False  # the thread has stopped
+        self._thread = threading.Thread(
+            target=self._run, name=f"hmem-embed-{namespace}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def backlog(self) -> int:
+        """Facts queued and not yet embedded and recorded (the batch in progress included)."""
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def error(self) -> EmbeddingFailed | None:
+        """The failure the next :meth:`flush` raises, if any (the facts stay queued)."""
+        with self._cond:
+            return self._error
+
+    def put(self, items: Iterable[Pending]) -> None:
+        """Queue facts to embed (in order); a paused worker retries its queue."""
+        items = list(items)
+        if not items:
+            return
+        with self._cond:
+            if self._stopping:
+                raise StoreClosed("this Memory is closing; its embeddings can no longer be queued")
+            self._queue.extend(items)
+            self._paused = False
+            self._cond.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every queued fact is embedded and recorded.
+
+        Raises :class:`~hmem.errors.EmbeddingFailed` if the worker failed (before or during
+        the wait): the facts stay queued and the worker retries them after the raise."""
+        with self._cond:
+            while True:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    self._paused = self._stopping  # retry, unless this is the last flush
+                    self._cond.notify_all()
+                    raise error
+                if not self._queue or self._done:
+                    return
+                self._cond.wait()
+
+    def close(self) -> None:
+        """Flush, then stop the thread. Raises what :meth:`flush` raises; the thread stops
+        either way (facts still queued are redone when the store is next opened)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        try:
+            self.flush()
+        finally:
+            with self._cond:
+                self._paused = True  # a failed batch is not retried on the way out
+                self._cond.notify_all()
+            self._thread.join()
+
+    # ------------------------------------------------------------------ the thread
+
+    def _next_batch(self) -> list[Pending] | None:
+        with self._cond:
+            while not self._queue or self._paused:
+                if self._stopping:
+                    return None
+                self._cond.wait()
+            return self._queue[: self.batch_size]
+
+    def _run(self) -> None:
+        try:
+            while (batch := self._next_batch()) is not None:
+                try:
+                    self._record(batch, self._embed([(s, t) for _, s, t in batch]))
+                except Exception as e:  # kept for flush(): never lost, never fatal
+                    self._failed(batch, e)
+                    continue
+                with self._cond:
+                    del self._queue[: len(batch)]
+                    self._cond.notify_all()
+        finally:
+            with self._cond:  # a flush waiting on a thread that stopped returns
+                self._done = True
+                self._cond.notify_all()
+
+    def _failed(self, batch: list[Pending], e: Exception) -> None:
+        with self._cond:
+            self._paused = True
+            if self._error is None:  # the first failure since the last flush is the one shown
+                cause = str(e) if isinstance(e, HmemError) else f"{type(e).__name__}: {e}"
+                error = EmbeddingFailed(
+                    f"embedding {len(self._queue)} queued fact(s) of namespace "
+                    f"{self.namespace!r} failed (from fact {batch[0][0]}): {cause}. The facts "
+                    f"are stored and found by text search; flush() retries their embeddings, a "
+                    f"reopen redoes any left, `hmem reembed` embeds any fact without a vector",
+                    fact_ids=tuple(fid for fid, _, _ in self._queue),
+                )
+                error.__cause__ = e
+                self._error = error
+            self._cond.notify_all()
