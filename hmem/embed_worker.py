@@ -7,8 +7,9 @@ per fact through the Memory's transaction (which holds the lock only for the wri
 
 Facts are embedded in queue order and none is ever skipped: when the embedder (or the write)
 fails, the worker records the error, keeps the batch and everything after it queued, and
-pauses. :meth:`EmbedWorker.flush` raises that error (an :class:`~hmem.errors.EmbeddingFailed`)
-and lets the worker retry; new work retries too. So at any moment the facts without a vector
+pauses. The next :meth:`EmbedWorker.flush` raises that error (an
+:class:`~hmem.errors.EmbeddingFailed`); a flush after it, or more work queued, retries. So at
+any moment the facts without a vector
 are the newest ones (the tail after the newest embedded fact), which is what a reopen redoes
 after a crash or a close that could not finish (:func:`unembedded_tail`).
 """
@@ -85,6 +86,20 @@ class EmbedWorker:
         with self._cond:
             return self._error
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the thread has finished (after :meth:`close`)."""
+        with self._cond:
+            return self._done
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait, without raising, until the queue is empty or the worker is paused by a
+        failure; False if ``timeout`` (seconds) passed first."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not self._queue or self._paused or self._done, timeout
+            )
+
     def put(self, items: Iterable[Pending]) -> None:
         """Queue facts to embed (in order); a paused worker retries its queue."""
         items = list(items)
@@ -100,22 +115,25 @@ class EmbedWorker:
     def flush(self) -> None:
         """Wait until every queued fact is embedded and recorded.
 
-        Raises :class:`~hmem.errors.EmbeddingFailed` if the worker failed (before or during
-        the wait): the facts stay queued and the worker retries them after the raise."""
+        Raises :class:`~hmem.errors.EmbeddingFailed` if the worker failed since the last
+        flush (before or during the wait); the facts stay queued. A flush after that retries
+        them (so does queueing more)."""
         with self._cond:
+            if self._error is None:
+                self._paused = False  # retry what a failure (already raised) left queued
+                self._cond.notify_all()
             while True:
                 if self._error is not None:
                     error, self._error = self._error, None
-                    self._paused = self._stopping  # retry, unless this is the last flush
-                    self._cond.notify_all()
                     raise error
                 if not self._queue or self._done:
                     return
                 self._cond.wait()
 
     def close(self) -> None:
-        """Flush, then stop the thread. Raises what :meth:`flush` raises; the thread stops
-        either way (facts still queued are redone when the store is next opened)."""
+        """Flush (a failure already raised is retried once more), then stop the thread. Raises
+        what :meth:`flush` raises; the thread stops either way (facts still queued are redone
+        when the store is next opened)."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()

@@ -136,9 +136,9 @@ class StoreHandle:
         In ``embed_mode="background"`` writes return before their facts are embedded; this
         waits for the worker (and, on a store just reopened, first queues the facts a crash
         left unembedded: see :mod:`hmem.embed_worker`). Raises
-        :class:`~hmem.errors.EmbeddingFailed` if embedding failed: the facts stay stored and
-        queued, and are retried after the raise. A no-op without an embedder, in inline mode
-        and on a read-only store."""
+        :class:`~hmem.errors.EmbeddingFailed` if embedding failed since the last flush: the
+        facts stay stored (found by their words) and queued; the next flush (or write) retries
+        them. A no-op without an embedder, in inline mode and on a read-only store."""
         worker = self.embedding_worker()
         if worker is not None:
             worker.flush()
@@ -152,21 +152,19 @@ class StoreHandle:
         if store is None:
             return
         try:
-            if self._worker is not None:
-                self._worker.flush()
+            if self.owns_store:
+                store.close_embed_workers()  # not under the lock: the workers need it
+            elif self._worker is not None:
+                self._worker.flush()  # the worker is the store's: it outlives this view
         finally:
-            try:
+            self._worker = None
+            with store.lock:
+                for copy in self.copies.values():
+                    copy.close()
+                self.copies.clear()
                 if self.owns_store:
-                    store.close_embed_workers()  # not under the lock: the workers need it
-            finally:
-                self._worker = None
-                with store.lock:
-                    for copy in self.copies.values():
-                        copy.close()
-                    self.copies.clear()
-                    if self.owns_store:
-                        store.close()
-                    self._store = None
+                    store.close()
+                self._store = None
 
     # ------------------------------------------------------------------ seams
 
