@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -389,10 +391,22 @@ def build_server(
 def serve(
     memory: Memory, *, usage_log: bool = False, source_agent: str = "mcp"
 ) -> None:
-    """Serve ``memory`` over stdio until the client closes stdin. The caller closes ``memory``."""
+    """Serve ``memory`` over stdio until the client closes stdin or the process gets SIGTERM.
+    The caller closes ``memory`` (which finishes its background embeddings): a SIGTERM ends
+    the server like a closed stdin, so that close runs."""
     usage = UsageLog(memory.path) if usage_log else None
     server = build_server(memory, usage=usage, source_agent=source_agent)
     mode = "read-only" if memory.read_only else "writer"
     print(fmt.visible(f"hmem mcp: serving {memory.path} namespace {memory.namespace!r} ({mode})"
                       + (f", usage log {usage.path}" if usage else "")), file=sys.stderr)
-    server.run("stdio")
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
+    try:
+        server.run("stdio")
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds to the caller's close()

@@ -19,12 +19,18 @@ class Memory(WriteMethods, ReadMethods):
     picks up what the writer has appended. ``Memory(store=...)`` works over a
     :class:`~hmem.store.Store` the caller opened (and closes).
 
+    With an embedder, ``embed_mode="background"`` (the default) makes ``remember``,
+    ``remember_many`` and ``revise`` return after the log write; a worker thread embeds the
+    facts in batches and records their vectors (recall finds a fact by its words meanwhile).
+    ``flush()`` waits for it, ``close()`` too; a crash loses only pending embeddings, which
+    the next open redoes. ``embed_mode="inline"`` embeds before each write instead.
+
     Writes (:mod:`hmem.writes`): ``remember``, ``remember_many``, ``revise``, ``forget``,
     ``record_embedding``, ``reembed``, ``add``, ``extract``. Reads (:mod:`hmem.reads`):
     ``recall``, ``get``, ``why``, ``history``, ``episodes``, ``as_of``, ``snapshot``, ``diff``,
     ``stats``, ``sql``, ``events``. Seams and lifecycle (:mod:`hmem.handle`):
-    ``transaction``, ``reading``, ``embed_facts``, ``in_namespace``, ``rebuild``, ``verify``,
-    ``close``.
+    ``transaction``, ``reading``, ``embed_facts``, ``embedding_worker``, ``in_namespace``,
+    ``rebuild``, ``verify``, ``flush``, ``close``.
 
     Time-travel arguments are keyword-only: ``as_of`` is a transaction time (what we believed
     then; a datetime, ISO string or seq) and ``valid_at`` a world time (what was true then).

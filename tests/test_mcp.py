@@ -340,6 +340,19 @@ def test_namespaces_never_see_each_other(store: Path) -> None:
     run(body)
 
 
+def test_the_server_embeds_in_the_background_and_finishes_before_it_exits(store: Path) -> None:
+    async def body() -> None:
+        async with serve(store, env={"HMEM_EMBEDDER": "hash-16"}) as c:
+            for i in range(5):
+                await c.ok("remember", subject="maya", text=f"Maya fact {i}")
+            stats = (await c.ok("stats"))["structuredContent"]
+            assert 0 <= stats["embedding_backlog"] <= 5
+
+    run(body)
+    with Memory(store, read_only=True, embedder=None) as m:  # the server's close drained
+        assert m.stats().vectors == 5
+
+
 def test_read_only_offers_no_write_tools(store: Path) -> None:
     with Memory(store, embedder=None) as m:
         m.remember("maya", "Maya lives in London")
