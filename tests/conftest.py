@@ -1,4 +1,5 @@
-"""Hypothesis profiles: ``dev`` (default, quick) and ``ci`` (HYPOTHESIS_PROFILE=ci, thorough)."""
+"""Hypothesis profiles: ``dev`` (default, quick), ``ci`` (HYPOTHESIS_PROFILE=ci, thorough) and
+``mutation`` (dev sizes, derandomized)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ settings.register_profile(
     max_examples=500,
     deadline=None,
     print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+# For mutation testing (docs/mutation.md): the dev sizes, the same examples on every run, so a
+# mutant is judged by the same cases as the clean code.
+settings.register_profile(
+    "mutation", max_examples=50, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
