@@ -33,6 +33,7 @@ def ingest_raw(m: Memory, conv: Conversation) -> int:
         if facts:
             ns.remember_many(facts)
             n += len(facts)
+    ns.flush()  # every turn's vector recorded before any question is asked
     return n
 
 

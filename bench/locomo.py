@@ -63,6 +63,7 @@ def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
         ns.remember_many(facts)
         last = date
     assert last is not None
+    ns.flush()  # every turn's vector recorded before any question is asked
     return last
 
 

@@ -29,7 +29,8 @@ class HmemSystem:
     def __init__(self, root: Path, cache: VectorCache) -> None:
         from hmem import Memory
 
-        self.memory = Memory(root, embedder=CachedEmbedder(cache))
+        # Inline: each add records its vector before it returns, as the other systems' do.
+        self.memory = Memory(root, embedder=CachedEmbedder(cache), embed_mode="inline")
         self.views: dict[str, Any] = {}
 
     def _view(self, namespace: str) -> Any:

@@ -135,7 +135,8 @@ def build_memory(
         clock_t[0] += timedelta(milliseconds=1)
         return clock_t[0]
 
-    mem = Memory(root, fsync="never", flush_every=10**12, clock=clock, embedder=stub)
+    mem = Memory(root, fsync="never", flush_every=10**12, clock=clock, embedder=stub,
+                 embed_mode="inline")
     batch = 5_000
     t0 = time.perf_counter()
     for start in range(0, n, batch):

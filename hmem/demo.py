@@ -65,7 +65,7 @@ def _scenario(path: Path, out: TextIO, *, temporary: bool) -> None:
         f"store: {path} ({keep})",
         f"clock: starts {fmt.tx(START)}, +4 minutes per step")
 
-    with Memory(path, clock=clock) as m:
+    with Memory(path, clock=clock, embed_mode="inline") as m:  # seqs and clock steps as shown
         step(1, "Remember where Maya lives", 'remember maya "Maya lives in London" '
              "--valid-from 2025-01-01 --source-agent chat --source-ref s1:t3")
         a = m.remember("maya", "Maya lives in London", valid_from="2025-01-01",

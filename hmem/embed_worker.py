@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from hmem.errors import EmbeddingFailed, HmemError, StoreClosed
+from hmem.errors import EmbeddingFailed, HmemError
 from projections.state import FactState
 
 __all__ = ["EmbedWorker", "Pending", "unembedded_tail"]
@@ -45,34 +45,33 @@ def unembedded_tail(state: FactState, namespace: str, model: str) -> list[Pendin
 
 
 class EmbedWorker:
-    """A thread embedding queued facts of one namespace: ``put`` queues, ``flush`` waits.
+    """Embeds queued facts of one namespace on a thread: ``put`` queues, ``flush`` waits.
 
     ``embed`` maps (subject, text) pairs to vectors; ``record`` appends the vectors of a batch
-    (see :func:`hmem.background.worker_for`). Both run on the worker thread, never under the
-    caller's locks. The thread is a daemon: a process that exits without ``close`` loses only
-    pending embeddings, which the next open redoes."""
+    (see :func:`hmem.background.worker_for`). Both run on the worker's thread, never under
+    the caller's locks. The thread runs only while there is work: it starts on ``put`` and
+    ends after ``idle`` seconds with nothing queued (or when a failure pauses it), so idle
+    namespaces cost no thread. It is a daemon: a process that exits without ``close`` loses
+    only pending embeddings, which the next open redoes."""
 
     def __init__(
         self, namespace: str, embed: Embed, record: Record, *, batch_size: int = 64,
-        key: object = None,
+        idle: float = 2.0, key: object = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.namespace = namespace
         self.key = key  # what the Memories that share this worker have in common
         self.batch_size = batch_size
+        self.idle = idle
         self._embed = embed
         self._record = record
         self._cond = threading.Condition()
         self._queue: list[Pending] = []  # the head is the batch in progress
         self._error: EmbeddingFailed | None = None
-        self._paused = False
-        self._stopping = False
-        self._done = False  # the thread has stopped
-        self._thread = threading.Thread(
-            target=self._run, name=f"hmem-embed-{namespace}", daemon=True
-        )
-        self._thread.start()
+        self._paused = False  # by a failure: nothing is embedded until a flush or a put
+        self._closed = False
+        self._thread: threading.Thread | None = None  # while it runs
 
     @property
     def backlog(self) -> int:
@@ -87,30 +86,29 @@ class EmbedWorker:
             return self._error
 
     @property
-    def stopped(self) -> bool:
-        """Whether the thread has finished (after :meth:`close`)."""
+    def running(self) -> bool:
+        """Whether the worker's thread is running."""
         with self._cond:
-            return self._done
+            return self._thread is not None
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait, without raising, until the queue is empty or the worker is paused by a
-        failure; False if ``timeout`` (seconds) passed first."""
+        """Wait, without raising, until the queue is empty or a failure paused the worker;
+        False if ``timeout`` (seconds) passed first."""
         with self._cond:
             return self._cond.wait_for(
-                lambda: not self._queue or self._paused or self._done, timeout
+                lambda: not self._queue or self._paused or self._thread is None, timeout
             )
 
     def put(self, items: Iterable[Pending]) -> None:
-        """Queue facts to embed (in order); a paused worker retries its queue."""
+        """Queue facts to embed (in order); a worker paused by a failure retries its queue.
+        After :meth:`close` the facts stay queued (the next open of the store redoes them)."""
         items = list(items)
         if not items:
             return
         with self._cond:
-            if self._stopping:
-                raise StoreClosed("this Memory is closing; its embeddings can no longer be queued")
             self._queue.extend(items)
             self._paused = False
-            self._cond.notify_all()
+            self._wake()
 
     def flush(self) -> None:
         """Wait until every queued fact is embedded and recorded.
@@ -121,38 +119,50 @@ class EmbedWorker:
         with self._cond:
             if self._error is None:
                 self._paused = False  # retry what a failure (already raised) left queued
-                self._cond.notify_all()
+                self._wake()
             while True:
                 if self._error is not None:
                     error, self._error = self._error, None
                     raise error
-                if not self._queue or self._done:
+                if not self._queue or self._thread is None:
                     return
                 self._cond.wait()
 
     def close(self) -> None:
-        """Flush (a failure already raised is retried once more), then stop the thread. Raises
-        what :meth:`flush` raises; the thread stops either way (facts still queued are redone
-        when the store is next opened)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
+        """Flush (a failure already raised is retried once more), then stop. Raises what
+        :meth:`flush` raises; the worker stops either way (facts still queued are redone when
+        the store is next opened)."""
         try:
             self.flush()
         finally:
             with self._cond:
+                self._closed = True
                 self._paused = True  # a failed batch is not retried on the way out
+                thread = self._thread
                 self._cond.notify_all()
-            self._thread.join()
+            if thread is not None:
+                thread.join()
 
     # ------------------------------------------------------------------ the thread
 
+    def _wake(self) -> None:
+        """Start the thread if there is work and none runs (called holding the condition)."""
+        self._cond.notify_all()
+        if self._thread is None and self._queue and not self._paused and not self._closed:
+            self._thread = threading.Thread(
+                target=self._run, name=f"hmem-embed-{self.namespace}", daemon=True
+            )
+            self._thread.start()
+
     def _next_batch(self) -> list[Pending] | None:
         with self._cond:
-            while not self._queue or self._paused:
-                if self._stopping:
-                    return None
-                self._cond.wait()
+            if not self._queue and not self._paused and not self._closed:
+                self._cond.wait_for(lambda: self._queue or self._paused or self._closed,
+                                    self.idle)
+            if not self._queue or self._paused or self._closed:
+                self._thread = None  # the thread ends; put() or flush() starts another
+                self._cond.notify_all()
+                return None
             return self._queue[: self.batch_size]
 
     def _run(self) -> None:
@@ -166,10 +176,11 @@ class EmbedWorker:
                 with self._cond:
                     del self._queue[: len(batch)]
                     self._cond.notify_all()
-        finally:
-            with self._cond:  # a flush waiting on a thread that stopped returns
-                self._done = True
-                self._cond.notify_all()
+        finally:  # however the thread ends, a waiting flush() is not left waiting
+            with self._cond:
+                if self._thread is threading.current_thread():
+                    self._thread = None
+                    self._cond.notify_all()
 
     def _failed(self, batch: list[Pending], e: Exception) -> None:
         with self._cond:

@@ -195,7 +195,7 @@ def test_close_waits_for_the_queue(tmp_path):
     assert closer.is_alive()  # it cannot finish while the embedder is held
     emb.gate.set()
     closer.join(timeout=60)
-    assert not closer.is_alive() and worker.stopped
+    assert not closer.is_alive() and not worker.running
     with Memory(tmp_path / "s", read_only=True, embedder=None) as r:
         assert vectors_by_fact(r) == Counter(ids)
 
@@ -215,7 +215,7 @@ def test_in_namespace_views_share_the_worker_and_the_owner_drains_them(tmp_path)
     workers = [m.embedding_worker(), work.embedding_worker()]
     emb.gate.set()
     m.close()  # the owner finishes every view's embeddings before the store closes
-    assert all(w is not None and w.stopped for w in workers)
+    assert all(w is not None and not w.running for w in workers)
     with Memory(tmp_path / "s", read_only=True, embedder=None) as r:
         assert vectors_by_fact(r) == Counter([a, b, c])
         assert r.in_namespace("work").stats().vectors == 2
@@ -341,3 +341,27 @@ def test_a_crash_loses_only_pending_embeddings_and_the_reopen_redoes_them(tmp_pa
         assert m.last_seq == last  # nothing left to redo: no second vector
         vec = m.store.projector.state.vectors[-1]
         assert np.frombuffer(vec.vector, "<f4").shape == (16,)
+
+
+def test_the_worker_thread_runs_only_while_there_is_work():
+    from hmem.embed_worker import EmbedWorker
+
+    got: list[int] = []
+    worker = EmbedWorker(
+        "unit", lambda pairs: np.zeros((len(pairs), 2), "<f4"),
+        lambda facts, vectors: got.extend(fid for fid, _, _ in facts), idle=0.0,
+    )
+    assert not worker.running  # nothing queued, no thread
+    worker.put([(1, "s", "one")])
+    worker.flush()
+    for t in threading.enumerate():  # idle=0: the thread ends once the queue is empty
+        if t.name == "hmem-embed-unit":
+            t.join(timeout=60)
+    assert not worker.running
+    worker.put([(2, "s", "two"), (3, "s", "three")])  # a new thread takes it
+    worker.flush()
+    assert got == [1, 2, 3]
+    worker.close()
+    worker.put([(4, "s", "four")])  # after close: kept queued (a reopen redoes it), not run
+    worker.flush()
+    assert worker.backlog == 1 and not worker.running and got == [1, 2, 3]

@@ -57,7 +57,9 @@ def writer(path: str, seed: int) -> None:
     rng = random.Random(seed)
     out = sys.stdout
     flush_every = rng.choice([1, 7, 64])
-    with Memory(path, fsync="always", embedder=HashEmbedder(8), flush_every=flush_every) as m:
+    # Inline embedding: each call's events (a fact and its vector) are the seqs it acks.
+    with Memory(path, fsync="always", embedder=HashEmbedder(8), flush_every=flush_every,
+                embed_mode="inline") as m:
         live = [f.id for f in _current(m)]
         while True:
             words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 8)))
