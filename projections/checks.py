@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime
 
 from eventlog.events import (
@@ -19,7 +20,7 @@ from eventlog.events import (
     FactRemembered,
     FactRevised,
 )
-from projections.errors import InvalidInput, InvalidTime
+from projections.errors import FactAlreadyForgotten, FactSuperseded, InvalidInput, InvalidTime
 from projections.timeutil import from_us, to_us
 
 __all__ = [
@@ -27,9 +28,13 @@ __all__ = [
     "MAX_ENTITIES",
     "MAX_NAME_CHARS",
     "MAX_TEXT_CHARS",
+    "check_derived_from",
+    "check_dims",
     "check_fields",
+    "check_forgettable",
     "check_name",
     "check_period",
+    "check_revisable",
     "check_text",
 ]
 
@@ -135,3 +140,77 @@ def check_period(valid_from: int, valid_to: datetime | None) -> None:
             f"valid_to {valid_to.isoformat()} is not after valid_from "
             f"{from_us(valid_from).isoformat()}; a fact must be true for some time"
         )
+
+
+# ---------------------------------------------------------------------- checks against a state
+# The refusals of the fold (FactState.check_applies and the columnar fold in
+# projections/fact_columns.py), written once: each takes what it needs of the state as values.
+
+
+def check_derived_from(
+    ev: FactRemembered | FactRevised, episode_namespace: Callable[[int], str | None]
+) -> None:
+    """Every seq in ``derived_from`` is a recorded episode of the event's namespace
+    (``episode_namespace(seq)`` is that episode's namespace, None if there is none)."""
+    for seq in ev.derived_from:
+        if not isinstance(seq, int) or episode_namespace(seq) != ev.namespace:
+            raise InvalidInput(
+                f"derived_from names {seq!r}, which is not a recorded episode (turn) in "
+                f"namespace {ev.namespace!r}; give the seqs of EpisodeRecorded events"
+            )
+
+
+def check_revisable(
+    ev: FactRevised,
+    fact_id: int,
+    *,
+    forgotten: bool,
+    superseded: bool,
+    head_of: Callable[[int], int],
+    open_valid_from: int,
+) -> None:
+    """``ev`` may revise fact ``fact_id`` (found in its namespace): not forgotten, not already
+    revised, and its period starts after the open row's ``valid_from`` (a world change) or
+    ends after it (a correction)."""
+    if forgotten:
+        raise FactAlreadyForgotten(
+            f"fact {fact_id} was forgotten; it cannot be revised. Remember a new fact "
+            f"instead"
+        )
+    if superseded:
+        raise FactSuperseded(fact_id, head_of(fact_id))
+    if ev.valid_from is None:
+        check_period(open_valid_from, ev.valid_to)
+    else:
+        vf = to_us(ev.valid_from)
+        if vf <= open_valid_from:
+            raise InvalidTime(
+                f"valid_from {ev.valid_from.isoformat()} is not after fact {fact_id}'s "
+                f"valid_from {from_us(open_valid_from).isoformat()}: a change in the world "
+                f"must come after the old fact became true. To correct the old fact "
+                f"instead, revise without valid_from"
+            )
+        check_period(vf, ev.valid_to)
+
+
+def check_forgettable(fact_id: int, *, forgotten: bool) -> None:
+    if forgotten:
+        raise FactAlreadyForgotten(f"fact {fact_id} is already forgotten")
+
+
+def check_dims(
+    vector_dims: dict[tuple[str, str], int],
+    ev: EmbeddingRecorded,
+    batch: dict[tuple[str, str], int],
+) -> None:
+    """A vector must have the length of its model's earlier vectors in its namespace (those
+    of the state, ``vector_dims``, or of ``batch``: what the same write adds first)."""
+    key = (ev.namespace, ev.model)
+    want = vector_dims.get(key, batch.get(key))
+    if want is not None and ev.dims != want:
+        raise InvalidInput(
+            f"model {ev.model!r} has {want}-dimensional vectors in namespace "
+            f"{ev.namespace!r}; this one has {ev.dims}. Record it under another model name "
+            f"(a model's vectors must all be comparable)"
+        )
+    batch[key] = ev.dims

@@ -34,17 +34,22 @@ from eventlog.events import (
     FactRemembered,
     FactRevised,
 )
-from projections.checks import check_fields, check_period
+from projections.checks import (
+    check_derived_from,
+    check_dims,
+    check_fields,
+    check_forgettable,
+    check_revisable,
+)
 from projections.entities import fact_entities
 from projections.errors import (
     FactAlreadyForgotten,
     FactNotFound,
     FactSuperseded,
     InvalidInput,
-    InvalidTime,
     ProjectionError,
 )
-from projections.timeutil import from_us, to_us
+from projections.timeutil import to_us
 
 __all__ = ["Row", "Fact", "Vector", "Episode", "FactState", "subject_key"]
 
@@ -178,58 +183,33 @@ class FactState:
         a field rule got stricter.
         """
         if isinstance(ev, (FactRemembered, FactRevised)):
-            for seq in ev.derived_from:
-                episode = self.episodes.get(seq) if isinstance(seq, int) else None
-                if episode is None or episode.namespace != ev.namespace:
-                    raise InvalidInput(
-                        f"derived_from names {seq!r}, which is not a recorded episode (turn) in "
-                        f"namespace {ev.namespace!r}; give the seqs of EpisodeRecorded events"
-                    )
+            check_derived_from(ev, self._episode_namespace)
         if isinstance(ev, FactRevised):
             old = self.lookup(ev.fact_id, ev.namespace)
-            if old.forgotten_seq is not None:
-                raise FactAlreadyForgotten(
-                    f"fact {old.id} was forgotten; it cannot be revised. Remember a new fact "
-                    f"instead"
-                )
-            if old.superseded_by is not None:
-                raise FactSuperseded(old.id, self.head_of(old.id))
             row = old.open_row
-            assert row is not None  # a head that was not forgotten is believed
-            if ev.valid_from is None:
-                check_period(row.valid_from, ev.valid_to)
-            else:
-                vf = to_us(ev.valid_from)
-                if vf <= row.valid_from:
-                    raise InvalidTime(
-                        f"valid_from {ev.valid_from.isoformat()} is not after fact {old.id}'s "
-                        f"valid_from {from_us(row.valid_from).isoformat()}: a change in the world "
-                        f"must come after the old fact became true. To correct the old fact "
-                        f"instead, revise without valid_from"
-                    )
-                check_period(vf, ev.valid_to)
+            check_revisable(
+                ev, old.id, forgotten=old.forgotten_seq is not None,
+                superseded=old.superseded_by is not None, head_of=self.head_of,
+                # a head that was not forgotten is believed: it has an open row
+                open_valid_from=0 if row is None else row.valid_from,
+            )
         elif isinstance(ev, FactForgotten):
             fact = self.lookup(ev.fact_id, ev.namespace)
-            if fact.forgotten_seq is not None:
-                raise FactAlreadyForgotten(f"fact {fact.id} is already forgotten")
+            check_forgettable(fact.id, forgotten=fact.forgotten_seq is not None)
         elif isinstance(ev, EmbeddingRecorded):
             self.lookup(ev.fact_id, ev.namespace)
         elif not isinstance(ev, (FactRemembered, EpisodeRecorded)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
+    def _episode_namespace(self, seq: int) -> str | None:
+        episode = self.episodes.get(seq)
+        return None if episode is None else episode.namespace
+
     def check_dims(self, ev: EmbeddingRecorded, batch: dict[tuple[str, str], int]) -> None:
         """A vector must have the length of its model's earlier vectors in its namespace (those
         of the state, or of ``batch``: what the same write adds first). Write path only: a
         log written before this rule replays, and recall leaves such vectors out."""
-        key = (ev.namespace, ev.model)
-        want = self.vector_dims.get(key, batch.get(key))
-        if want is not None and ev.dims != want:
-            raise InvalidInput(
-                f"model {ev.model!r} has {want}-dimensional vectors in namespace "
-                f"{ev.namespace!r}; this one has {ev.dims}. Record it under another model name "
-                f"(a model's vectors must all be comparable)"
-            )
-        batch[key] = ev.dims
+        check_dims(self.vector_dims, ev, batch)
 
     def head_of(self, fact_id: int) -> int:
         """The newest version of the chain that ``fact_id`` belongs to."""
