@@ -1,0 +1,213 @@
+"""Storage of the columnar fold (projections/fact_columns.py): growable numpy columns, string
+tables, and the fact and version-row tables.
+
+* A fact has a dense *slot* (0, 1, 2, ... in order of creation, so in order of id); every fact
+  column is a numpy array indexed by slot, over-allocated and grown by doubling (the first ``n``
+  entries are the facts). ``slot_of`` maps a seq to its fact's slot (-1: not a fact); fact ids
+  are seqs, so this is an int32 array of one entry per event (4 bytes), not a dict (~100 bytes
+  an entry).
+* Optional integers (times, seqs) use :data:`NONE` (the largest int64) for None, so "open" and
+  "not yet" compare as +infinity: ``seq < tx_to_seq`` and ``superseded_by > seq`` work as they
+  are. Optional strings are codes into a :class:`Strings` table, -1 for None.
+* Version rows are a second table in order of creation; ``first_row[slot]`` is a fact's first
+  row, ``row_next[row]`` the fact's next one (-1: none) and ``last_row[slot]`` its last, which is
+  the open row if it has one. A fact has one or two rows (two after a world change).
+* Ragged per-fact lists (entities, derived_from): one flat values column and ``end[slot]``, the
+  end of the fact's run (it starts at the previous slot's end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "grown"]
+
+NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
+
+Array = npt.NDArray[Any]
+A = TypeVar("A", bound=npt.NDArray[Any])
+
+
+def grown(arr: A, need: int, fill: int | float = 0) -> A:
+    """``arr`` with room for at least ``need`` entries (doubling), new entries ``fill``."""
+    if need <= len(arr):
+        return arr
+    out = np.full(max(need, 2 * len(arr), 16), fill, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out  # type: ignore[return-value]
+
+
+class Strings:
+    """A string table: each distinct string once, known by its code (its index)."""
+
+    __slots__ = ("values", "codes")
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self.codes: dict[str, int] = {}
+
+    def code(self, value: str | None) -> int:
+        """The code of ``value`` (added if new); -1 for None."""
+        if value is None:
+            return -1
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+    def encode(self, values: Iterable[str | None]) -> npt.NDArray[np.int32]:
+        """Codes of many values at once (one dict lookup each)."""
+        get, code = self.codes.get, self.code
+        return np.fromiter(
+            (-1 if v is None else (c if (c := get(v)) is not None else code(v)) for v in values),
+            dtype=np.int32,
+        )
+
+    def get(self, code: int) -> str | None:
+        return None if code < 0 else self.values[code]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class Table:
+    """Columns of one table: numpy arrays of a common capacity, ``n`` entries in use."""
+
+    COLUMNS: dict[str, tuple[str, int | float]] = {}  # name -> (dtype, fill of unused room)
+
+    def __init__(self) -> None:
+        self.n = 0
+        for name, (dtype, fill) in self.COLUMNS.items():
+            setattr(self, name, np.full(0, fill, dtype=dtype))
+
+    def reserve(self, need: int) -> None:
+        """Room for ``need`` entries in every column."""
+        for name, (_, fill) in self.COLUMNS.items():
+            setattr(self, name, grown(getattr(self, name), need, fill))
+
+    def extend(self, columns: dict[str, Array | Sequence[int]]) -> int:
+        """Append entries given as whole columns (missing columns keep their fill); returns the
+        index of the first."""
+        start = self.n
+        count = len(next(iter(columns.values())))
+        self.reserve(start + count)
+        for name, values in columns.items():
+            getattr(self, name)[start:start + count] = values
+        self.n = start + count
+        return start
+
+    def nbytes(self) -> int:
+        return sum(getattr(self, name)[: self.n].nbytes for name in self.COLUMNS)
+
+
+class RowTable(Table):
+    """Version rows: ``[valid_from, valid_to) x [tx_from_seq, tx_to_seq)`` of fact ``slot``."""
+
+    COLUMNS = {
+        "slot": ("int32", -1),
+        "valid_from": ("int64", 0),
+        "valid_to": ("int64", NONE),
+        "tx_from_seq": ("int64", 0),
+        "tx_from": ("int64", 0),
+        "tx_to_seq": ("int64", NONE),
+        "tx_to": ("int64", NONE),
+        "next": ("int32", -1),
+    }
+    slot: npt.NDArray[np.int32]
+    valid_from: npt.NDArray[np.int64]
+    valid_to: npt.NDArray[np.int64]
+    tx_from_seq: npt.NDArray[np.int64]
+    tx_from: npt.NDArray[np.int64]
+    tx_to_seq: npt.NDArray[np.int64]
+    tx_to: npt.NDArray[np.int64]
+    next: npt.NDArray[np.int32]
+
+
+class FactTable(Table):
+    """One entry per fact, by slot. String columns are codes (see :class:`FactColumns`)."""
+
+    COLUMNS = {
+        "ids": ("int64", 0),
+        "namespace": ("int32", -1),
+        "subject": ("int32", -1),
+        "confidence": ("float64", 0.0),
+        "source_agent": ("int32", -1),
+        "source_ref": ("int32", -1),
+        "created_at": ("int64", 0),
+        "supersedes": ("int64", NONE),
+        "revision": ("int8", 0),  # 0 none, 1 world, 2 correction
+        "reason": ("int32", -1),
+        "superseded_by": ("int64", NONE),
+        "superseded_at": ("int64", NONE),
+        "forgotten_seq": ("int64", NONE),
+        "forgotten_at": ("int64", NONE),
+        "forget_reason": ("int32", -1),
+        "doc_len": ("int32", 0),
+        "entities_end": ("int64", 0),
+        "derived_end": ("int64", 0),
+        "extractor": ("int32", -1),
+        "prompt_version": ("int32", -1),
+        "category": ("int32", -1),
+        "importance": ("int8", 0),  # 0 None, 1..127 the value, -1 see FactColumns.odd
+        "first_row": ("int32", -1),
+        "last_row": ("int32", -1),
+    }
+    ids: npt.NDArray[np.int64]
+    namespace: npt.NDArray[np.int32]
+    subject: npt.NDArray[np.int32]
+    confidence: npt.NDArray[np.float64]
+    source_agent: npt.NDArray[np.int32]
+    source_ref: npt.NDArray[np.int32]
+    created_at: npt.NDArray[np.int64]
+    supersedes: npt.NDArray[np.int64]
+    revision: npt.NDArray[np.int8]
+    reason: npt.NDArray[np.int32]
+    superseded_by: npt.NDArray[np.int64]
+    superseded_at: npt.NDArray[np.int64]
+    forgotten_seq: npt.NDArray[np.int64]
+    forgotten_at: npt.NDArray[np.int64]
+    forget_reason: npt.NDArray[np.int32]
+    doc_len: npt.NDArray[np.int32]
+    entities_end: npt.NDArray[np.int64]
+    derived_end: npt.NDArray[np.int64]
+    extractor: npt.NDArray[np.int32]
+    prompt_version: npt.NDArray[np.int32]
+    category: npt.NDArray[np.int32]
+    importance: npt.NDArray[np.int8]
+    first_row: npt.NDArray[np.int32]
+    last_row: npt.NDArray[np.int32]
+
+
+class Ragged:
+    """Per-fact lists as one flat column: fact ``slot``'s run is ``values[end[slot-1]:end[slot]]``
+    (``end`` is a column of the fact table)."""
+
+    __slots__ = ("values", "n")
+
+    def __init__(self, dtype: str) -> None:
+        self.values: Array = np.zeros(0, dtype=dtype)
+        self.n = 0
+
+    def append(self, items: Sequence[int]) -> int:
+        """Append one run; returns its end."""
+        end = self.n + len(items)
+        if items:
+            self.values = grown(self.values, end)
+            self.values[self.n:end] = items
+        self.n = end
+        return end
+
+    def extend(self, flat: Array) -> None:
+        end = self.n + len(flat)
+        self.values = grown(self.values, end)
+        self.values[self.n:end] = flat
+        self.n = end
+
+    def run(self, ends: npt.NDArray[np.int64], slot: int) -> list[int]:
+        start = int(ends[slot - 1]) if slot else 0
+        return [int(v) for v in self.values[start:int(ends[slot])]]

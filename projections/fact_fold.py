@@ -1,0 +1,334 @@
+"""The bulk fold: a list of decoded events folded into :class:`FactColumns` at once (replay).
+
+Same result as applying the events one by one (``FactColumns.apply``, ``FactState.apply``);
+tests/test_fact_columns.py holds the three equal. How:
+
+1. The facts the events create (remember and revise, the bulk of any log) become columns in one
+   pass: one ``attrgetter`` per event, transposed, then a string table lookup or ``np.fromiter``
+   per column. Each gets a new slot; its first version row is row ``base + j``.
+2. The events that touch earlier facts or need the state's checks (revise, forget, embedding,
+   episode, and a remember with ``derived_from``) are walked in seq order over a small shadow
+   of what they change (superseded, forgotten, open row, per touched slot), running the same
+   checks as ``FactState.check_applies`` (projections/checks.py). A fact exists for an event
+   only if its id is below the event's seq. Their effects are collected as lists.
+3. Nothing of the state changes until all events passed their checks; then the columns are
+   appended and the collected effects written with fancy indexing.
+
+The first event refused (or out of step) stops the bulk path: the events before it are folded
+(in bulk), and the refused one is applied on its own, which raises the ``ProjectionError``
+FactState raises for it. (Strings of refused events may remain in the string tables; no fact
+refers to them.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
+
+from eventlog.events import (
+    EmbeddingRecorded,
+    EpisodeRecorded,
+    Event,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+)
+from projections.checks import check_derived_from, check_forgettable, check_revisable
+from projections.column_store import NONE
+from projections.entities import fact_entities
+from projections.errors import (
+    FactAlreadyForgotten,
+    FactNotFound,
+    FactSuperseded,
+    InvalidInput,
+)
+from projections.fact_columns import FactColumns, importance_code
+from projections.state import Episode, Vector
+from projections.timeutil import to_us
+
+__all__ = ["fold_all"]
+
+_REFUSALS = (InvalidInput, FactNotFound, FactAlreadyForgotten, FactSuperseded)
+_CREATED = attrgetter(
+    "seq", "namespace", "subject", "text", "confidence", "source_agent", "source_ref",
+    "entities", "derived_from", "extractor", "prompt_version", "category", "importance",
+    "valid_from", "valid_to",
+)
+
+
+def fold_all(events: Sequence[Event], into: FactColumns | None = None) -> FactColumns:
+    """Fold ``events`` (the next ones of the log, in order) into ``into`` (a new, empty state
+    by default) and return it; raises ``ProjectionError`` as ``FactState.apply`` would, with
+    the events before the refused one applied."""
+    cols = FactColumns() if into is None else into
+    while events:
+        refused = _Bulk(cols, events).run()
+        if refused is None:
+            break
+        if refused:
+            fold_all(events[:refused], cols)
+        cols.apply(events[refused])  # raises (if it does not, carry on: it was folded)
+        events = events[refused + 1:]
+    return cols
+
+
+class _Bulk:
+    """One bulk fold of ``events`` into ``cols``: :meth:`run` checks, then commits."""
+
+    def __init__(self, cols: FactColumns, events: Sequence[Event]) -> None:
+        self.cols, self.events = cols, events
+        self.base_seq, self.base_slot, self.base_row = cols.last_seq, cols.n, cols.rows.n
+
+    def run(self) -> int | None:
+        """Fold the events; or the index of the first one refused (nothing folded)."""
+        events, cols, n = self.events, self.cols, len(self.events)
+        seqs = np.fromiter((e.seq for e in events), dtype=np.int64, count=n)
+        bad = np.flatnonzero(seqs != np.arange(self.base_seq + 1, self.base_seq + n + 1))
+        if bad.size:
+            return int(bad[0])
+        self.txs = [to_us(e.tx_at) for e in events]
+        made = [i for i, e in enumerate(events) if isinstance(e, (FactRemembered, FactRevised))]
+        self.made = made
+        self.slot_of = np.concatenate([
+            cols.slot_of[: self.base_seq + 1], np.full(n, -1, dtype=np.int32)
+        ])
+        self.slot_of[seqs[made]] = np.arange(self.base_slot, self.base_slot + len(made))
+        fields = list(zip(*map(_CREATED, (events[i] for i in made)), strict=True)) or [()] * 15
+        (self.ids, namespaces, subjects, self.texts, self.confidence, self.agents_, self.refs_,
+         self.entities_, self.derived_, self.extractor, self.prompt_version, self.category,
+         self.importance, valid_from, valid_to) = fields
+        self.subjects_ = list(subjects)
+        self.ns_codes = cols.namespaces.encode(namespaces)
+        created = [self.txs[i] for i in made]
+        self.vf = [tx if v is None else to_us(v) for v, tx in zip(valid_from, created, strict=True)]
+        self.vt = [NONE if v is None else to_us(v) for v in valid_to]
+        self.created = created
+        # effects of the ordered events, collected
+        self.sup: dict[int, tuple[int, int]] = {}  # slot -> (superseding seq, tx)
+        self.forgotten: dict[int, tuple[int, int, str | None]] = {}  # slot -> seq, tx, reason
+        self.open: dict[int, int] = {}  # slot -> its open row (-1: none), once touched
+        self.last: dict[int, int] = {}  # slot -> its last row, once it got a second
+        self.links: list[tuple[int, int]] = []  # (row, next row)
+        self.closes: list[tuple[int, int, int]] = []  # (row, seq, tx)
+        self.kept: list[tuple[int, int, int, int, int]] = []  # kept rows: slot, vf, vt, seq, tx
+        self.revised: dict[int, tuple[int, int, str | None]] = {}  # new slot -> old id, kind, why
+        self.vectors: list[Vector] = []
+        self.episodes: dict[int, Episode] = {}
+        for i, ev in enumerate(events):
+            if type(ev) is FactRemembered and not ev.derived_from:
+                continue
+            try:
+                self.step(i, ev)
+            except _REFUSALS:
+                return i
+        self.commit()
+        return None
+
+    # ------------------------------------------------------------------ the shadow state
+
+    def _slot(self, fact_id: object, namespace: str, seq: int) -> int:
+        if not isinstance(fact_id, int) or not 0 < fact_id < seq:
+            raise FactNotFound(fact_id, namespace)
+        slot = int(self.slot_of[int(fact_id)])
+        if slot < 0 or self._namespace_code(slot) != self.cols.namespaces.codes.get(namespace):
+            raise FactNotFound(fact_id, namespace)
+        return slot
+
+    def _namespace_code(self, slot: int) -> int:
+        if slot < self.base_slot:
+            return int(self.cols.facts.namespace[slot])
+        return int(self.ns_codes[slot - self.base_slot])
+
+    def _superseded(self, slot: int) -> bool:
+        return slot in self.sup or (
+            slot < self.base_slot and int(self.cols.facts.superseded_by[slot]) != NONE
+        )
+
+    def _is_forgotten(self, slot: int) -> bool:
+        return slot in self.forgotten or (
+            slot < self.base_slot and int(self.cols.facts.forgotten_seq[slot]) != NONE
+        )
+
+    def _open_row(self, slot: int) -> int:
+        row = self.open.get(slot)
+        if row is not None:
+            return row
+        if slot >= self.base_slot:
+            return self.base_row + slot - self.base_slot
+        row = int(self.cols.facts.last_row[slot])
+        return row if int(self.cols.rows.tx_to_seq[row]) == NONE else -1
+
+    def _last_row(self, slot: int) -> int:
+        row = self.last.get(slot)
+        if row is not None:
+            return row
+        if slot >= self.base_slot:
+            return self.base_row + slot - self.base_slot
+        return int(self.cols.facts.last_row[slot])
+
+    def _row_valid(self, row: int) -> tuple[int, int]:
+        j = row - self.base_row
+        if j < 0:
+            r = self.cols.rows
+            return int(r.valid_from[row]), int(r.valid_to[row])
+        if j < len(self.made):
+            return self.vf[j], self.vt[j]
+        kept = self.kept[j - len(self.made)]
+        return kept[1], kept[2]
+
+    def _head_of(self, fact_id: int) -> int:
+        while True:
+            slot = int(self.slot_of[fact_id])
+            nxt = self.sup[slot][0] if slot in self.sup else (
+                int(self.cols.facts.superseded_by[slot]) if slot < self.base_slot else NONE
+            )
+            if nxt == NONE:
+                return fact_id
+            fact_id = nxt
+
+    def _episode_namespace(self, seq: int) -> str | None:
+        episode = self.cols.episodes.get(seq) or self.episodes.get(seq)
+        return None if episode is None else episode.namespace
+
+    # ------------------------------------------------------------------ one ordered event
+
+    def step(self, i: int, ev: Event) -> None:
+        seq, tx = ev.seq, self.txs[i]
+        if isinstance(ev, (FactRemembered, FactRevised)) and ev.derived_from:
+            check_derived_from(ev, self._episode_namespace)
+        if isinstance(ev, FactRevised):
+            self._revise(ev, seq, tx)
+        elif isinstance(ev, FactForgotten):
+            slot = self._slot(ev.fact_id, ev.namespace, seq)
+            check_forgettable(ev.fact_id, forgotten=self._is_forgotten(slot))
+            row = self._open_row(slot)
+            if row >= 0:
+                self.closes.append((row, seq, tx))
+                self.open[slot] = -1
+            self.forgotten[slot] = (seq, tx, ev.reason)
+        elif isinstance(ev, EmbeddingRecorded):
+            self._slot(ev.fact_id, ev.namespace, seq)
+            self.vectors.append(
+                Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq)
+            )
+        elif isinstance(ev, EpisodeRecorded):
+            self.episodes[seq] = Episode(
+                seq, ev.namespace, ev.session_id, ev.turn, ev.role, ev.speaker, ev.text,
+                tx if ev.observed_at is None else to_us(ev.observed_at), tx,
+                ev.source_agent, ev.source_ref,
+            )
+        elif not isinstance(ev, FactRemembered):
+            raise InvalidInput(f"unknown event type {type(ev).__name__}")
+
+    def _revise(self, ev: FactRevised, seq: int, tx: int) -> None:
+        old = self._slot(ev.fact_id, ev.namespace, seq)
+        row = self._open_row(old)
+        vf, vt = self._row_valid(row) if row >= 0 else (0, NONE)
+        check_revisable(
+            ev, ev.fact_id, forgotten=self._is_forgotten(old),
+            superseded=self._superseded(old), head_of=self._head_of, open_valid_from=vf,
+        )
+        new = int(self.slot_of[seq])
+        j = new - self.base_slot
+        self.closes.append((row, seq, tx))
+        self.sup[old] = (seq, tx)
+        self.open[old] = -1
+        new_vt = NONE if ev.valid_to is None else to_us(ev.valid_to)
+        if ev.valid_from is not None:
+            change = to_us(ev.valid_from)
+            kept = self.base_row + len(self.made) + len(self.kept)
+            self.kept.append((old, vf, min(vt, change), seq, tx))
+            self.links.append((self._last_row(old), kept))
+            self.last[old] = self.open[old] = kept
+            self.vf[j], self.vt[j] = change, new_vt
+            kind = 1
+        else:
+            self.vf[j], self.vt[j] = vf, vt if new_vt == NONE else new_vt
+            kind = 2
+        self.subjects_[j] = ev.subject or self._subject(old)
+        self.revised[new] = (int(ev.fact_id), kind, ev.reason)
+
+    def _subject(self, slot: int) -> str:
+        if slot < self.base_slot:
+            return self.cols.subjects.values[int(self.cols.facts.subject[slot])]
+        return str(self.subjects_[slot - self.base_slot])
+
+    # ------------------------------------------------------------------ commit
+
+    def commit(self) -> None:
+        cols, made, base_slot, base_row = self.cols, self.made, self.base_slot, self.base_row
+        f, r, m = cols.facts, cols.rows, len(made)
+        labels = cols.labels
+        names = [
+            e or fact_entities(s, t)
+            for e, s, t in zip(self.entities_, self.subjects_, self.texts, strict=True)
+        ]
+        rows_of = np.arange(base_row, base_row + m, dtype=np.int32)
+        importance = np.fromiter(map(importance_code, self.importance), np.int8, m)
+        f.extend({
+            "ids": np.fromiter(self.ids, np.int64, m),
+            "namespace": self.ns_codes,
+            "subject": cols.subjects.encode(self.subjects_),
+            "confidence": np.fromiter(self.confidence, np.float64, m),
+            "source_agent": cols.agents.encode(self.agents_),
+            "source_ref": cols.refs.encode(self.refs_),
+            "created_at": np.array(self.created, dtype=np.int64),
+            "entities_end": _ends(cols.entities.n, names),
+            "derived_end": _ends(cols.derived.n, self.derived_),
+            "extractor": labels.encode(self.extractor),
+            "prompt_version": labels.encode(self.prompt_version),
+            "category": labels.encode(self.category),
+            "importance": importance,
+            "first_row": rows_of,
+            "last_row": rows_of,
+        })
+        for j in np.flatnonzero(importance < 0).tolist():
+            cols.odd[base_slot + j] = self.importance[j]
+        cols.texts.extend(self.texts)
+        cols.entities.extend(cols.entity_names.encode(chain.from_iterable(names)))
+        cols.derived.extend(np.fromiter(chain.from_iterable(self.derived_), np.int64))
+        r.extend({
+            "slot": np.arange(base_slot, base_slot + m, dtype=np.int32),
+            "valid_from": np.array(self.vf, dtype=np.int64),
+            "valid_to": np.array(self.vt, dtype=np.int64),
+            "tx_from_seq": f.ids[base_slot:base_slot + m],
+            "tx_from": f.created_at[base_slot:base_slot + m],
+        })
+        if self.kept:
+            slots, vfs, vts, seqs, txs = zip(*self.kept, strict=True)
+            r.extend({"slot": slots, "valid_from": vfs, "valid_to": vts, "tx_from_seq": seqs,
+                      "tx_from": txs})
+        for slot, (old_id, kind, why) in self.revised.items():
+            f.supersedes[slot], f.revision[slot] = old_id, kind
+            f.reason[slot] = cols.reasons.code(why)
+        _scatter(r.tx_to_seq, r.tx_to, self.closes)
+        for row, nxt in self.links:
+            r.next[row] = nxt
+        for slot, row in self.last.items():
+            f.last_row[slot] = row
+        _scatter(f.superseded_by, f.superseded_at, [(s, q, t) for s, (q, t) in self.sup.items()])
+        for slot, (seq, tx, why) in self.forgotten.items():
+            f.forgotten_seq[slot], f.forgotten_at[slot] = seq, tx
+            f.forget_reason[slot] = cols.reasons.code(why)
+        cols.slot_of = self.slot_of
+        cols.last_seq = self.base_seq + len(self.events)
+        for vec in self.vectors:
+            cols.vectors.append(vec)
+            cols.vector_dims.setdefault((vec.namespace, vec.model), vec.dims)
+        for episode in self.episodes.values():
+            cols.add_episode(episode)
+
+
+def _ends(start: int, runs: Sequence[Sequence[object]]) -> np.ndarray:
+    lengths = np.fromiter(map(len, runs), np.int64, len(runs))
+    return start + np.cumsum(lengths)
+
+
+def _scatter(seqs: np.ndarray, times: np.ndarray, items: list[tuple[int, int, int]]) -> None:
+    """``seqs[i], times[i] = seq, tx`` for each ``(i, seq, tx)``."""
+    if items:
+        at, seq, tx = (np.array(c, dtype=np.int64) for c in zip(*items, strict=True))
+        seqs[at], times[at] = seq, tx

@@ -1,0 +1,245 @@
+"""The columnar fold (projections/fact_columns.py, projections/fact_fold.py) equals the fold.
+
+For random histories of remember / revise (world change and correction) / forget / embedding /
+episode events across two namespaces, valid and not: FactColumns built one event at a time,
+FactColumns folded in bulk (whole, or in two parts) and FactState (projections/state.py, itself
+held to a model by tests/test_stateful.py) hold the same facts, field by field and row by row,
+and every event FactState refuses is refused by FactColumns with the same error.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventlog.events import (
+    EmbeddingRecorded,
+    EpisodeRecorded,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+    decode,
+    encode,
+)
+from projections.errors import HmemError, ProjectionError
+from projections.fact_columns import FactColumns
+from projections.fact_fold import fold_all
+from projections.state import Fact, FactState
+from tests.conftest import examples
+
+UTC = timezone.utc
+START = datetime(2026, 1, 1, tzinfo=UTC)
+NAMESPACES = ["default", "other"]
+DATES = [None, datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 6, 1, tzinfo=UTC), START,
+         START + timedelta(hours=3), START + timedelta(hours=3, microseconds=1),
+         datetime(2027, 1, 1, tzinfo=UTC)]
+
+dates = st.sampled_from(DATES)
+mostly_none = st.none() | st.none() | dates
+# A target: any seq (a fact, an episode, a vector, nothing), or 1000+k: the k-th newest fact in
+# its own namespace (an episode, in derived_from), or 2000+k: that fact in the drawn namespace.
+near = st.integers(1000, 1003)
+ids = st.integers(-1, 24) | near | near | near | st.integers(1000, 1010) | st.integers(2000, 2002)
+names = st.none() | st.sampled_from(["chat", "s1:t3"])
+ns = st.sampled_from(NAMESPACES)
+texts = st.sampled_from(["Maya lives in London", "tom likes tea", "The office moved to Acme",
+                         "x"])
+lineage = dict(
+    derived_from=st.just(()) | st.just(()) | st.lists(ids, max_size=2).map(tuple),
+    extractor=st.none() | st.just("gpt-x"),
+    prompt_version=st.none() | st.just("v1"),
+    category=st.none() | st.sampled_from(["semantic", "episodic"]),
+    importance=st.none() | st.sampled_from([1, 10, 200]),  # 200: refused on write, kept by a fold
+)
+common = dict(namespace=ns, source_agent=names, source_ref=names)
+statement = dict(
+    text=texts, valid_from=mostly_none, valid_to=mostly_none,
+    confidence=st.sampled_from([1.0, 0.5, 0.0]),
+    entities=st.sampled_from([(), ("Paris",), ("acme", "Acme's")]), **lineage, **common,
+)
+remembers = st.builds(FactRemembered, subject=st.sampled_from(["maya", "Tom ", ""]), **statement)
+revisions = st.builds(
+    FactRevised, fact_id=ids, subject=st.sampled_from([None, "", "tom"]),
+    reason=st.none() | st.just("moved"),
+    **(statement | {"valid_from": st.none() | st.sampled_from(DATES[3:])}),
+)
+events = st.one_of(
+    remembers, revisions, remembers, revisions,
+    st.builds(FactForgotten, fact_id=ids, reason=st.none() | st.just("asked"), **common),
+    st.builds(EmbeddingRecorded, fact_id=ids, model=st.sampled_from(["m", "n"]),
+              dims=st.sampled_from([2, 3]), vector=st.just(b""), **common),
+    st.builds(EpisodeRecorded, session_id=st.sampled_from(["s1", "s2"]), turn=st.integers(0, 3),
+              role=st.sampled_from(["user", "assistant"]), text=texts, speaker=names,
+              observed_at=dates, **common),
+)
+histories = st.lists(st.tuples(events, st.integers(0, 90)), min_size=4, max_size=40)
+
+
+def stamp(ev, seq: int, minutes: int):
+    """``ev`` as the log would hand it back: stamped, encoded and decoded."""
+    fields = {"seq": seq, "tx_at": START + timedelta(minutes=minutes)}
+    if isinstance(ev, EmbeddingRecorded):
+        fields["vector"] = bytes(4 * ev.dims)
+    return decode(encode(msgspec.structs.replace(ev, **fields)))
+
+
+def error_of(call) -> type | None:
+    try:
+        call()
+    except HmemError as e:
+        return type(e)
+    return None
+
+
+def assert_same_state(cols: FactColumns, state: FactState, what: str) -> None:
+    assert cols.last_seq == state.last_seq, what
+    assert cols.ids().tolist() == sorted(state.facts), what
+    for fid, want in state.facts.items():
+        got = cols.fact(fid)
+        if got != want:
+            diff = [f"  {name}: columns {getattr(got, name)!r} fold {getattr(want, name)!r}"
+                    for name in Fact.__struct_fields__ if getattr(got, name) != getattr(want, name)]
+            raise AssertionError(f"{what}: fact {fid} differs\n" + "\n".join(diff))
+    assert cols.vectors == state.vectors, what
+    assert cols.vector_dims == state.vector_dims, what
+    assert cols.episodes == state.episodes, what
+    assert cols.sessions == state.sessions, what
+    for name in NAMESPACES:
+        assert cols.in_namespace(name).tolist() == [f.id for f in state.in_namespace(name)]
+        current = cols.ids()[cols.current_mask(name)].tolist()
+        assert current == [f.id for f in state.in_namespace(name)
+                           if f.superseded_by is None and f.forgotten_seq is None]
+
+
+def resolve(ev, state: FactState):
+    """``ev`` with its targets of 1000+k and 2000+k resolved against ``state``."""
+    fields = {}
+    fact_id = getattr(ev, "fact_id", 0)
+    if fact_id >= 1000 and state.facts:
+        newest = sorted(state.facts, reverse=True)
+        fields["fact_id"] = fid = newest[fact_id % 1000 % len(newest)]
+        if fact_id < 2000:
+            fields["namespace"] = state.facts[fid].namespace
+    derived = getattr(ev, "derived_from", ())
+    if any(seq >= 1000 for seq in derived):
+        namespace = fields.get("namespace", ev.namespace)
+        turns = sorted((e.seq for e in state.episodes_in(namespace)), reverse=True) or [0]
+        fields["derived_from"] = tuple(
+            turns[seq % 1000 % len(turns)] if seq >= 1000 else seq for seq in derived
+        )
+    return msgspec.structs.replace(ev, **fields) if fields else ev
+
+
+def replay(history):
+    """Apply the history to FactState and FactColumns event by event, each event stamped with
+    the next seq; returns the two, the accepted events and the refused ones (as stamped)."""
+    state, cols = FactState(), FactColumns()
+    accepted, refused = [], []
+    for ev, minutes in history:
+        ev = stamp(resolve(ev, state), state.last_seq + 1, minutes)
+        for check in ("check_applies", "validate"):
+            want = error_of(lambda c=check, e=ev: getattr(state, c)(e))
+            got = error_of(lambda c=check, e=ev: getattr(cols, c)(e))
+            assert got is want, f"{check} of {ev}: columns {got}, fold {want}"
+        if isinstance(ev, EmbeddingRecorded):
+            batches: tuple[dict, dict] = ({}, {})
+            assert error_of(lambda e=ev, b=batches: cols.check_dims(e, b[0])) is error_of(
+                lambda e=ev, b=batches: state.check_dims(e, b[1]))
+            assert batches[0] == batches[1]
+        try:
+            changed = state.apply(ev)
+        except ProjectionError as e:
+            with pytest.raises(ProjectionError) as info:
+                cols.apply(ev)
+            assert str(info.value) == str(e)
+            refused.append(ev)
+            continue
+        assert cols.apply(ev) == changed  # the ids of the facts it created or changed
+        accepted.append(ev)
+    return state, cols, accepted, refused
+
+
+@settings(max_examples=examples(dev=300, ci=3000))
+@given(histories)
+def test_incremental_and_bulk_columns_equal_the_fold(history):
+    state, cols, accepted, _ = replay(history)
+    assert_same_state(cols, state, "incremental")
+    assert_same_state(fold_all(accepted), state, "bulk")
+
+
+@settings(max_examples=examples(dev=200, ci=2000))
+@given(histories, st.integers(0, 40))
+def test_bulk_fold_in_two_parts(history, cut):
+    state, cols, accepted, _ = replay(history)
+    cut = min(cut, len(accepted))
+    two = fold_all(accepted[:cut])
+    fold_all(accepted[cut:], into=two)
+    assert_same_state(two, state, f"bulk in two parts at {cut}")
+
+
+@settings(max_examples=examples(dev=200, ci=2000))
+@given(histories, st.integers(0, 40))
+def test_bulk_fold_refuses_what_the_fold_refuses(history, pick):
+    """A refused event put back into the log at its seq: the bulk fold raises FactState's
+    error there, with every event before it folded."""
+    _, _, accepted, refused = replay(history)
+    if not refused:
+        return
+    bad = refused[pick % len(refused)]
+    before = accepted[: bad.seq - 1]
+    log = [*before, bad, *accepted[bad.seq - 1:]]
+    state = FactState()
+    for ev in before:
+        state.apply(ev)
+    with pytest.raises(ProjectionError) as want:
+        state.apply(bad)
+    cols = FactColumns()
+    with pytest.raises(ProjectionError) as got:
+        fold_all(log, into=cols)
+    assert str(got.value) == str(want.value)
+    assert_same_state(cols, state, "bulk up to the refused event")
+
+
+def test_out_of_step_seqs_are_refused_in_bulk_as_one_by_one():
+    evs = [stamp(FactRemembered(subject="maya", text="Maya likes tea"), seq, 0)
+           for seq in (1, 2, 4)]
+    cols, state = FactColumns(), FactState()
+    with pytest.raises(ProjectionError) as got:
+        fold_all(evs, into=cols)
+    for ev in evs[:2]:
+        state.apply(ev)
+    with pytest.raises(ProjectionError) as want:
+        state.apply(evs[2])
+    assert str(got.value) == str(want.value)
+    assert_same_state(cols, state, "before the gap")
+
+
+def test_doc_len_and_odd_values_round_trip():
+    ev = stamp(FactRemembered(subject="maya", text="Maya likes tea", importance=2**40), 1, 0)
+    cols, state = fold_all([ev]), FactState()
+    state.apply(ev)
+    state.facts[1].doc_len = 3
+    cols.set_doc_len(1, 3)
+    assert cols.fact(1) == state.facts[1] and cols.fact(1).importance == 2**40
+
+
+@pytest.mark.parametrize("world", [False, True])
+def test_forgetting_a_replaced_version(world):
+    """A corrected fact has no open row left (forget closes none); a fact replaced by a world
+    change keeps an open row for its earlier period (forget closes it)."""
+    change = datetime(2027, 1, 1, tzinfo=UTC) if world else None
+    evs = [
+        stamp(FactRemembered(subject="maya", text="Maya lives in London"), 1, 0),
+        stamp(FactRevised(fact_id=1, text="Maya lives in Paris", valid_from=change), 2, 5),
+        stamp(FactForgotten(fact_id=1, reason="asked"), 3, 10),
+    ]
+    state, cols = FactState(), FactColumns()
+    for ev in evs:
+        assert cols.apply(ev) == state.apply(ev)
+    assert [r.tx_to_seq for r in state.facts[1].rows] == ([2, 3] if world else [2])
+    assert_same_state(cols, state, "one by one")
+    assert_same_state(fold_all(evs), state, "bulk")
