@@ -18,7 +18,7 @@ tables, and the fact and version-row tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -42,31 +42,33 @@ def grown(arr: A, need: int, fill: int | float = 0) -> A:
 
 
 class Strings:
-    """A string table: each distinct string once, known by its code (its index)."""
+    """A string table: each distinct string once, known by its code (its index); None is -1."""
 
     __slots__ = ("values", "codes")
 
     def __init__(self) -> None:
         self.values: list[str] = []
-        self.codes: dict[str, int] = {}
+        self.codes: dict[str | None, int] = {None: -1}
 
     def code(self, value: str | None) -> int:
         """The code of ``value`` (added if new); -1 for None."""
-        if value is None:
-            return -1
         code = self.codes.get(value)
         if code is None:
             code = self.codes[value] = len(self.values)
-            self.values.append(value)
+            self.values.append(value)  # type: ignore[arg-type]
         return code
 
-    def encode(self, values: Iterable[str | None]) -> npt.NDArray[np.int32]:
-        """Codes of many values at once (one dict lookup each)."""
-        get, code = self.codes.get, self.code
-        return np.fromiter(
-            (-1 if v is None else (c if (c := get(v)) is not None else code(v)) for v in values),
-            dtype=np.int32,
-        )
+    def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
+        """Codes of many values at once (new ones added in order of first appearance)."""
+        n = len(values)
+        if values.count(None) == n:
+            return np.full(n, -1, dtype=np.int32)
+        codes = self.codes
+        for value in dict.fromkeys(values):
+            if value not in codes:
+                codes[value] = len(self.values)
+                self.values.append(value)  # type: ignore[arg-type]
+        return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
 
     def get(self, code: int) -> str | None:
         return None if code < 0 else self.values[code]

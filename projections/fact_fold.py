@@ -23,6 +23,7 @@ refers to them.)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
 from itertools import chain
 from operator import attrgetter
 
@@ -37,7 +38,7 @@ from eventlog.events import (
     FactRevised,
 )
 from projections.checks import check_derived_from, check_forgettable, check_revisable
-from projections.column_store import NONE
+from projections.column_store import NONE, grown
 from projections.entities import fact_entities
 from projections.errors import (
     FactAlreadyForgotten,
@@ -48,6 +49,9 @@ from projections.errors import (
 from projections.fact_columns import FactColumns, importance_code
 from projections.state import Episode, Vector
 from projections.timeutil import to_us
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
 
 __all__ = ["fold_all"]
 
@@ -89,15 +93,17 @@ class _Bulk:
         bad = np.flatnonzero(seqs != np.arange(self.base_seq + 1, self.base_seq + n + 1))
         if bad.size:
             return int(bad[0])
-        self.txs = [to_us(e.tx_at) for e in events]
+        epoch, us = EPOCH, _US  # projections.timeutil.to_us, inlined
+        self.txs = [(e.tx_at - epoch) // us for e in events]
         made = [i for i, e in enumerate(events) if isinstance(e, (FactRemembered, FactRevised))]
         self.made = made
-        self.slot_of = np.concatenate([
-            cols.slot_of[: self.base_seq + 1], np.full(n, -1, dtype=np.int32)
-        ])
+        # the room after last_seq is all -1 (FactColumns.apply relies on it): written here,
+        # and set back if an event is refused
+        self.slot_of = grown(cols.slot_of, self.base_seq + n + 1, -1)
         self.slot_of[seqs[made]] = np.arange(self.base_slot, self.base_slot + len(made))
+        self.new_ids = seqs[made]
         fields = list(zip(*map(_CREATED, (events[i] for i in made)), strict=True)) or [()] * 15
-        (self.ids, namespaces, subjects, self.texts, self.confidence, self.agents_, self.refs_,
+        (_, namespaces, subjects, self.texts, self.confidence, self.agents_, self.refs_,
          self.entities_, self.derived_, self.extractor, self.prompt_version, self.category,
          self.importance, valid_from, valid_to) = fields
         self.subjects_ = list(subjects)
@@ -123,6 +129,7 @@ class _Bulk:
             try:
                 self.step(i, ev)
             except _REFUSALS:
+                self.slot_of[self.base_seq + 1:] = -1
                 return i
         self.commit()
         return None
@@ -267,12 +274,15 @@ class _Bulk:
             for e, s, t in zip(self.entities_, self.subjects_, self.texts, strict=True)
         ]
         rows_of = np.arange(base_row, base_row + m, dtype=np.int32)
-        importance = np.fromiter(map(importance_code, self.importance), np.int8, m)
+        importance = (
+            np.zeros(m, dtype=np.int8) if self.importance.count(None) == m
+            else np.fromiter(map(importance_code, self.importance), np.int8, m)
+        )
         f.extend({
-            "ids": np.fromiter(self.ids, np.int64, m),
+            "ids": self.new_ids,
             "namespace": self.ns_codes,
             "subject": cols.subjects.encode(self.subjects_),
-            "confidence": np.fromiter(self.confidence, np.float64, m),
+            "confidence": np.array(self.confidence, dtype=np.float64),
             "source_agent": cols.agents.encode(self.agents_),
             "source_ref": cols.refs.encode(self.refs_),
             "created_at": np.array(self.created, dtype=np.int64),
@@ -288,8 +298,9 @@ class _Bulk:
         for j in np.flatnonzero(importance < 0).tolist():
             cols.odd[base_slot + j] = self.importance[j]
         cols.texts.extend(self.texts)
-        cols.entities.extend(cols.entity_names.encode(chain.from_iterable(names)))
-        cols.derived.extend(np.fromiter(chain.from_iterable(self.derived_), np.int64))
+        cols.entities.extend(cols.entity_names.encode(list(chain.from_iterable(names))))
+        if any(self.derived_):
+            cols.derived.extend(np.fromiter(chain.from_iterable(self.derived_), np.int64))
         r.extend({
             "slot": np.arange(base_slot, base_slot + m, dtype=np.int32),
             "valid_from": np.array(self.vf, dtype=np.int64),
@@ -323,6 +334,8 @@ class _Bulk:
 
 
 def _ends(start: int, runs: Sequence[Sequence[object]]) -> np.ndarray:
+    if not any(runs):
+        return np.full(len(runs), start, dtype=np.int64)
     lengths = np.fromiter(map(len, runs), np.int64, len(runs))
     return start + np.cumsum(lengths)
 
