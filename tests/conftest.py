@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile(
     "dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -18,9 +18,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 # For mutation testing (docs/mutation.md): the dev sizes, the same examples on every run, so a
-# mutant is judged by the same cases as the clean code.
+# mutant is judged by the same cases as the clean code; no shrinking (a failure is the verdict).
 settings.register_profile(
     "mutation", max_examples=50, deadline=None, derandomize=True, database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")

@@ -454,7 +454,7 @@ MemoryMachine.TestCase.settings = settings(
     max_examples=examples(dev=20, ci=100), stateful_step_count=30, deadline=None,
     # No "explain" phase: tracing every replay made shrinking a failure take minutes; the
     # failure message names the call and the shrunk steps say how the store got there.
-    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    phases=[p for p in settings.default.phases if p is not Phase.explain],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],  # as in ci
 )
 TestMemoryMachine = MemoryMachine.TestCase
