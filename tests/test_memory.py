@@ -323,3 +323,15 @@ def test_snapshot_to_parquet(mem, tmp_path):
     import duckdb
 
     assert duckdb.sql(f"SELECT text FROM '{out}'").fetchall() == [("Maya lives in London",)]
+
+
+def test_snapshot_at_a_world_time_holds_what_was_true_then(mem):
+    """snapshot(valid_at=) keeps the facts valid at that time, as as_of(valid_at=) does."""
+    old = mem.remember("tom", "Tom worked at Acme", valid_from="2020-01-01",
+                       valid_to="2022-01-01")
+    new = mem.remember("tom", "Tom works at Initech", valid_from="2022-01-01")
+    for when, want in (("2021-06-01", [old]), ("2023-06-01", [new]), ("2019-01-01", [])):
+        got = [r[0] for r in mem.snapshot(valid_at=when).order("id").fetchall()]
+        assert got == want, when
+        assert got == [b.id for b in mem.as_of(mem.last_seq, valid_at=when)], when
+    assert [r[0] for r in mem.snapshot().order("id").fetchall()] == [old, new]
