@@ -219,7 +219,10 @@ def markdown(res: dict[str, Any]) -> str:
                 f"{fmt_ms(r['p50_ms'])} / {fmt_ms(r['p95_ms'])}")
         o = s["open"]
         add("open writer, warm projection (s)", lbl, f"{o['writer_open_s']:.3f}")
-        add("open read-only, replays log (s)", lbl, f"{o['read_only_open_s']:.3f}")
+        add("open read-only, from the checkpoint (s)", lbl, f"{o['read_only_open_s']:.3f}")
+        if "read_only_replay_s" in o:
+            add("open read-only, no checkpoint: replays log (s)", lbl,
+                f"{o['read_only_replay_s']:.3f}")
     head = (
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['mem_gib']} GiB, {m['tmp_fs']}; "
         f"Python {m['python']}, DuckDB {m['duckdb']}, NumPy {m['numpy']}, "

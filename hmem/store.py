@@ -4,11 +4,14 @@ Layout of a store directory::
 
     log/                 segment files (*.hlog) and the writer LOCK: the source of truth
     projection.duckdb    the writer's projection (disposable; rebuilt from the log when needed)
+    checkpoint.duckdb    the writer's last published copy of it, for readers (disposable)
     backups/             what `hmem log repair` cut off
 
 DuckDB lets only one process open a database file while it is written, so a reader (another
 process, e.g. the CLI while an agent's server writes) never touches ``projection.duckdb``: it
-replays the log into an in-memory projection and follows the log as it grows.
+copies the writer's last checkpoint (projections/checkpoint.py) into an in-memory projection,
+folds the log's tail after it, and follows the log as it grows. The writer publishes a new
+checkpoint when the tail reaches ``checkpoint_every`` events or 1% of the log, and on close.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from hmem.errors import (
     StoreNotFound,
 )
 from hmem.timeparse import TimeLike, parse_time
+from projections import checkpoint
 from projections.checks import check_fields
 from projections.duck import DuckProjection, is_lock_conflict
 from projections.projector import Projector
@@ -84,9 +88,14 @@ class Store:
         flush_every: int = 256,
         segment_bytes: int = 64 * 1024 * 1024,
         io: FileIO = OS,
+        checkpoint_every: int = 1000,
     ) -> None:
         self.root = Path(root)
         self.read_only = read_only
+        self.checkpoint_every = checkpoint_every
+        # The seq of the checkpoint readers find (the writer's last published one; for a
+        # reader, the one it opened from). 0: none.
+        self.checkpoint_seq = 0
         self.lock = threading.RLock()
         self.notes: list[str] = []
         # The background embedding workers of every Memory over this store (closed before it),
@@ -128,13 +137,55 @@ class Store:
                 self.notes.append(db.recreated)
             if not self.read_only:
                 self._check_cursor(db)
+            else:
+                self._load_checkpoint(db)
             self.projector = Projector(db, self.log.chain_at, flush_every=flush_every)
             self.catch_up()
             if not self.read_only:
                 self.projector.flush()
+                self._find_checkpoint()
+                self._maybe_publish()
         except BaseException:
             db.close()
             raise
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / checkpoint.CHECKPOINT_FILE
+
+    def _load_checkpoint(self, db: DuckProjection) -> None:
+        self.log.refresh()
+        seq, note = checkpoint.load(db, self.checkpoint_path, self.log.last_seq, self.log.chain_at)
+        self.checkpoint_seq = seq
+        if note:
+            self.notes.append(note)
+
+    def _find_checkpoint(self) -> None:
+        """The writer's view of the checkpoint on disk: its seq if it is from this log."""
+        stamp = checkpoint.read_stamp(self.checkpoint_path)
+        self.checkpoint_seq = 0
+        if stamp is not None:
+            seq, chain = stamp
+            if 0 < seq <= self.log.last_seq and self.log.chain_at(seq).hex() == chain:
+                self.checkpoint_seq = seq
+
+    def _maybe_publish(self, *, closing: bool = False) -> None:
+        tail = self.projector.last_seq - self.checkpoint_seq
+        if self.read_only or tail <= 0:
+            return
+        if closing or tail >= max(self.checkpoint_every, self.projector.last_seq // 100):
+            self.publish_checkpoint()
+
+    def publish_checkpoint(self) -> int:
+        """Publish the projection as the checkpoint readers open (the writer does this on its
+        own; see the module docstring). Returns the checkpoint's seq. A failure (e.g. a full
+        disk) is a note, not an error: readers then fold a longer tail of the log."""
+        self.projector.flush()
+        try:
+            self.checkpoint_seq = checkpoint.publish(self.db, self.checkpoint_path)[0]
+        except (OSError, duckdb.Error) as e:
+            self.notes.append(f"checkpoint not published ({e}); readers replay more of the log")
+        return self.checkpoint_seq
 
     def _check_cursor(self, db: DuckProjection) -> None:
         """Reset a projection that is ahead of the log or was built from a different log."""
@@ -206,6 +257,7 @@ class Store:
             raise InvalidInput(str(e)) from e
         for ev in stamped:
             self.projector.apply(ev, validated=True)
+        self._maybe_publish()
         return stamped
 
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -257,6 +309,7 @@ class Store:
         try:
             if not self.read_only:
                 self.projector.flush()
+                self._maybe_publish(closing=True)
             self.db.close()
         finally:
             self.log.close()

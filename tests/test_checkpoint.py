@@ -1,0 +1,267 @@
+"""Readers open the writer's published checkpoint and fold only the log's tail after it.
+
+The checkpoint is derived and disposable: a reader that opens from it holds exactly what a reader
+that replays the whole log holds, and a checkpoint that is damaged, from another log or from
+another schema version is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import stat
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from hmem import Memory
+from hmem.store import Store
+from projections.checkpoint import CHECKPOINT_FILE, read_stamp
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(minutes=1)
+        return self.now
+
+
+WORLD = datetime(2030, 1, 1, tzinfo=timezone.utc)  # world changes, later than every tx time
+
+
+def write_history(m: Memory, n: int, seed: int = 0) -> None:
+    """Remember, revise (world changes and corrections), forget and embed, deterministically."""
+    rng = random.Random(seed)
+    heads: list[int] = []
+    for i in range(n):
+        r = rng.random()
+        if heads and r < 0.15:
+            old = heads.pop(rng.randrange(len(heads)))
+            when = WORLD + timedelta(minutes=m.last_seq) if r < 0.07 else None
+            heads.append(m.revise(old, f"fact {i} revised from {old}", valid_from=when))
+        elif heads and r < 0.2:
+            m.forget(heads.pop(rng.randrange(len(heads))), reason=f"wrong {i}")
+        elif heads and r < 0.3:
+            m.record_embedding(rng.choice(heads), "hash", [rng.random(), rng.random()])
+        else:
+            heads.append(m.remember(f"subject {i % 7}", f"fact {i} about topic {i % 11}"))
+
+
+def writer(path: Path, every: int) -> Memory:
+    return Memory(store=Store(path, fsync="never", checkpoint_every=every), clock=Clock(),
+                  embedder=None)
+
+
+def close(m: Memory) -> None:
+    store = m.store
+    m.close()
+    store.close()
+
+
+def state_of(m: Memory) -> tuple[object, ...]:
+    """Everything a reader answers from: the tables, the fold, the tx times."""
+    s = m.store
+    s.projector.flush()
+    st = s.projector.state
+    return (
+        s.db.dump(), dict(st.facts), list(st.vectors), dict(st.episodes),
+        list(s.projector.tx_times), s.projector.last_seq,
+    )
+
+
+def replayed(path: Path) -> tuple[object, ...]:
+    """What a reader holds when it replays the whole log (the checkpoint moved away)."""
+    ck = path / CHECKPOINT_FILE
+    aside = path / "aside.duckdb"
+    os.replace(ck, aside)
+    try:
+        with Memory(path, read_only=True, embedder=None) as r:
+            assert r.store.checkpoint_seq == 0
+            return state_of(r)
+    finally:
+        os.replace(aside, ck)
+
+
+@pytest.mark.parametrize("every", [1, 7, 40])
+def test_a_reader_opens_from_the_checkpoint_and_holds_what_a_replay_holds(tmp_path, every):
+    path = tmp_path / "s"
+    w = writer(path, every)
+    write_history(w, 120, seed=every)
+    published = w.store.checkpoint_seq
+    assert 0 < published <= w.last_seq  # published while writing, not only on close
+    assert w.last_seq - published < max(every, w.last_seq // 100)  # the tail stays short
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == published  # opened from it, folded only the tail
+        assert r.notes == []
+        assert state_of(r) == state_of(w) == replayed(path)
+        assert r.verify().ok
+        top = [h.id for h in w.recall("fact topic 3", limit=10)]
+        assert [h.id for h in r.recall("fact topic 3", limit=10)] == top
+        w.remember("late", "a fact after the reader opened")
+        assert r.get(w.last_seq).text == "a fact after the reader opened"  # still follows the log
+    close(w)
+
+
+def test_the_writer_publishes_on_close_so_a_reader_folds_nothing(tmp_path):
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 30)
+    assert w.store.checkpoint_seq == 0  # below the threshold: not yet
+    last = w.last_seq
+    close(w)
+    assert read_stamp(path / CHECKPOINT_FILE)[0] == last
+    assert stat.S_IMODE(os.stat(path / CHECKPOINT_FILE).st_mode) == 0o600  # owner's eyes only
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == last
+        assert state_of(r) == replayed(path)
+
+
+def test_a_store_without_a_checkpoint_gets_one_when_its_writer_opens(tmp_path):
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 20)
+    close(w)
+    os.remove(path / CHECKPOINT_FILE)  # e.g. a store written before checkpoints
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == 0 and r.stats().facts > 0  # replays, as before
+    w = writer(path, 5)  # the whole log is the tail: published at open
+    assert w.store.checkpoint_seq == w.last_seq
+    close(w)
+
+
+def test_a_checkpoint_from_another_log_is_skipped(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    for path, seed in ((one, 1), (two, 2)):
+        w = writer(path, 10**6)
+        write_history(w, 40, seed=seed)
+        close(w)
+    shutil.copy(one / CHECKPOINT_FILE, two / CHECKPOINT_FILE)
+    with Memory(two, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == 0
+        assert any("different log" in n for n in r.notes)
+        assert r.verify().ok
+
+
+def test_a_checkpoint_ahead_of_a_cut_log_is_skipped(tmp_path):
+    """A checkpoint holding more than the log (the log was cut by `hmem log repair`, or a
+    backup of the log was restored beside a newer checkpoint) is not used."""
+    path, old = tmp_path / "s", tmp_path / "old"
+    w = writer(path, 10**6)
+    write_history(w, 20)
+    old_last, old_chain = w.last_seq, w.store.log.chain_at(w.last_seq).hex()
+    close(w)
+    shutil.copytree(path, old)
+    w = writer(path, 10**6)
+    write_history(w, 20, seed=9)
+    close(w)
+    shutil.copy(path / CHECKPOINT_FILE, old / CHECKPOINT_FILE)
+    with Memory(old, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == 0
+        assert any("different log" in n for n in r.notes)
+        assert r.verify().ok
+    w = writer(old, 10**6)  # the writer does not count it as published either
+    assert w.store.checkpoint_seq == 0
+    close(w)
+    assert read_stamp(old / CHECKPOINT_FILE) == (old_last, old_chain)
+
+
+def test_a_checkpoint_of_another_schema_version_is_skipped(tmp_path):
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 20)
+    close(w)
+    con = duckdb.connect(str(path / CHECKPOINT_FILE))
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == 0
+        assert any("schema" in n for n in r.notes)
+        assert state_of(r) == replayed(path)
+
+
+FLIPS = 8
+
+
+def damage(path: Path, how: str, rng: random.Random) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "garbage":
+        data = bytearray(b"not a database at all" * 100)
+    elif how == "truncated":
+        data = data[: rng.randrange(1, len(data))]
+    else:
+        for _ in range(FLIPS):
+            i = rng.randrange(len(data))
+            data[i] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated", "flipped"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_reader_never_answers_from_a_damaged_checkpoint(tmp_path, how, seed):
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 60, seed=seed)
+    close(w)
+    expected = replayed(path)
+    damage(path / CHECKPOINT_FILE, how, random.Random(seed))
+    with Memory(path, read_only=True, embedder=None) as r:
+        # Either the damage was in bytes DuckDB does not use, or the checkpoint was skipped.
+        assert state_of(r) == expected
+        if r.store.checkpoint_seq == 0:
+            assert any("checkpoint" in n for n in r.notes)
+    w = writer(path, 10**6)  # the writer replaces it on its next publish
+    w.remember("x", "one more")
+    close(w)
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == r.last_seq and r.notes == []
+
+
+def test_a_publish_cut_short_leaves_the_last_checkpoint_in_place(tmp_path):
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 20)
+    close(w)
+    last = read_stamp(path / CHECKPOINT_FILE)
+    (path / (CHECKPOINT_FILE + ".tmp")).write_bytes(b"half a copy")  # a crash mid-copy
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == last[0] and r.notes == []
+    w = writer(path, 10**6)
+    w.remember("x", "one more")
+    close(w)
+    assert read_stamp(path / CHECKPOINT_FILE)[0] == last[0] + 1
+    assert not (path / (CHECKPOINT_FILE + ".tmp")).exists()
+
+
+def test_a_failed_publish_is_a_note_not_a_lost_write(tmp_path, monkeypatch):
+    path = tmp_path / "s"
+    w = writer(path, 1)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("projections.checkpoint.publish", full_disk)
+    a = w.remember("maya", "Maya likes tea")
+    assert w.get(a).text == "Maya likes tea"
+    assert any("not published" in n for n in w.notes)
+    monkeypatch.undo()
+    close(w)
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.get(a).text == "Maya likes tea"
+
+
+def test_two_readers_open_at_once_in_one_process(tmp_path):
+    path = tmp_path / "s"
+    w = writer(path, 5)
+    write_history(w, 30)
+    with (
+        Memory(path, read_only=True, embedder=None) as r1,
+        Memory(path, read_only=True, embedder=None) as r2,
+    ):
+        assert r1.store.checkpoint_seq == r2.store.checkpoint_seq > 0
+        assert state_of(r1) == state_of(r2)
+    close(w)
