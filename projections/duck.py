@@ -374,6 +374,30 @@ class DuckProjection:
         state.last_seq = self.cursor()[0]
         return state
 
+    def postings(self) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]:
+        """Every posting, grouped by (namespace, term) in that order, fact ids ascending within
+        a group: ``(keys, starts, fact_ids, tfs)`` where group ``i`` (``keys[i]``) is
+        ``fact_ids[starts[i]:starts[i + 1]]``. Numbers only cross into Python as arrays."""
+        keys = [
+            (r[0], r[1]) for r in self.con.execute(
+                "SELECT DISTINCT namespace, term FROM postings ORDER BY namespace, term"
+            ).fetchall()
+        ]
+        got = self.con.execute(
+            "WITH t AS (SELECT namespace, term, row_number() OVER (ORDER BY namespace, term) - 1 "
+            "AS code FROM (SELECT DISTINCT namespace, term FROM postings)) "
+            "SELECT t.code, p.fact_id, p.tf FROM postings p JOIN t USING (namespace, term) "
+            "ORDER BY t.code, p.fact_id"
+        ).fetchnumpy()
+        codes = np.asarray(got["code"], dtype=np.int64)
+        starts = np.flatnonzero(np.diff(codes, prepend=-1))
+        if len(starts) != len(keys) or (len(codes) and codes[-1] != len(keys) - 1):
+            raise ProjectionError("the postings table changed while it was read")
+        return (
+            keys, starts, np.asarray(got["fact_id"], dtype=np.int64),
+            np.asarray(got["tf"], dtype=np.float32),
+        )
+
     def tx_times(self) -> np.ndarray:
         """tx_at (microseconds) of every applied event, indexed by seq - 1."""
         got = self.con.execute("SELECT epoch_us(tx_at) AS t FROM events ORDER BY seq").fetchnumpy()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -75,35 +76,45 @@ class NamespaceIndex:
 
     def add(self, fact: Fact, tokens: list[str] | dict[str, int]) -> None:
         doc = self.text.add(tokens)
-        self.fact_ids.append(fact.id)
-        self.doc_of[fact.id] = doc
-        self.current.append(_is_current(fact))
-        self.recency.append(fact.rows[0].valid_from)
-        self.confidence.append(fact.confidence)
-        key = fact.subject_key
-        self.subject_keys.append(key)
-        code = self._subject_code.get(key)
-        if code is None:
-            code = self._subject_code[key] = len(self._subject_code)
-        self.subject_codes.append(code)
-        self._unsynced.append(fact)
-        for name in fact.entities:
-            docs = self.entity_docs.get(name)
-            if docs is None:
-                docs = self.entity_docs[name] = array("q")
-            docs.append(doc)
-        self.prev_doc.append(-1)
-        self.next_doc.append(-1)
-        place = source_position(fact.source_ref)
-        if place is not None:
-            session, turn = place
-            turns = self._turns.setdefault(session, {})
-            turns.setdefault(turn, doc)
-            before, after = turns.get(turn - 1), turns.get(turn + 1)
-            if before is not None:
-                self.prev_doc[doc], self.next_doc[before] = before, doc
-            if after is not None:
-                self.next_doc[doc], self.prev_doc[after] = after, doc
+        if doc != len(self.fact_ids):
+            raise ValueError(f"text document {doc} is not the next document ({len(self)})")
+        self.add_documents([fact])
+
+    def add_documents(self, facts: Sequence[Fact]) -> None:
+        """Everything but the text of ``facts``, as the next documents in order: the caller
+        fills the text index (:meth:`add`, or a bulk build that sets :attr:`text`)."""
+        base = len(self.fact_ids)
+        ids = [f.id for f in facts]
+        self.fact_ids.extend(ids)
+        self.doc_of.update(zip(ids, range(base, base + len(ids)), strict=True))
+        self.current.extend(map(_is_current, facts))
+        self.recency.extend([f.rows[0].valid_from for f in facts])
+        self.confidence.extend([f.confidence for f in facts])
+        keys = [f.subject_key for f in facts]
+        self.subject_keys.extend(keys)
+        codes = self._subject_code
+        self.subject_codes.extend([codes.setdefault(key, len(codes)) for key in keys])
+        self._unsynced.extend(facts)
+        self.prev_doc.extend([-1] * len(ids))
+        self.next_doc.extend([-1] * len(ids))
+        for doc, fact in enumerate(facts, base):
+            for name in fact.entities:
+                docs = self.entity_docs.get(name)
+                if docs is None:
+                    docs = self.entity_docs[name] = array("q")
+                docs.append(doc)
+            place = source_position(fact.source_ref)
+            if place is not None:
+                self._link_turn(doc, *place)
+
+    def _link_turn(self, doc: int, session: str, turn: int) -> None:
+        turns = self._turns.setdefault(session, {})
+        turns.setdefault(turn, doc)
+        before, after = turns.get(turn - 1), turns.get(turn + 1)
+        if before is not None:
+            self.prev_doc[doc], self.next_doc[before] = before, doc
+        if after is not None:
+            self.next_doc[doc], self.prev_doc[after] = after, doc
 
     def set_vector(self, fact_id: int, model: str, vector: np.ndarray) -> None:
         """Record ``fact_id``'s vector from ``model`` (a later one replaces an earlier one). A
