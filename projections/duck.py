@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -29,7 +30,6 @@ import duckdb
 import numpy as np
 
 from projections.columns import (
-    FACT_COLUMNS,
     FACT_TIMES,
     TIME_COLUMNS,
     EventRow,
@@ -42,6 +42,7 @@ from projections.columns import (
     vector_columns,
 )
 from projections.errors import ProjectionError
+from projections.gc_pause import paused_gc
 from projections.state import Episode, Fact, FactState, Row, Vector
 
 __all__ = [
@@ -125,6 +126,15 @@ TABLES: dict[str, str] = {
 }
 
 _US = "make_timestamp({0})::TIMESTAMPTZ"
+
+_FACT_FIELDS = tuple(Fact.__struct_fields__)
+# How load_state selects each of Fact's fields from the facts table.
+_LOAD_COLUMNS = {
+    **{name: f"epoch_us({name})" for name in FACT_TIMES},
+    "rows": "NULL",
+    "entities": "CASE WHEN len(entities) = 0 THEN NULL ELSE entities END",
+    "derived_from": "CASE WHEN len(derived_from) = 0 THEN NULL ELSE derived_from END",
+}
 
 
 def _owner_only(path: Path) -> None:
@@ -343,6 +353,10 @@ class DuckProjection:
 
     def load_state(self) -> FactState:
         """Rebuild the in-memory fold state from the tables (fast reopen)."""
+        with paused_gc():
+            return self._load_state()
+
+    def _load_state(self) -> FactState:
         state = FactState()
         con = self.con
         rows_by_fact: dict[int, list[Row]] = {}
@@ -352,14 +366,21 @@ class DuckProjection:
             "ORDER BY fact_id, row_no"
         ).fetchall():
             rows_by_fact.setdefault(r[0], []).append(Row(*r[1:]))
-        columns = ", ".join(
-            f"epoch_us({name})" if name in FACT_TIMES else name for name in FACT_COLUMNS
-        )
+        # The facts in Fact's field order (rows as a NULL placeholder, filled below), so each
+        # row becomes a Fact positionally; repeated strings are shared, empty lists are None.
+        columns = ", ".join(_LOAD_COLUMNS.get(name, name) for name in _FACT_FIELDS)
+        intern = sys.intern
+        facts = state.facts
         for r in con.execute(f"SELECT {columns} FROM facts ORDER BY id").fetchall():
-            fields = dict(zip(FACT_COLUMNS, r, strict=True))
-            fields["entities"] = tuple(fields["entities"])
-            fields["derived_from"] = tuple(fields["derived_from"])
-            state.facts[r[0]] = Fact(**fields, rows=rows_by_fact.get(r[0], []))
+            fact = Fact(*r)
+            fact.namespace = intern(fact.namespace)
+            fact.subject = intern(fact.subject)
+            if fact.source_agent is not None:
+                fact.source_agent = intern(fact.source_agent)
+            fact.rows = rows_by_fact.get(fact.id, [])
+            fact.entities = () if fact.entities is None else tuple(fact.entities)
+            fact.derived_from = () if fact.derived_from is None else tuple(fact.derived_from)
+            facts[fact.id] = fact
         for r in con.execute(
             "SELECT fact_id, namespace, model, dims, vector, seq FROM vectors ORDER BY seq"
         ).fetchall():

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from eventlog.events import (
 from projections.columns import EventRow
 from projections.duck import DuckProjection
 from projections.errors import ProjectionError
+from projections.gc_pause import paused_gc
 from projections.recall_index import NamespaceIndex
 from projections.state import Episode, Fact, FactState, Vector
 from projections.text import TextIndex, tokenize
@@ -73,7 +74,8 @@ class Projector:
         postings (every event applied so far is written first); later events update them."""
         if self._indexes is None:
             self.flush()
-            self._indexes = build_indexes(self.state, self.db.postings())
+            with paused_gc():
+                self._indexes = build_indexes(self.state, self.db.postings())
             for vec in self.state.vectors:
                 self._indexes[vec.namespace].set_vector(
                     vec.fact_id, vec.model, _floats(vec.vector)
@@ -120,18 +122,15 @@ class Projector:
         garbage collector (replay, catch-up)."""
         n = 0
         saved = self.flush_every
-        gc_was_on = gc.isenabled()
         if bulk:
             self.flush_every = max(saved, BULK_FLUSH_EVENTS)
-            gc.disable()
         try:
-            for ev in events:
-                self.apply(ev)
-                n += 1
+            with paused_gc() if bulk else nullcontext():
+                for ev in events:
+                    self.apply(ev)
+                    n += 1
         finally:
             self.flush_every = saved
-            if gc_was_on:
-                gc.enable()
         return n
 
     def flush(self) -> None:
