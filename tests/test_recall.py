@@ -166,14 +166,18 @@ def test_visible_mask_random_histories(tmp_path):
         _check_grid(projector.indexes["default"], facts)
 
 
-def test_irregular_fact_is_checked_row_by_row():
-    """A fact the arrays cannot describe (three rows; a gap in belief) falls back to its rows."""
+@pytest.mark.parametrize("superseded_by", [None, 4, 9])
+def test_irregular_fact_is_checked_row_by_row(superseded_by):
+    """A fact the arrays cannot describe (three rows; a gap in belief) falls back to its rows;
+    superseded, it is a head only before its successor (without valid_at) but stays visible
+    for its believed rows (with valid_at)."""
     rows = [
         Row(to_us(d("2025-01-01")), None, 1, 0, 3, 0),
         Row(to_us(d("2025-01-01")), to_us(d("2025-06-01")), 3, 0, 5, 0),
         Row(to_us(d("2025-02-01")), None, 8, 0),
     ]
-    odd = Fact(1, "default", "s", "tea", 1.0, None, None, (), 0, rows)
+    odd = Fact(1, "default", "s", "tea", 1.0, None, None, (), 0, rows,
+               superseded_by=superseded_by)
     plain = Fact(2, "default", "s", "tea", 1.0, None, None, (), 0,
                  [Row(to_us(d("2025-01-01")), None, 2, 0)])
     index = NamespaceIndex()
