@@ -15,6 +15,7 @@ from eventlog.events import (
     Event,
     FactRemembered,
     FactRevised,
+    RecallServed,
 )
 from projections.columns import EventRow
 from projections.duck import DuckProjection
@@ -22,7 +23,7 @@ from projections.errors import ProjectionError
 from projections.gc_pause import paused_gc
 from projections.recall_index import NamespaceIndex
 from projections.state import Episode, Fact, FactState, Vector
-from projections.text import TextIndex, tokenize
+from projections.text import tokenize
 from projections.timeutil import to_us
 
 __all__ = ["Projector", "BULK_FLUSH_EVENTS", "build_indexes", "index_counts", "index_text"]
@@ -58,6 +59,7 @@ class Projector:
         self._new: list[tuple[int, dict[str, int]]] = []
         self._new_vectors: list[Vector] = []
         self._new_episodes: list[Episode] = []
+        self._new_recalls: list[RecallServed] = []
 
     @property
     def last_seq(self) -> int:
@@ -109,6 +111,8 @@ class Projector:
                 indexes[ev.namespace].set_vector(ev.fact_id, ev.model, _floats(ev.vector))
         elif isinstance(ev, EpisodeRecorded):
             self._new_episodes.append(self.state.episodes[ev.seq])  # not a fact: no index
+        elif isinstance(ev, RecallServed):
+            self._new_recalls.append(ev)  # a read: tables only
         elif indexes is not None:
             for fid in changed:
                 other = self.state.facts[fid]
@@ -141,6 +145,7 @@ class Projector:
         self.db.write(
             self.state, self._dirty, self._events, self._new, self._new_vectors, seq,
             self.chain_at(seq), written_seq=self._db_seq, new_episodes=self._new_episodes,
+            new_recalls=self._new_recalls,
         )
         self._db_seq = seq
         self._dirty = set()
@@ -148,6 +153,7 @@ class Projector:
         self._new = []
         self._new_vectors = []
         self._new_episodes = []
+        self._new_recalls = []
 
 
 def build_indexes(
@@ -177,7 +183,7 @@ def build_indexes(
         docs = np.searchsorted(ids, fact_ids[lo:hi])
         if len(docs) and (docs.max() >= len(ids) or np.any(ids[docs] != fact_ids[lo:hi])):
             raise ProjectionError(f"postings of namespace {namespace!r} name unknown facts")
-        index.text = TextIndex.from_postings(
+        index.text.load_postings(
             np.fromiter((f.doc_len for f in members), dtype=np.int64, count=len(members)),
             [term for _ns, term in keys[g0:g1]], starts[g0:g1] - lo, docs, tfs[lo:hi],
         )
@@ -187,7 +193,7 @@ def build_indexes(
 
 
 def _event_row(ev: Event, tx: int) -> EventRow:
-    if isinstance(ev, (FactRemembered, EpisodeRecorded)):
+    if isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
         fact_id, target, reason = ev.seq, None, None  # an episode's "fact_id" is its own seq
     elif isinstance(ev, FactRevised):
         fact_id, target, reason = ev.seq, ev.fact_id, ev.reason

@@ -82,7 +82,7 @@ class NamespaceIndex:
 
     def add_documents(self, facts: Sequence[Fact]) -> None:
         """Everything but the text of ``facts``, as the next documents in order: the caller
-        fills the text index (:meth:`add`, or a bulk build that sets :attr:`text`)."""
+        fills the text index (:meth:`add`, or a bulk build: ``text.load_postings``)."""
         base = len(self.fact_ids)
         ids = [f.id for f in facts]
         self.fact_ids.extend(ids)

@@ -112,29 +112,29 @@ class TextIndex:
         self._total_len += length
         return doc
 
-    @classmethod
-    def from_postings(
-        cls,
+    def load_postings(
+        self,
         doc_len: np.ndarray,
         terms: list[str],
         starts: np.ndarray,
         docs: np.ndarray,
         tfs: np.ndarray,
-    ) -> TextIndex:
-        """The index :meth:`add` builds from documents ``0 .. len(doc_len) - 1``, given each
-        document's length and every posting: ``terms[i]``'s postings are
-        ``docs[starts[i]:starts[i + 1]]`` (ascending) with term frequencies ``tfs``."""
-        index = cls()
-        index._doc_len = array("f", np.asarray(doc_len, dtype=np.float32).tobytes())
-        index._total_len = float(sum(int(n) for n in doc_len))
+    ) -> None:
+        """Fill this empty index with what :meth:`add` builds from documents
+        ``0 .. len(doc_len) - 1``, given each document's length and every posting:
+        ``terms[i]``'s postings are ``docs[starts[i]:starts[i + 1]]`` (ascending) with term
+        frequencies ``tfs``."""
+        if len(self._doc_len):
+            raise ValueError("load_postings fills an empty index only")
+        self._doc_len = array("f", np.asarray(doc_len, dtype=np.float32).tobytes())
+        self._total_len = float(sum(int(n) for n in doc_len))
         docs32 = np.asarray(docs, dtype=np.int32).tobytes()
         tfs32 = np.asarray(tfs, dtype=np.float32).tobytes()
         bounds = np.append(starts, len(docs)).tolist()
         for term, lo, hi in zip(terms, bounds, bounds[1:], strict=False):
-            p = index._terms[term] = _Postings()
+            p = self._terms[term] = _Postings()
             p.docs.frombytes(docs32[4 * lo : 4 * hi])
             p.tfs.frombytes(tfs32[4 * lo : 4 * hi])
-        return index
 
     def idf(self, term: str) -> float:
         """BM25's inverse document frequency of ``term`` (0 for a term no document has)."""

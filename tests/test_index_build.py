@@ -96,7 +96,9 @@ def fields(index: NamespaceIndex) -> dict[str, object]:
         "next_doc": list(index.next_doc),
         "turns": index._turns,
         "vectors": {
-            model: (v.dims, v.size, v.count, v._matrix[: v.size].tolist(), v._has[: v.size].tolist())
+            model: (
+                v.dims, v.size, v.count, v._matrix[: v.size].tolist(), v._has[: v.size].tolist()
+            )
             for model, v in sorted(index.vectors.items())
         },
     }
