@@ -22,6 +22,7 @@ __all__ = [
     "FactForgotten",
     "EmbeddingRecorded",
     "EpisodeRecorded",
+    "RecallServed",
     "Event",
     "EVENT_TYPES",
     "EVENT_TAGS",
@@ -128,18 +129,47 @@ class EpisodeRecorded(EventBase, frozen=True, tag="episode"):
     observed_at: datetime | None = None
 
 
-Event = FactRemembered | FactRevised | FactForgotten | EmbeddingRecorded | EpisodeRecorded
+class RecallServed(EventBase, frozen=True, tag="recall"):
+    """A recall the store answered, logged only when recall logging is on: what was asked,
+    everything that shaped the answer, and what it returned. Not a fact: the fold ignores it.
+
+    ``tx_at`` is the time the recall ranked against ("now"); ``source_agent`` / ``source_ref``
+    name the caller (e.g. the agent's session and turn). ``as_of_seq`` is the transaction point
+    asked for, resolved to a seq; ``config`` the ranking knobs as JSON; ``model`` and
+    ``query_vector`` (little-endian float32) the query's embedding when dense search took part,
+    so a replay needs no model. ``hits`` are the fact ids returned, best first, with ``scores``.
+    """
+
+    query: str
+    limit: int
+    max_tokens: int
+    as_of_seq: int | None = None
+    valid_at: datetime | None = None
+    subject: str | None = None
+    reference_time: datetime | None = None
+    config: str = "{}"
+    model: str | None = None
+    query_vector: bytes = b""
+    hits: tuple[int, ...] = ()
+    scores: tuple[float, ...] = ()
+
+
+Event = (
+    FactRemembered | FactRevised | FactForgotten | EmbeddingRecorded | EpisodeRecorded
+    | RecallServed
+)
 EVENT_TYPES: tuple[type[EventBase], ...] = (
     FactRemembered,
     FactRevised,
     FactForgotten,
     EmbeddingRecorded,
     EpisodeRecorded,
+    RecallServed,
 )
 
 EVENT_TAGS: tuple[str, ...] = tuple(
     str(t.__struct_config__.tag) for t in EVENT_TYPES
-)  # "remembered", "revised", "forgotten", "embedding", "episode"
+)  # "remembered", "revised", "forgotten", "embedding", "episode", "recall"
 
 # The lineage an extracted fact carries (FactRemembered and FactRevised both have these fields).
 LINEAGE_FIELDS = ("derived_from", "extractor", "prompt_version", "category", "importance")

@@ -207,9 +207,17 @@ class EventLog:
         return self.append_many([event])[0]
 
     def append_many(
-        self, events: Sequence[EventBase], links: Mapping[int, int] | None = None
+        self,
+        events: Sequence[EventBase],
+        links: Mapping[int, int] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[Event]:
         """Append events as one write (and at most one fsync); returns them stamped with seqs.
+
+        ``durable=False`` writes without an fsync whatever the policy: the records reach disk
+        with the next durable append, the batch flusher, :meth:`sync` or close (what a logged
+        recall uses: an OS crash may lose the last of them, never a fact).
 
         ``links`` ties events to facts created earlier in the same batch: ``links[j] = i``
         (``i < j``) sets event ``j``'s ``fact_id`` to the seq event ``i`` is given, so a caller
@@ -259,9 +267,9 @@ class EventLog:
             self.segments.chain = chain
             self._last_tx_at = last_tx
             self._unsynced += len(frames)
-            if self.fsync_policy == "always" or (
+            if durable and (self.fsync_policy == "always" or (
                 self.fsync_policy == "batch" and self._unsynced >= self.batch_events
-            ):
+            )):
                 self._sync()
             return stamped
 

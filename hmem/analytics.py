@@ -23,8 +23,9 @@ __all__ = ["NamespaceCopy", "check_read_only", "run_query"]
 _EVENTS_VIEW = """
 CREATE VIEW event_log AS
 SELECT e.seq, e.type, e.tx_at, e.namespace, e.fact_id, e.target_id, f.subject, f.subject_key,
-       coalesce(f.text, ep.text) AS text, e.source_agent, e.source_ref, e.reason
+       coalesce(f.text, ep.text, r.query) AS text, e.source_agent, e.source_ref, e.reason
 FROM events e LEFT JOIN facts f ON f.id = e.fact_id LEFT JOIN episodes ep ON ep.seq = e.seq
+     LEFT JOIN recalls r ON r.seq = e.seq
 """
 
 

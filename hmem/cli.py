@@ -34,9 +34,11 @@ from hmem.cli_commands import (
     cmd_log_verify,
     cmd_mcp,
     cmd_recall,
+    cmd_recalls,
     cmd_reembed,
     cmd_remember,
     cmd_replay_rebuild,
+    cmd_replay_recall,
     cmd_replay_verify,
     cmd_revise,
     cmd_stats,
@@ -230,6 +232,7 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
         'hmem recall "where does maya live" --as-of 2026-03-01T12:00:00Z   # believed then',
         'hmem recall "where does maya live" --as-of 1                      # at log seq 1',
         'hmem recall "where does maya live" --valid-at 2025-06-01          # true then',
+        'hmem recall "where does maya live" --log --source-ref s10:t1      # logged, replayable',
     ])
     p.add_argument("query", help="what to ask about")
     p.add_argument("--limit", metavar="N", type=arg_positive, help="at most N hits (default: 10)")
@@ -239,6 +242,11 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--valid-at", metavar="TIME", help="what was true in the world then")
     p.add_argument("--subject", metavar="S", help="only facts about this subject")
     p.add_argument("--explain", action="store_true", help="show each signal's contribution")
+    p.add_argument("--log", action="store_true",
+                   help="log this recall as an event (opens the store as its writer; see hmem "
+                        "recalls, hmem replay-recall)")
+    p.add_argument("--source-ref", metavar="REF",
+                   help="with --log: who asked (e.g. session:turn)")
 
     p = _command(sub, "reembed", cmd_reembed,
                  "record vectors for facts that have none from the configured embedder",
@@ -253,6 +261,23 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "hmem why 2",
     ])
     p.add_argument("id", type=arg_fact_id, help="a fact id (any version of the chain)")
+
+    p = _command(sub, "recalls", cmd_recalls,
+                 "recalls the agent made (logged with --log-recalls / log_recalls=True)",
+                 ["hmem recalls", "hmem recalls --source-ref s4:t7",
+                  "hmem recalls --since 2026-03-01 --json"])
+    p.add_argument("--since", metavar="TIME|SEQ", help="only after this time or seq")
+    p.add_argument("--until", metavar="TIME|SEQ", help="only up to this time or seq")
+    p.add_argument("--source-ref", metavar="REF", help="only this caller's (e.g. session:turn)")
+
+    p = _command(sub, "replay-recall", cmd_replay_recall,
+                 "re-run a logged recall against the log as it was; exit 1 if it differs",
+                 ["hmem replay-recall 42"],
+                 description="Re-run the recall logged at SEQ against the log as it was then, "
+                 "with its logged parameters, ranking knobs and query vector, and compare the "
+                 "hits. Exit status 0 when they are the same, 1 when this version of hmem ranks "
+                 "differently (both lists are shown).")
+    p.add_argument("seq", type=arg_fact_id, metavar="SEQ", help="the recall's seq (hmem recalls)")
 
     p = _command(sub, "diff", cmd_diff, "what was added, revised and forgotten between two points",
                  ["hmem diff 1              # everything after log seq 1",
@@ -291,6 +316,9 @@ def _mcp_command(sub: argparse._SubParsersAction[Any]) -> None:
                         "<store>/usage.log; also $HMEM_USAGE_LOG=1")
     p.add_argument("--source-agent", metavar="AGENT", default="mcp",
                    help="recorded as the source agent of every write (default: mcp)")
+    p.add_argument("--log-recalls", action="store_true",
+                   help="log every recall (query, parameters, hits) as an event, for `hmem "
+                        "recalls` and `hmem replay-recall`; also $HMEM_LOG_RECALLS=1")
 
 
 def _log_commands(sub: argparse._SubParsersAction[Any]) -> None:

@@ -56,11 +56,13 @@ def _log_dir(args: argparse.Namespace) -> Path:
 
 
 @contextmanager
-def _memory(args: argparse.Namespace, *, read_only: bool) -> Iterator[Memory]:
+def _memory(
+    args: argparse.Namespace, *, read_only: bool, log_recalls: bool | None = None
+) -> Iterator[Memory]:
     from hmem.memory import Memory
 
     mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync,
-                 embedder=args.embedder)
+                 embedder=args.embedder, log_recalls=log_recalls)
     try:
         for note in mem.notes:
             say(f"note: {note}", err=True)
@@ -171,11 +173,14 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
+    if args.source_ref is not None and not args.log:
+        raise InvalidInput("--source-ref names who asked a logged recall: add --log")
+    with _memory(args, read_only=not args.log, log_recalls=args.log or None) as m:
         result = m.recall(
             args.query, limit=args.limit, max_tokens=args.max_tokens,
             as_of=tx_point(args.as_of), valid_at=args.valid_at, subject=args.subject,
-            explain=args.explain,
+            explain=args.explain, source_agent="cli" if args.log else None,
+            source_ref=args.source_ref,
         )
     lines = fmt.recall_lines(result)
     if args.explain:
@@ -202,6 +207,20 @@ def cmd_why(args: argparse.Namespace) -> int:
         why = m.why(args.id)
     _emit(args, why, fmt.why_lines(why))
     return 0
+
+
+def cmd_recalls(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        logged = m.recalls(tx_point(args.since), tx_point(args.until), source_ref=args.source_ref)
+    _emit(args, logged, fmt.recalls_lines(logged))
+    return 0
+
+
+def cmd_replay_recall(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        replay = m.replay_recall(args.seq)
+    _emit(args, replay, fmt.replay_lines(replay))
+    return 0 if replay.same else 1
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -240,7 +259,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from hmem.mcp_server import serve
     except ImportError as e:
         return fail(str(e))
-    with _memory(args, read_only=args.read_only) as m:
+    log_recalls = True if args.log_recalls else None  # else $HMEM_LOG_RECALLS decides
+    if args.log_recalls and args.read_only:
+        raise InvalidInput("--log-recalls needs the writer: drop --read-only (a read-only "
+                           "server cannot append the recall events)")
+    with _memory(args, read_only=args.read_only, log_recalls=log_recalls) as m:
         serve(m, usage_log=usage_enabled(args.usage_log), source_agent=args.source_agent)
     return 0
 

@@ -22,12 +22,14 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    RecallServed,
 )
 
 if TYPE_CHECKING:
     from eventlog.repair import RepairReport, VerifyReport
     from hmem.hits import Hit
     from hmem.recall import RecallResult
+    from hmem.recall_log import LoggedRecall, RecallReplay
     from hmem.views import Diff, FactView, Stats, Version, Why
     from replay.verify import ProjectionDiff
 
@@ -41,6 +43,8 @@ __all__ = [
     "fact_lines",
     "event_line",
     "recall_lines",
+    "recalls_lines",
+    "replay_lines",
     "why_lines",
     "diff_lines",
     "history_lines",
@@ -186,6 +190,9 @@ def _event_body(ev: Event) -> str:
     elif isinstance(ev, EpisodeRecorded):
         who = ev.role + (f" {ev.speaker}" if ev.speaker else "")
         body = f"session {ev.session_id} turn {ev.turn} {who}: {_quote(ev.text)}"
+    elif isinstance(ev, RecallServed):
+        ids = ", ".join(fact_id(i) for i in ev.hits) or "nothing"
+        body = f"{_quote(ev.query)} -> {ids}"
     else:  # pragma: no cover - a new event type
         body = ""
     if ev.source_agent or ev.source_ref:
@@ -243,10 +250,47 @@ def why_lines(why: Why) -> list[str]:
                 f"  seq {e.seq}  session {e.session_id} turn {e.turn}  {tx(e.observed_at)}  "
                 f"{who}: {_quote(e.text)}"
             )
+    if why.seen_by:
+        lines.append("seen by the agent (logged recalls):")
+        for seen in why.seen_by:
+            lines.append(
+                f"  seq {seen.seq}  {tx(seen.served_at)}  "
+                f"[{_source(seen.source_agent, seen.source_ref)}]  {fact_id(seen.fact_id)} at "
+                f"rank {seen.rank} for {_quote(seen.query)}"
+            )
     lines.append("events:")
     for ev in why.events:
         lines.append(f"  seq {ev.seq}  {_event_type(ev):<10}  {tx(ev.tx_at)}  "
                      + (fact_id(ev.seq) if isinstance(ev, FactRemembered) else _short(ev)))
+    return lines
+
+
+def recalls_lines(logged: list[LoggedRecall]) -> list[str]:
+    """One line per logged recall: seq, time, caller, query, the ids it returned."""
+    if not logged:
+        return ["(no logged recalls: turn logging on with `hmem mcp --log-recalls`, "
+                "Memory(log_recalls=True) or HMEM_LOG_RECALLS=1)"]
+    return [
+        f"seq {r.seq}  {tx(r.served_at)}  [{_source(r.source_agent, r.source_ref)}]  "
+        f"{_quote(r.query)} -> " + (", ".join(fact_id(h.id) for h in r.hits) or "nothing")
+        for r in logged
+    ]
+
+
+def replay_lines(replay: RecallReplay) -> list[str]:
+    """The logged hits beside the replayed ones, and whether they agree."""
+    r = replay.recall
+    lines = [f"recall seq {r.seq}  {tx(r.served_at)}  {_quote(r.query)}"]
+    if replay.same:
+        lines.append("replayed: the same hits in the same order")
+    else:
+        lines.append(f"replayed DIFFERENTLY: {replay.differences}")
+    lines.append(f"  {'rank':>4}  {'logged':>18}  {'replayed':>18}")
+    for i in range(max(len(r.hits), len(replay.replayed))):
+        was = r.hits[i] if i < len(r.hits) else None
+        now = replay.replayed[i] if i < len(replay.replayed) else None
+        cell = [f"{fact_id(h.id)} {h.score:.4g}" if h else "-" for h in (was, now)]
+        lines.append(f"  {i + 1:>4}  {cell[0]:>18}  {cell[1]:>18}")
     return lines
 
 

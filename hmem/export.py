@@ -10,6 +10,8 @@ namespace's rows. Files:
   subject, provenance, chain links): the table to plot or pivot.
 * ``facts.parquet``: one row per fact (statement), as the projection's ``facts`` table.
 * ``entities.parquet``: (entity, fact) pairs.
+* ``recalls.parquet``, ``recall_hits.parquet``: logged recalls and the facts each returned
+  (empty unless recall logging is on; see :mod:`hmem.recall_log`).
 * ``manifest.json``: namespace, the log seq the files cover, row counts, hmem's version.
 
 Each file is written to a temporary name and renamed, so a reader never sees half a file. If
@@ -51,6 +53,8 @@ EXPORT_QUERIES: dict[str, str] = {
         ORDER BY v.fact_id, v.row_no""",
     "facts": "SELECT * FROM facts ORDER BY id",
     "entities": "SELECT * FROM entities ORDER BY entity, fact_id",
+    "recalls": "SELECT * FROM recalls ORDER BY seq",
+    "recall_hits": "SELECT * FROM recall_hits ORDER BY seq, rank",
 }
 
 MANIFEST_FORMAT = "hmem-parquet-export"

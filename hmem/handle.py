@@ -60,6 +60,7 @@ class StoreHandle:
         flush_every: int = 256,
         store: Store | None = None,
         embed_mode: EmbedMode = "background",
+        log_recalls: bool | None = None,
     ) -> None:
         self.namespace = check_namespace(namespace)
         if fsync not in FSYNC_POLICIES:
@@ -79,6 +80,9 @@ class StoreHandle:
         self._embedder_spec = embedder
         self._embedder_resolved = False
         self._embedder: Embedder | None = None
+        self.log_recalls = _recall_logging(
+            log_recalls, read_only if store is None else store.read_only
+        )
         self.owns_store = store is None
         if store is None:
             root = Path(path) if path is not None else default_root()
@@ -94,7 +98,7 @@ class StoreHandle:
         finishes the view's background embeddings first."""
         settings: dict[str, Any] = dict(
             clock=self.clock, source_agent=self.source_agent, recall_config=self.recall_config,
-            embedder=self.embedder, embed_mode=self.embed_mode,
+            embedder=self.embedder, embed_mode=self.embed_mode, log_recalls=self.log_recalls,
         )
         unknown = set(overrides) - set(settings)
         if unknown:
@@ -229,3 +233,19 @@ class StoreHandle:
         with self.reading() as store:
             store.connection()
             return verify_projection(store.log, store.db)
+
+
+def _recall_logging(asked: bool | None, read_only: bool) -> bool:
+    """Whether recalls are logged: as asked, else ``$HMEM_LOG_RECALLS`` (1/true/yes/on) for a
+    writer. Only the writer can log: asking a reader to is an error."""
+    if asked is None:
+        flag = os.environ.get("HMEM_LOG_RECALLS", "").strip().lower()
+        return flag in ("1", "true", "yes", "on") and not read_only
+    if not isinstance(asked, bool):
+        raise InvalidInput(f"log_recalls must be True or False, not {asked!r}")
+    if asked and read_only:
+        raise InvalidInput(
+            "log_recalls needs the store's writer: a read-only Memory cannot append the recall "
+            "events; open the store without read_only, or log recalls where the agent writes"
+        )
+    return asked

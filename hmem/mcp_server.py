@@ -299,10 +299,12 @@ def build_server(
             max_length=200, description="Only facts about this subject.")] = None,
         as_of: TxPoint = None,
         valid_at: When = None,
+        source_ref: SourceRef = None,
     ) -> CallToolResult:
         result = memory.recall(
             query, limit=limit, max_tokens=max_tokens, subject=_blank(subject),
-            as_of=_tx(as_of), valid_at=_blank(valid_at),
+            as_of=_tx(as_of), valid_at=_blank(valid_at), source_agent=source_agent,
+            source_ref=_blank(source_ref),
         )
         lines = [hit.render() for hit in result.hits] or ["(no matching facts)"]
         if result.omitted:

@@ -15,9 +15,11 @@ from hmem.analytics import NamespaceCopy, check_read_only, run_query
 from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
 from hmem.handle import StoreHandle, TxPoint
-from hmem.recall import RecallRequest, RecallResult, recall
+from hmem.ranking import rank
+from hmem.recall import RecallRequest, RecallResult, resolve
+from hmem.recall_log import LoggedRecall, RecallReplay, recall_view, replay_recall, served_event
 from hmem.timeparse import TimeLike, parse_time_opt
-from hmem.transaction import transaction_time
+from hmem.transaction import Transaction, transaction_time
 from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
 from projections.duck import one_row
 from projections.state import subject_key
@@ -31,7 +33,8 @@ __all__ = ["ReadMethods"]
 
 
 class ReadMethods(StoreHandle):
-    """Reads: recall, get, why, history, episodes, as_of, snapshot, diff, stats, sql, events."""
+    """Reads: recall, get, why, history, episodes, as_of, snapshot, diff, stats, sql, events,
+    recalls, replay_recall."""
 
     def recall(
         self,
@@ -44,6 +47,8 @@ class ReadMethods(StoreHandle):
         subject: str | None = None,
         reference_time: TimeLike | None = None,
         explain: bool = False,
+        source_agent: str | None = None,
+        source_ref: str | None = None,
     ) -> RecallResult:
         """The facts most relevant to ``query``, best first, within ``max_tokens`` (~4 chars each).
 
@@ -53,16 +58,65 @@ class ReadMethods(StoreHandle):
         Time expressions in the query ("last summer", "in March 2023") favour facts valid then,
         read relative to ``reference_time`` (default: now). ``explain=True`` puts each signal's
         contribution on every hit.
+
+        With recall logging on (``log_recalls``), the recall is appended to the log as a
+        ``RecallServed`` event with ``source_agent`` (default: this Memory's) and
+        ``source_ref`` (the caller's session / turn): see :meth:`recalls` and
+        :meth:`replay_recall`.
         """
         config = self.recall_config
         request = RecallRequest.build(
             query, config, limit=limit, max_tokens=max_tokens, as_of=as_of, valid_at=valid_at,
             subject=subject, reference_time=reference_time, explain=explain,
         )
+        if source_ref is not None:
+            source_ref = text_arg(source_ref, "source_ref")
+        if source_agent is not None:
+            source_agent = text_arg(source_agent, "source_agent")
         embedder = self.embedder
         with self.reading() as store:
             now = transaction_time(self.clock, store.log)
-            return recall(store, self.namespace, request, config, embedder, now)
+            resolved = resolve(store, self.namespace, request, embedder, now)
+            result = rank(store.projector, self.namespace, config, resolved)
+            if self.log_recalls:
+                event = served_event(
+                    resolved, request, config, result,
+                    source_agent=source_agent or self.source_agent, source_ref=source_ref,
+                )
+                with Transaction(store, self.namespace, lambda: now, durable=False) as txn:
+                    txn.append(event)
+            return result
+
+    def recalls(
+        self,
+        since: TxPoint | None = None,
+        until: TxPoint | None = None,
+        *,
+        source_ref: str | None = None,
+    ) -> list[LoggedRecall]:
+        """The recalls logged in this namespace (``since < seq <= until``; each a time or a
+        seq), oldest first; ``source_ref`` picks one caller's (e.g. a session's turn)."""
+        if source_ref is not None:
+            source_ref = text_arg(source_ref, "source_ref")
+        with self.reading() as store:
+            low = 0 if since is None else store.tx_seq(since, "since")
+            high = store.projector.last_seq if until is None else store.tx_seq(until, "until")
+            seqs = [
+                r[0] for r in store.connection().execute(
+                    "SELECT seq FROM recalls WHERE namespace = ? AND seq > ? AND seq <= ? "
+                    "AND (? IS NULL OR source_ref = ?) ORDER BY seq",
+                    [self.namespace, low, high, source_ref, source_ref],
+                ).fetchall()
+            ]
+            return [recall_view(store.log.get(s)) for s in seqs]  # type: ignore[arg-type]
+
+    def replay_recall(self, seq: int) -> RecallReplay:
+        """Re-run the recall logged at ``seq`` against the log as it was then (its own prefix),
+        with its logged parameters, ranking knobs and query vector. ``same`` says whether it
+        returns the same facts in the same order; if not, ``differences`` says how and both
+        lists are shown. Costs a replay of the log up to ``seq``."""
+        with self.reading() as store:
+            return replay_recall(store.log, self.namespace, seq_arg(seq, "seq"))
 
     def get(self, fact_id: int) -> FactView:
         """One fact with its provenance and every version row."""
@@ -213,7 +267,7 @@ class ReadMethods(StoreHandle):
         """This namespace's events (``since < seq <= until``; each a time or a seq) as a DuckDB
         relation with the fact's subject and text joined in (an episode's text for an episode),
         ordered by seq. ``types`` picks event types (remembered, revised, forgotten, embedding,
-        episode); ``subject`` is case-insensitive."""
+        episode, recall); ``subject`` is case-insensitive."""
         where: list[str] = ["true"]
         params: list[Any] = []
         with self.reading() as store:

@@ -24,6 +24,7 @@ itself is :func:`hmem.ranking.rank`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -48,8 +49,10 @@ __all__ = [
     "RecallQuery",
     "RecallRequest",
     "RecallResult",
+    "query_at",
     "query_time_range",
     "recall",
+    "resolve",
 ]
 
 @dataclass(frozen=True)
@@ -114,24 +117,61 @@ def recall(
     now: datetime,
 ) -> RecallResult:
     """Answer ``request`` over ``namespace`` of ``store`` (held under its lock, caught up)."""
+    query = resolve(store, namespace, request, embedder, now)
+    return rank(store.projector, namespace, config, query)
+
+
+def resolve(
+    store: Store,
+    namespace: str,
+    request: RecallRequest,
+    embedder: Embedder | None,
+    now: datetime,
+) -> RecallQuery:
+    """``request`` resolved against the store: its transaction point as a seq, the query's
+    embedding (when the namespace has vectors of the embedder's model), the reference time."""
     seq = None if request.as_of is None else store.tx_seq(request.as_of, "as_of")
-    if request.valid_at is not None:
-        reference = to_us(request.valid_at)
-    elif seq is not None:
-        reference = store.projector.tx_times[seq - 1] if seq else 0
-    else:
-        reference = to_us(now)
-    time_range = query_time_range(request.query, request.reference_time or now)
-    if time_range is not None:
-        reference = min(reference, time_range[1])  # "last summer": age counts from then, not now
     model, vector = _query_vector(store, namespace, embedder, request.query)
-    query = RecallQuery(
-        text=request.query, limit=request.limit, max_tokens=request.max_tokens, as_of_seq=seq,
-        valid_at_us=None if request.valid_at is None else to_us(request.valid_at),
-        reference_us=reference, subject=request.subject, time_range=time_range, model=model,
+    return query_at(
+        store.projector.tx_times, request.query, limit=request.limit,
+        max_tokens=request.max_tokens, as_of_seq=seq, valid_at=request.valid_at,
+        subject=request.subject, reference_time=request.reference_time, now=now, model=model,
         vector=vector, explain=request.explain,
     )
-    return rank(store.projector, namespace, config, query)
+
+
+def query_at(
+    tx_times: Sequence[int],
+    text: str,
+    *,
+    limit: int,
+    max_tokens: int,
+    as_of_seq: int | None,
+    valid_at: datetime | None,
+    subject: str | None,
+    reference_time: datetime | None,
+    now: datetime,
+    model: str | None,
+    vector: np.ndarray | None,
+    explain: bool = False,
+) -> RecallQuery:
+    """The :class:`RecallQuery` of a recall made at ``now`` (a logged recall is re-run through
+    this too). Ages count from ``valid_at``, else the ``as_of`` time, else now, and never from
+    after a period the query names."""
+    if valid_at is not None:
+        reference = to_us(valid_at)
+    elif as_of_seq is not None:
+        reference = tx_times[as_of_seq - 1] if as_of_seq else 0
+    else:
+        reference = to_us(now)
+    time_range = query_time_range(text, reference_time or now)
+    if time_range is not None:
+        reference = min(reference, time_range[1])  # "last summer": age counts from then, not now
+    return RecallQuery(
+        text=text, limit=limit, max_tokens=max_tokens, as_of_seq=as_of_seq,
+        valid_at_us=None if valid_at is None else to_us(valid_at), reference_us=reference,
+        subject=subject, time_range=time_range, model=model, vector=vector, explain=explain,
+    )
 
 
 def query_time_range(query: str, reference: datetime) -> tuple[int, int] | None:

@@ -213,7 +213,11 @@ class Store:
         return self.append_batch([event])[0]
 
     def append_batch(
-        self, events: Sequence[EventBase], links: Mapping[int, int] | None = None
+        self,
+        events: Sequence[EventBase],
+        links: Mapping[int, int] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[Event]:
         """Validate, then log as one write (one fsync) and apply, a batch of events.
 
@@ -252,7 +256,7 @@ class Store:
                     )
                 touched.add(ev.fact_id)
         try:
-            stamped = self.log.append_many(events, links)
+            stamped = self.log.append_many(events, links, durable=durable)
         except RecordRejected as e:
             raise InvalidInput(str(e)) from e
         for ev in stamped:

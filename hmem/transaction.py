@@ -50,9 +50,16 @@ class Transaction:
     """
 
     def __init__(
-        self, store: Store, namespace: str, clock: Clock, embedder: Embedder | None = None
+        self,
+        store: Store,
+        namespace: str,
+        clock: Clock,
+        embedder: Embedder | None = None,
+        *,
+        durable: bool = True,
     ) -> None:
         self.store = store
+        self.durable = durable  # False: written at once, fsynced with the next durable write
         self.namespace = namespace
         self.clock = clock
         self.embedder = embedder
@@ -117,7 +124,9 @@ class Transaction:
         """Validate and append every event as one write; returns them stamped with seqs."""
         if self._stamped is None:
             events, links = self._events, self._links
-            self._stamped = self.store.append_batch(events, links) if events else []
+            self._stamped = (
+                self.store.append_batch(events, links, durable=self.durable) if events else []
+            )
         return self._stamped
 
     def seq(self, position: int) -> int:

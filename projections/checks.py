@@ -19,6 +19,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    RecallServed,
 )
 from projections.errors import FactAlreadyForgotten, FactSuperseded, InvalidInput, InvalidTime
 from projections.timeutil import from_us, to_us
@@ -80,6 +81,24 @@ def check_fields(ev: EventBase) -> None:
                 f"vector has {len(ev.vector)} bytes but dims={ev.dims} needs {4 * ev.dims} "
                 f"(little-endian float32)"
             )
+    elif isinstance(ev, RecallServed):
+        _check_recall(ev)
+
+
+def _check_recall(ev: RecallServed) -> None:
+    check_text("query", ev.query, MAX_TEXT_CHARS)
+    for label, value in (("limit", ev.limit), ("max_tokens", ev.max_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInput(f"{label} must be an integer of at least 1, not {value!r}")
+    if ev.subject is not None:
+        check_name("subject", ev.subject)
+    if ev.model is not None:
+        check_name("model", ev.model)
+    check_text("config", ev.config, MAX_TEXT_CHARS)
+    if len(ev.query_vector) % 4 or (ev.model is None and ev.query_vector):
+        raise InvalidInput("query_vector must be float32 values of the query's embedding model")
+    if len(ev.hits) != len(ev.scores):
+        raise InvalidInput(f"{len(ev.hits)} hits but {len(ev.scores)} scores")
 
 
 def _check_lineage(ev: FactRemembered | FactRevised) -> None:

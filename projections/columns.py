@@ -1,20 +1,24 @@
 """Rows of the projection's tables as numpy columns, ready for one DuckDB ``INSERT ... SELECT``.
 
 Each ``*_columns`` function turns what the fold made (facts, version rows, postings, entities,
-vectors, episodes, event rows) into a dict of column name -> array, named as the table's columns
-(times in microseconds; :data:`TIME_COLUMNS` says which are converted to TIMESTAMPTZ on insert).
+vectors, episodes, event rows, logged recalls) into a dict of column name -> array, named as the
+table's columns (times in microseconds; :data:`TIME_COLUMNS` says which are converted to
+TIMESTAMPTZ on insert).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from itertools import chain
 from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
 
+from eventlog.events import RecallServed
 from projections.state import Episode, Fact, FactState, Vector, subject_key
+from projections.timeutil import to_us
 
 __all__ = [
     "FACT_COLUMNS",
@@ -26,6 +30,8 @@ __all__ = [
     "event_columns",
     "fact_columns",
     "posting_columns",
+    "recall_columns",
+    "recall_hit_columns",
     "row_columns",
     "vector_columns",
 ]
@@ -183,3 +189,45 @@ def episode_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
         else:
             out[name] = _objects(column)
     return out
+
+
+def recall_columns(recalls: Sequence[RecallServed]) -> dict[str, np.ndarray]:
+    """The ``recalls`` table: one row per logged recall (its hits are in ``recall_hits``)."""
+
+    def us(values: Sequence[datetime | None]) -> np.ndarray:
+        return _ints([None if v is None else to_us(v) for v in values])
+
+    return {
+        "seq": np.array([r.seq for r in recalls], dtype=np.int64),
+        "namespace": _objects([r.namespace for r in recalls]),
+        "served_at": us([r.tx_at for r in recalls]),
+        "query": _objects([r.query for r in recalls]),
+        "hit_limit": np.array([r.limit for r in recalls], dtype=np.int64),
+        "max_tokens": np.array([r.max_tokens for r in recalls], dtype=np.int64),
+        "as_of_seq": _ints([r.as_of_seq for r in recalls]),
+        "valid_at": us([r.valid_at for r in recalls]),
+        "subject": _objects([r.subject for r in recalls]),
+        "reference_at": us([r.reference_time for r in recalls]),
+        "config": _objects([r.config for r in recalls]),
+        "model": _objects([r.model for r in recalls]),
+        "source_agent": _objects([r.source_agent for r in recalls]),
+        "source_ref": _objects([r.source_ref for r in recalls]),
+        "hit_count": np.array([len(r.hits) for r in recalls], dtype=np.int64),
+    }
+
+
+def recall_hit_columns(recalls: Sequence[RecallServed]) -> dict[str, np.ndarray]:
+    """The ``recall_hits`` table: one row per fact a logged recall returned, with its rank."""
+    rows = [
+        (r.seq, r.namespace, fid, rank, score)
+        for r in recalls
+        for rank, (fid, score) in enumerate(zip(r.hits, r.scores, strict=True), 1)
+    ]
+    cols: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[]] * 5
+    return {
+        "seq": np.array(cols[0], dtype=np.int64),
+        "namespace": _objects(cols[1]),
+        "fact_id": np.array(cols[2], dtype=np.int64),
+        "rank": np.array(cols[3], dtype=np.int64),
+        "score": np.array(cols[4], dtype=np.float64),
+    }

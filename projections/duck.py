@@ -10,6 +10,8 @@ Tables (see the README for the documented schema):
 * ``events``: one row per logged event (seq, type, tx_at, namespace, fact, provenance; no text).
 * ``vectors``: recorded embeddings.
 * ``episodes``: raw conversation turns (``EpisodeRecorded``); not facts, never recalled as facts.
+* ``recalls`` / ``recall_hits``: logged recalls (``RecallServed``, when recall logging is on)
+  and the facts each returned, with rank and score.
 * ``meta``: schema version, the last applied seq and the log's hash chain at that seq.
 
 Every batch, including its cursor in ``meta``, is written in one transaction, so the projection is
@@ -29,6 +31,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from eventlog.events import RecallServed
 from projections.columns import (
     FACT_TIMES,
     TIME_COLUMNS,
@@ -38,6 +41,8 @@ from projections.columns import (
     event_columns,
     fact_columns,
     posting_columns,
+    recall_columns,
+    recall_hit_columns,
     row_columns,
     vector_columns,
 )
@@ -50,7 +55,8 @@ __all__ = [
 ]
 
 # 2: Snowball stems in postings; subject in indexed text. 3: episodes table, fact lineage.
-SCHEMA_VERSION = 3
+# 4: recalls and recall_hits (logged recalls).
+SCHEMA_VERSION = 4
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR NOT NULL, value VARCHAR NOT NULL);
@@ -112,6 +118,17 @@ CREATE TABLE IF NOT EXISTS episodes (
     observed_at TIMESTAMPTZ NOT NULL, recorded_at TIMESTAMPTZ NOT NULL,
     source_agent VARCHAR, source_ref VARCHAR
 );
+CREATE TABLE IF NOT EXISTS recalls (
+    seq BIGINT NOT NULL, namespace VARCHAR NOT NULL, served_at TIMESTAMPTZ NOT NULL,
+    query VARCHAR NOT NULL, hit_limit INTEGER NOT NULL, max_tokens INTEGER NOT NULL,
+    as_of_seq BIGINT, valid_at TIMESTAMPTZ, subject VARCHAR, reference_at TIMESTAMPTZ,
+    config VARCHAR NOT NULL, model VARCHAR, source_agent VARCHAR, source_ref VARCHAR,
+    hit_count INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS recall_hits (
+    seq BIGINT NOT NULL, namespace VARCHAR NOT NULL, fact_id BIGINT NOT NULL,
+    rank INTEGER NOT NULL, score DOUBLE NOT NULL
+);
 """
 
 # Table -> ORDER BY that makes a dump canonical (used by verify and the tests).
@@ -123,6 +140,8 @@ TABLES: dict[str, str] = {
     "postings": "namespace, term, fact_id",
     "vectors": "seq",
     "episodes": "seq",
+    "recalls": "seq",
+    "recall_hits": "seq, rank",
 }
 
 _US = "make_timestamp({0})::TIMESTAMPTZ"
@@ -300,6 +319,7 @@ class DuckProjection:
         *,
         written_seq: int,
         new_episodes: Sequence[Episode] = (),
+        new_recalls: Sequence[RecallServed] = (),
     ) -> None:
         """Write one batch: new events, changed facts (replacing their rows), new postings,
         entities and vectors, and the cursor, in one transaction. Facts with ids up to
@@ -326,6 +346,9 @@ class DuckProjection:
                 self._insert("vectors", vector_columns(new_vectors))
             if new_episodes:
                 self._insert("episodes", episode_columns(new_episodes))
+            if new_recalls:
+                self._insert("recalls", recall_columns(new_recalls))
+                self._insert("recall_hits", recall_hit_columns(new_recalls))
             con.execute(
                 "UPDATE meta SET value = CASE key WHEN 'last_seq' THEN ? ELSE ? END "
                 "WHERE key IN ('last_seq', 'chain')",

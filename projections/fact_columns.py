@@ -43,6 +43,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    RecallServed,
 )
 from projections.checks import (
     check_derived_from,
@@ -161,7 +162,7 @@ class FactColumns:
             )
         elif isinstance(ev, EmbeddingRecorded):
             self.lookup(ev.fact_id, ev.namespace)
-        elif not isinstance(ev, (FactRemembered, EpisodeRecorded)):
+        elif not isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
     def _episode_namespace(self, seq: int) -> str | None:
@@ -224,6 +225,8 @@ class FactColumns:
                 ev.source_agent, ev.source_ref,
             ))
             return []
+        if isinstance(ev, RecallServed):
+            return []  # a read, not a belief
         raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
 
     def _revise(self, ev: FactRevised, tx: int) -> list[int]:

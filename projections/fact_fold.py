@@ -36,6 +36,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    RecallServed,
 )
 from projections.checks import check_derived_from, check_forgettable, check_revisable
 from projections.column_store import NONE, grown
@@ -227,7 +228,7 @@ class _Bulk:
                 tx if ev.observed_at is None else to_us(ev.observed_at), tx,
                 ev.source_agent, ev.source_ref,
             )
-        elif not isinstance(ev, FactRemembered):
+        elif not isinstance(ev, (FactRemembered, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
     def _revise(self, ev: FactRevised, seq: int, tx: int) -> None:

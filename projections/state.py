@@ -33,6 +33,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    RecallServed,
 )
 from projections.checks import (
     check_derived_from,
@@ -198,7 +199,7 @@ class FactState:
             check_forgettable(fact.id, forgotten=fact.forgotten_seq is not None)
         elif isinstance(ev, EmbeddingRecorded):
             self.lookup(ev.fact_id, ev.namespace)
-        elif not isinstance(ev, (FactRemembered, EpisodeRecorded)):
+        elif not isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
     def _episode_namespace(self, seq: int) -> str | None:
@@ -287,6 +288,8 @@ class FactState:
                 ev.source_agent, ev.source_ref,
             ))
             return []
+        if isinstance(ev, RecallServed):
+            return []  # a read, not a belief
         raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
 
     @staticmethod

@@ -17,6 +17,7 @@ __all__ = [
     "FactView",
     "Belief",
     "Why",
+    "SeenBy",
     "Revision",
     "Diff",
     "EpisodeView",
@@ -105,14 +106,28 @@ class EpisodeView(msgspec.Struct, frozen=True):
     source_ref: str | None
 
 
+class SeenBy(msgspec.Struct, frozen=True):
+    """A logged recall that returned a version of the fact: when, to whom, at which rank."""
+
+    seq: int
+    served_at: datetime
+    fact_id: int  # the version it returned
+    rank: int
+    query: str
+    source_agent: str | None
+    source_ref: str | None
+
+
 class Why(msgspec.Struct, frozen=True):
     """Provenance of a fact: its source, the whole revision chain (oldest first) and the events;
-    for extracted facts, ``episodes`` are the turns the chain was derived from."""
+    for extracted facts, ``episodes`` are the turns the chain was derived from; ``seen_by`` the
+    logged recalls that returned any version of it (when recall logging is on)."""
 
     fact: FactView
     chain: tuple[FactView, ...]
     events: tuple[Event, ...]
     episodes: tuple[EpisodeView, ...] = ()
+    seen_by: tuple[SeenBy, ...] = ()
 
 
 class Revision(msgspec.Struct, frozen=True):

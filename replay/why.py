@@ -6,7 +6,8 @@ import duckdb
 
 from eventlog.log import EventLog
 from projections.state import FactState
-from replay.views import Why, episode_view, fact_view
+from projections.timeutil import from_us
+from replay.views import SeenBy, Why, episode_view, fact_view
 
 __all__ = ["why"]
 
@@ -32,4 +33,14 @@ def why(
     events = tuple(log.get(s) for s in seqs)
     turns = sorted({s for f in chain for s in f.derived_from})
     episodes = tuple(episode_view(state.episodes[s]) for s in turns)
-    return Why(fact_view(fact), tuple(fact_view(f) for f in chain), events, episodes)
+    seen_by = tuple(
+        SeenBy(r[0], from_us(r[1]), *r[2:])
+        for r in con.execute(
+            "SELECT r.seq, epoch_us(r.served_at), h.fact_id, h.rank, r.query, r.source_agent, "
+            "r.source_ref FROM recall_hits h JOIN recalls r USING (seq) "
+            "WHERE h.namespace = ? AND h.fact_id IN (SELECT unnest(?::BIGINT[])) "
+            "ORDER BY r.seq, h.rank",
+            [namespace, ids],
+        ).fetchall()
+    )
+    return Why(fact_view(fact), tuple(fact_view(f) for f in chain), events, episodes, seen_by)

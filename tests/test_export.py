@@ -77,9 +77,11 @@ def test_export_round_trip(store: Path, tmp_path: Path) -> None:
         expected = {name: m.sql(f"SELECT count(*) FROM ({q})").fetchall()[0][0]
                     for name, q in EXPORT_QUERIES.items()}
         last_seq = m.last_seq
-    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert calls == [(i, 6) for i in range(1, 7)]
     assert result.seq == last_seq == 8 and result.namespace == "default"
-    assert set(result.tables) == {"events", "fact_versions", "facts", "entities"}
+    assert set(result.tables) == {
+        "events", "fact_versions", "facts", "entities", "recalls", "recall_hits",
+    }
     assert {n: t.rows for n, t in result.tables.items()} == expected
     assert expected["events"] == 7 and expected["facts"] == 6
     for name, table in result.tables.items():
@@ -88,7 +90,7 @@ def test_export_round_trip(store: Path, tmp_path: Path) -> None:
         assert len(rows) == table.rows
     assert sorted(p.name for p in out.iterdir()) == [
         "entities.parquet", "events.parquet", "fact_versions.parquet", "facts.parquet",
-        "manifest.json",
+        "manifest.json", "recall_hits.parquet", "recalls.parquet",
     ]  # no temporary files left behind
 
     # one row per version row, joined with its fact's text and provenance
@@ -120,6 +122,9 @@ def test_export_round_trip(store: Path, tmp_path: Path) -> None:
 
 
 def test_export_is_namespace_scoped(store: Path, tmp_path: Path) -> None:
+    with Memory(store, log_recalls=True, embedder=None) as m:  # a logged recall in each
+        m.recall("where does maya live")
+        m.in_namespace("secret").recall("what is the password hunter2")
     with Memory(store, read_only=True) as m:
         export_parquet(m, tmp_path / "default")
         export_parquet(m.in_namespace("secret"), tmp_path / "secret")
@@ -283,7 +288,7 @@ def test_cli_progress_only_on_a_tty_and_never_with_quiet(
 ) -> None:
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     code, _, err = _run(capsys, "--path", str(store), "export", "--parquet", str(tmp_path / "a"))
-    assert code == 0 and "exported 4/4 files" in err
+    assert code == 0 and "exported 6/6 files" in err
     code, _, err = _run(capsys, "--path", str(store), "--quiet", "export", "--parquet",
                         str(tmp_path / "b"))
     assert code == 0 and err == ""

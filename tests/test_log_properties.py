@@ -22,6 +22,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    RecallServed,
     decode,
     encode,
 )
@@ -61,6 +62,13 @@ EVENT_STRATEGIES = {
     EpisodeRecorded: st.builds(EpisodeRecorded, session_id=names, turn=st.integers(0, 2**31),
               role=names, text=st.text(max_size=300), speaker=opt_names,
               observed_at=opt_times, **common),
+    RecallServed: st.builds(RecallServed, query=st.text(max_size=300),
+              limit=st.integers(1, 2**31), max_tokens=st.integers(1, 2**31),
+              as_of_seq=st.none() | st.integers(0, 2**62), valid_at=opt_times,
+              subject=opt_names, reference_time=opt_times, config=st.text(max_size=100),
+              model=opt_names, query_vector=st.binary(max_size=256),
+              hits=st.lists(st.integers(1, 2**62), max_size=5).map(tuple),
+              scores=st.lists(st.floats(allow_nan=False), max_size=5).map(tuple), **common),
 }
 events = st.one_of(*EVENT_STRATEGIES.values())
 

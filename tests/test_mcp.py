@@ -7,6 +7,8 @@ Results are read in their wire form (``model_dump(by_alias=True)``: ``structured
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -417,3 +419,41 @@ def test_usage_summary_counts_and_bad_lines(tmp_path: Path) -> None:
     assert (s.calls, s.unreadable_lines, s.exists) == (4, 2, True)
     missing = summarize_usage(tmp_path / "nowhere")
     assert (missing.exists, missing.calls, missing.ops) == (False, 0, ())
+
+
+def test_log_recalls_records_what_the_agent_saw_and_the_cli_replays_it(store: Path) -> None:
+    async def body() -> None:
+        async with serve(store, "--log-recalls", env={"HMEM_EMBEDDER": "hash-16"}) as c:
+            fid = (await c.ok("remember", subject="maya", text="Maya lives in London"))[
+                "structuredContent"]["id"]
+            r = await c.ok("recall", query="where does maya live", source_ref="s4:t7")
+            assert [h["id"] for h in r["structuredContent"]["hits"]] == [fid]
+            await c.ok("recall", query="tea")  # logged too, with no caller reference
+
+    run(body)
+    with Memory(store, read_only=True, embedder=None) as m:
+        logged = m.recalls()
+        assert [(r.query, r.source_agent, r.source_ref) for r in logged] == [
+            ("where does maya live", "mcp", "s4:t7"), ("tea", "mcp", None),
+        ]
+        assert [h.id for h in logged[0].hits] == [1]
+    cli = [sys.executable, "-m", "hmem", "--path", str(store)]
+    env = {**os.environ, "HMEM_EMBEDDER": "none"}
+    listed = subprocess.run([*cli, "recalls", "--source-ref", "s4:t7", "--json"],
+                            capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert listed.returncode == 0, listed.stderr
+    seq = json.loads(listed.stdout)[0]["seq"]
+    replay = subprocess.run([*cli, "replay-recall", str(seq)], capture_output=True, text=True,
+                            env=env, timeout=120, cwd=REPO)
+    assert replay.returncode == 0, replay.stderr
+    assert "the same hits in the same order" in replay.stdout
+    why = subprocess.run([*cli, "why", "1"], capture_output=True, text=True, env=env,
+                         timeout=120, cwd=REPO)
+    assert why.returncode == 0 and "seen by the agent" in why.stdout and "s4:t7" in why.stdout
+
+
+def test_log_recalls_needs_the_writer(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with Memory(store, embedder=None) as m:
+        m.remember("maya", "Maya lives in London")
+    assert main(["--path", str(store), "mcp", "--read-only", "--log-recalls"]) == 1
+    assert "--log-recalls needs the writer" in capsys.readouterr().err

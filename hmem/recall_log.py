@@ -1,0 +1,168 @@
+"""Replayable retrieval: recalls logged as events, listed, and re-run against what they saw.
+
+With recall logging on (``Memory(path, log_recalls=True)``, ``HMEM_LOG_RECALLS=1``, ``hmem mcp
+--log-recalls``) every recall the writer answers appends a :class:`~eventlog.events.RecallServed`
+event: the query, every parameter that shaped the answer, the ranking knobs, the query's
+embedding, the caller, and the hits in rank order. It is written at once but without its own
+fsync (it reaches disk with the next write, the batch flusher or close), so logging costs a
+recall no disk wait.
+
+Replay (:func:`replay_recall`) folds the log up to the event before the recall into a fresh
+in-memory projection (the exact state the recall saw: recall events change no fact) and ranks
+the logged query there with the logged knobs, reference time and query vector. The same code
+returns the same hits; where it does not (a newer hmem ranks differently), the answer says so
+and shows both lists.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import msgspec
+import numpy as np
+
+from eventlog.events import RecallServed
+from eventlog.log import EventLog
+from hmem.errors import InvalidInput
+from hmem.hits import RecallResult
+from hmem.ranking import RecallConfig, RecallQuery, rank
+from hmem.recall import RecallRequest, query_at
+from projections.duck import DuckProjection
+from projections.projector import BULK_FLUSH_EVENTS, Projector
+
+__all__ = [
+    "LoggedRecall", "RecallReplay", "ServedHit", "served_event", "recall_view", "replay_recall",
+]
+
+
+class ServedHit(msgspec.Struct, frozen=True):
+    """One fact a recall returned: its id, rank (1 = best) and score."""
+
+    id: int
+    rank: int
+    score: float
+
+
+class LoggedRecall(msgspec.Struct, frozen=True):
+    """A logged recall: what was asked, by whom, when, and what it returned."""
+
+    seq: int
+    served_at: datetime
+    query: str
+    limit: int
+    max_tokens: int
+    as_of_seq: int | None
+    valid_at: datetime | None
+    subject: str | None
+    model: str | None
+    source_agent: str | None
+    source_ref: str | None
+    hits: tuple[ServedHit, ...]
+
+    def render(self) -> str:
+        where = f" [{self.source_ref}]" if self.source_ref else ""
+        ids = ", ".join(str(h.id) for h in self.hits) or "nothing"
+        return f"#{self.seq} {self.served_at.isoformat()}{where} {self.query!r} -> {ids}"
+
+
+class RecallReplay(msgspec.Struct, frozen=True):
+    """A logged recall re-run against the log prefix it saw. ``same`` is True when the replay
+    returned the same facts in the same order with the same scores; otherwise ``differences``
+    says how they differ and both lists are here to compare."""
+
+    recall: LoggedRecall
+    replayed: tuple[ServedHit, ...]
+    same: bool
+    differences: str = ""
+
+
+def served_event(
+    query: RecallQuery,
+    request: RecallRequest,
+    config: RecallConfig,
+    result: RecallResult,
+    *,
+    source_agent: str | None,
+    source_ref: str | None,
+) -> RecallServed:
+    """The event that logs a recall (``tx_at`` and namespace are stamped by the transaction)."""
+    vector = b"" if query.vector is None else np.asarray(query.vector, dtype="<f4").tobytes()
+    return RecallServed(
+        query=request.query, limit=request.limit, max_tokens=request.max_tokens,
+        as_of_seq=query.as_of_seq, valid_at=request.valid_at, subject=request.subject,
+        reference_time=request.reference_time, config=msgspec.json.encode(config).decode(),
+        model=query.model, query_vector=vector, hits=tuple(h.id for h in result),
+        scores=tuple(float(h.score) for h in result), source_agent=source_agent,
+        source_ref=source_ref,
+    )
+
+
+def recall_view(ev: RecallServed) -> LoggedRecall:
+    hits = tuple(
+        ServedHit(fid, rank, score)
+        for rank, (fid, score) in enumerate(zip(ev.hits, ev.scores, strict=True), 1)
+    )
+    return LoggedRecall(
+        seq=ev.seq, served_at=ev.tx_at, query=ev.query, limit=ev.limit,
+        max_tokens=ev.max_tokens, as_of_seq=ev.as_of_seq, valid_at=ev.valid_at,
+        subject=ev.subject, model=ev.model, source_agent=ev.source_agent,
+        source_ref=ev.source_ref, hits=hits,
+    )
+
+
+def logged_recall(log: EventLog, namespace: str, seq: int) -> RecallServed:
+    """The recall event at ``seq`` in ``namespace`` (a typed error for anything else)."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= log.last_seq:
+        raise InvalidInput(f"no logged recall at seq {seq!r}; list them with recalls()")
+    ev = log.get(seq)
+    if not isinstance(ev, RecallServed) or ev.namespace != namespace:
+        raise InvalidInput(
+            f"seq {seq} is not a recall logged in namespace {namespace!r}; list them with "
+            f"recalls()"
+        )
+    return ev
+
+
+def replay_recall(log: EventLog, namespace: str, seq: int) -> RecallReplay:
+    """Re-run the recall logged at ``seq`` against the log before it (see the module doc)."""
+    ev = logged_recall(log, namespace, seq)
+    config = msgspec.json.decode(ev.config, type=RecallConfig)
+    db = DuckProjection(None)
+    try:
+        projector = Projector(db, log.chain_at, flush_every=BULK_FLUSH_EVENTS)
+        projector.apply_all(log.read(1, seq - 1), bulk=True)
+        vector = np.frombuffer(ev.query_vector, dtype="<f4") if ev.model is not None else None
+        query = query_at(
+            projector.tx_times, ev.query, limit=ev.limit, max_tokens=ev.max_tokens,
+            as_of_seq=ev.as_of_seq, valid_at=ev.valid_at, subject=ev.subject,
+            reference_time=ev.reference_time, now=ev.tx_at, model=ev.model, vector=vector,
+        )
+        result = rank(projector, namespace, config, query)
+    finally:
+        db.close()
+    logged = recall_view(ev)
+    replayed = tuple(ServedHit(h.id, rank, float(h.score)) for rank, h in enumerate(result, 1))
+    differences = _differences(logged.hits, replayed)
+    return RecallReplay(logged, replayed, not differences, differences)
+
+
+def _differences(logged: tuple[ServedHit, ...], replayed: tuple[ServedHit, ...]) -> str:
+    was, now = [h.id for h in logged], [h.id for h in replayed]
+    if was != now:
+        gone = [i for i in was if i not in now]
+        new = [i for i in now if i not in was]
+        parts = [f"logged {was}, replayed {now}"]
+        if gone:
+            parts.append(f"no longer returned: {gone}")
+        if new:
+            parts.append(f"newly returned: {new}")
+        if not gone and not new:
+            parts.append("same facts in another order")
+        return "; ".join(parts)
+    moved = [
+        f"{a.id}: {a.score:.6g} -> {b.score:.6g}"
+        for a, b in zip(logged, replayed, strict=True)
+        if not math.isclose(a.score, b.score, rel_tol=1e-6, abs_tol=1e-12)
+    ]
+    return f"same order, other scores ({'; '.join(moved)})" if moved else ""
