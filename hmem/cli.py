@@ -382,16 +382,23 @@ def _replay_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 def _analysis_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p = _command(sub, "export", cmd_export,
-                 "write this namespace's events, fact versions, facts and entities as Parquet",
+                 "write this namespace's tables as Parquet, or its log as JSON Lines",
                  ["hmem export --parquet ./audit      # events.parquet, fact_versions.parquet, ...",
+                  "hmem export --jsonl audit.jsonl    # the log, one JSON event per line",
+                  "hmem export --jsonl - | jq -c 'select(.type == \"recall\")'",
                   "hmem --namespace work export --parquet ./work-audit --json",
                   "duckdb -c \"SELECT * FROM './audit/fact_versions.parquet'\"  # read it back"],
                  description="Write this namespace's events, fact versions (joined with their "
                  "facts), facts and entities as Parquet files, plus manifest.json, into DIR for "
                  "offline analysis (DuckDB, pandas, polars, Spark). Only this namespace's rows "
-                 "are written. Safe beside a live writer.")
-    p.add_argument("--parquet", metavar="DIR", required=True, type=arg_file_path,
+                 "are written. With --jsonl FILE instead: the namespace's whole log as JSON "
+                 "Lines, one event per line in seq order (logged recalls included). Safe beside "
+                 "a live writer.")
+    p.add_argument("--parquet", metavar="DIR", type=arg_file_path,
                    help="directory to write into (created if needed; its export files replaced)")
+    p.add_argument("--jsonl", metavar="FILE",
+                   help="write the namespace's log as JSON Lines instead (one event per line, "
+                        "recalls included; - for standard output)")
 
     p = _command(sub, "timeline", cmd_timeline,
                  "draw what was believed about a subject over valid and transaction time",

@@ -361,9 +361,18 @@ def cmd_replay_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from hmem.export import export_parquet
+    from hmem.export import export_jsonl, export_parquet
     from hmem.progress import progress_bar
 
+    if (args.parquet is None) == (args.jsonl is None):
+        raise InvalidInput("give one of --parquet DIR or --jsonl FILE (- for standard output)")
+    if args.jsonl is not None:
+        with _memory(args, read_only=True) as m:
+            done = export_jsonl(m, sys.stdout if args.jsonl == "-" else Path(args.jsonl))
+        if args.jsonl != "-":
+            _emit(args, done, [f"exported {done.events} events of namespace {done.namespace} "
+                               f"(log seq {done.seq}) to {done.path}"])
+        return 0
     with _memory(args, read_only=True) as m, \
             progress_bar("exported", "files", quiet=args.quiet) as progress:
         result = export_parquet(m, Path(args.parquet).expanduser(), progress=progress)

@@ -1,4 +1,5 @@
-"""``export_parquet``: one namespace's beliefs and history as Parquet files for offline analysis.
+"""One namespace's beliefs and history for offline analysis: Parquet files (``export_parquet``)
+and the log as JSON Lines (``export_jsonl``).
 
 Written by DuckDB itself (no pyarrow), from a private per-namespace copy like the one
 ``Memory.sql`` queries (but allowed to write files), so an export never holds another
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import msgspec
 
@@ -37,7 +38,10 @@ from hmem.progress import Progress
 if TYPE_CHECKING:
     from hmem.memory import Memory
 
-__all__ = ["export_parquet", "Export", "ExportedTable", "EXPORT_QUERIES", "ExportChanged"]
+__all__ = [
+    "export_parquet", "export_jsonl", "Export", "ExportedTable", "EXPORT_QUERIES",
+    "ExportChanged", "JsonlExport",
+]
 
 # file stem -> query over the namespace copy (see Memory.sql)
 EXPORT_QUERIES: dict[str, str] = {
@@ -122,6 +126,52 @@ def export_parquet(
         "tables": {name: {"file": Path(t.path).name, "rows": t.rows} for name, t in tables.items()},
     }, indent=2) + "\n")
     return Export(str(out), memory.namespace, seq, tables, str(manifest))
+
+
+class JsonlExport(msgspec.Struct, frozen=True):
+    """What ``export_jsonl`` wrote: where (``"-"``: standard output), the namespace, the log
+    seq it covers and how many events."""
+
+    path: str
+    namespace: str
+    seq: int
+    events: int
+
+
+def export_jsonl(memory: Memory, out: str | os.PathLike[str] | IO[str]) -> JsonlExport:
+    """Write this namespace's whole log as JSON Lines: one event per line, in seq order, as the
+    log holds it (``type`` names it; times RFC 3339 in UTC; vectors base64 little-endian
+    float32). ``out`` is a path (written under a temporary name, then renamed) or an open text
+    file. Logged recalls are included. Nothing of another namespace is written."""
+    if not isinstance(out, (str, os.PathLike)):
+        seq, n = _write_events(memory, out)
+        return JsonlExport(str(getattr(out, "name", "-")), memory.namespace, seq, n)
+    path = Path(out)
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a directory; name the .jsonl file to write")
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # its owner's eyes only
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            seq, n = _write_events(memory, f)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return JsonlExport(str(path), memory.namespace, seq, n)
+
+
+def _write_events(memory: Memory, f: IO[str]) -> tuple[int, int]:
+    encode = msgspec.json.encode
+    n = 0
+    with memory.reading() as store:
+        seq = store.projector.last_seq
+        for ev in store.log.read(1, seq):
+            if ev.namespace == memory.namespace:
+                f.write(encode(ev).decode())
+                f.write("\n")
+                n += 1
+    return seq, n
 
 
 def _write_tables(

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
+import msgspec
 import pytest
 
 from hmem import Memory, errors
@@ -336,3 +337,34 @@ def test_progress_without_tqdm_prints_a_plain_counter(monkeypatch: pytest.Monkey
         assert progress is not None
         progress(1, 1)
     assert term.getvalue().endswith("\r\033[K")
+
+
+def test_jsonl_export_is_the_namespace_log_event_by_event(store: Path, tmp_path: Path) -> None:
+    from eventlog.events import Event
+    from hmem.export import export_jsonl
+
+    with Memory(store, log_recalls=True, embedder=None) as m:
+        m.recall("where does maya live", source_ref="s1:t9")
+        m.in_namespace("secret").recall("what is the password hunter2")
+    with Memory(store, read_only=True) as m:
+        done = export_jsonl(m, tmp_path / "log.jsonl")
+        mine = [ev for ev in m.store.log.read() if ev.namespace == "default"]
+        last = m.last_seq
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()
+    assert done.events == len(lines) == len(mine) and done.seq == last
+    assert [msgspec.json.decode(line, type=Event) for line in lines] == mine  # lossless
+    assert json.loads(lines[-1])["type"] == "recall"
+    assert "hunter2" not in (tmp_path / "log.jsonl").read_text()
+    assert os.stat(tmp_path / "log.jsonl").st_mode & 0o777 == 0o600
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_jsonl_export_from_the_cli(store: Path, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--path", str(store), "export", "--jsonl", "-")
+    assert code == 0 and len(out.splitlines()) == 7
+    assert all(json.loads(line)["namespace"] == "default" for line in out.splitlines())
+    code, _, err = _run(capsys, "--path", str(store), "export")
+    assert code != 0 and "--parquet DIR or --jsonl FILE" in err
+    code, _, err = _run(capsys, "--path", str(store), "export", "--jsonl", str(tmp_path))
+    assert code != 0 and "is a directory" in err
