@@ -22,6 +22,7 @@ from hmem.cli_commands import (
     arg_file_path,
     arg_namespace,
     arg_positive,
+    cmd_beliefs,
     cmd_demo,
     cmd_diff,
     cmd_export,
@@ -261,6 +262,14 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "hmem why 2",
     ])
     p.add_argument("id", type=arg_fact_id, help="a fact id (any version of the chain)")
+
+    p = _command(sub, "beliefs", cmd_beliefs,
+                 "every belief at a point (not only what matches a query)",
+                 ["hmem beliefs                          # what is believed now",
+                  "hmem beliefs --as-of 2026-03-01T14:02:00Z",
+                  "hmem beliefs --as-of 12 --valid-at 2025-06-01 --json"])
+    p.add_argument("--as-of", metavar="TIME|SEQ", help="what was believed then (default: now)")
+    p.add_argument("--valid-at", metavar="TIME", help="only what was true in the world then")
 
     p = _command(sub, "recalls", cmd_recalls,
                  "recalls the agent made (logged with --log-recalls / log_recalls=True)",

@@ -209,6 +209,13 @@ def cmd_why(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_beliefs(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=True) as m:
+        beliefs = m.beliefs(tx_point(args.as_of), valid_at=args.valid_at)
+    _emit(args, beliefs, fmt.belief_lines(beliefs))
+    return 0
+
+
 def cmd_recalls(args: argparse.Namespace) -> int:
     with _memory(args, read_only=True) as m:
         logged = m.recalls(tx_point(args.since), tx_point(args.until), source_ref=args.source_ref)

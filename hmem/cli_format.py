@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from hmem.hits import Hit
     from hmem.recall import RecallResult
     from hmem.recall_log import LoggedRecall, RecallReplay
-    from hmem.views import Diff, FactView, Stats, Version, Why
+    from hmem.views import Belief, Diff, FactView, Stats, Version, Why
     from replay.verify import ProjectionDiff
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "fact_id",
     "fact_lines",
     "event_line",
+    "belief_lines",
     "recall_lines",
     "recalls_lines",
     "replay_lines",
@@ -317,6 +318,17 @@ def diff_lines(diff: Diff) -> list[str]:
         reason = f" ({f.forget_reason})" if f.forget_reason else ""
         lines.append(f"  forgotten  {fact_id(f.id)} {_quote(f.text)}{reason}")
     return lines
+
+
+def belief_lines(beliefs: Iterable[Belief]) -> list[str]:
+    """One line per belief: id, subject, text, valid period, whether a change superseded it."""
+    lines = [
+        f"{fact_id(b.id)} {b.subject}: {_quote(b.text)}  valid {_valid(b.valid_from, b.valid_to)}"
+        + ("  [superseded]" if b.superseded else "")
+        + (f"  [{_source(b.source_agent, b.source_ref)}]" if b.source_agent or b.source_ref else "")
+        for b in beliefs
+    ]
+    return lines or ["(no beliefs at that point)"]
 
 
 def history_lines(subject: str, facts: Iterable[FactView]) -> list[str]:

@@ -146,15 +146,24 @@ class ReadMethods(StoreHandle):
             facts = store.projector.state.in_namespace(self.namespace)
             return [fact_view(f) for f in facts if f.subject_key == key]
 
-    def as_of(self, tx: TxPoint, *, valid_at: TimeLike | None = None) -> list[Belief]:
-        """Everything believed at transaction time ``tx`` (a time or a seq), optionally only
-        what was true at world time ``valid_at``. Includes superseded rows (flagged)."""
+    def as_of(self, tx: TxPoint | None = None, *, valid_at: TimeLike | None = None) -> list[Belief]:
+        """Everything believed at transaction time ``tx`` (a time or a seq; default now),
+        optionally only what was true at world time ``valid_at``. Includes superseded rows
+        (flagged)."""
         valid = parse_time_opt(valid_at, "valid_at")
         with self.reading() as store:
-            seq = store.tx_seq(tx, "as_of")
+            seq = store.projector.last_seq if tx is None else store.tx_seq(tx, "as_of")
             return beliefs_as_of(
                 store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
             )
+
+    def beliefs(
+        self, as_of: TxPoint | None = None, *, valid_at: TimeLike | None = None
+    ) -> list[Belief]:
+        """Every belief at a point, not only those matching a query: what was believed at
+        ``as_of`` (a time or a seq; default now), of it what was true at ``valid_at`` if given.
+        The same as :meth:`as_of`, named for the question an audit asks."""
+        return self.as_of(as_of, valid_at=valid_at)
 
     def snapshot(
         self,

@@ -359,3 +359,16 @@ def test_rebuild_progress_only_on_a_tty(
     code, out, err = run("replay", "rebuild")
     assert code == 0 and "rebuilt the projection from 2 events" in out
     assert "replayed 2/2 events" in err
+
+
+def test_beliefs_lists_every_belief_at_a_point(run: Run, maya: Maya, store: Path) -> None:
+    london, after_london, paris = maya
+    now = _json(run, "beliefs")
+    assert [(b["id"], b["superseded"]) for b in now] == [(london, True), (paris, False)]
+    then = _json(run, "beliefs", "--as-of", str(after_london))
+    assert [b["id"] for b in then] == [london]
+    code, out, _ = run("beliefs", "--as-of", str(after_london), "--valid-at", "2026-06-01")
+    assert code == 0 and "London" in out
+    with Memory(store, read_only=True) as m:
+        assert [b.id for b in m.beliefs()] == [b.id for b in m.as_of()] == [london, paris]
+        assert m.beliefs(after_london) == m.as_of(after_london)
