@@ -56,28 +56,87 @@ def check_read_only(query: str) -> None:
             )
 
 
+# How each table's rows added after seq S are found (all but facts and fact_versions only
+# grow: a fact's postings, entities, and the rows of events, vectors, episodes and recalls are
+# written once). Facts and their version rows change when a later event touches the fact.
+_GROWS_AFTER = {
+    "events": "seq",
+    "entities": "fact_id",
+    "postings": "fact_id",
+    "vectors": "seq",
+    "episodes": "seq",
+    "recalls": "seq",
+    "recall_hits": "seq",
+}
+_CHANGES = {"facts": "id", "fact_versions": "fact_id"}
+
+
 class NamespaceCopy:
-    """A private in-memory database with one namespace's projection tables."""
+    """A private in-memory database with one namespace's projection tables, brought up to a
+    later seq by :meth:`refresh` (only what changed since is copied)."""
 
     def __init__(
         self, source: duckdb.DuckDBPyConnection, namespace: str, seq: int, *, sandboxed: bool = True
     ) -> None:
         self.seq = seq
+        self.namespace = namespace
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         for table in TABLES:
-            data: dict[str, Any] = source.execute(
-                f"SELECT * FROM {table} WHERE namespace = ?", [namespace]
-            ).fetchnumpy()
-            self.con.register("_rows", data)
-            types = source.execute(f"DESCRIBE {table}").fetchall()
-            casts = ", ".join(f'"{name}"::{kind} AS "{name}"' for name, kind, *_ in types)
-            self.con.execute(f"CREATE TABLE {table} AS SELECT {casts} FROM _rows")
-            self.con.unregister("_rows")
+            self._copy(source, table, "CREATE TABLE {table} AS SELECT {casts} FROM _rows",
+                       "", [])
         self.con.execute(_EVENTS_VIEW)
         if sandboxed:  # no file access: a query cannot read the log (every namespace) from disk
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET lock_configuration = true")
+
+    def refresh(self, source: duckdb.DuckDBPyConnection, seq: int) -> None:
+        """Bring the copy from its seq to ``seq`` (``source`` holds the projection at ``seq``):
+        new rows of the tables that only grow, and every row of a fact an event after the
+        copy's seq touched. One transaction: a query running meanwhile sees the old copy or the
+        new one."""
+        if seq == self.seq:
+            return
+        since = self.seq
+        touched = [
+            r[0] for r in source.execute(
+                "SELECT fact_id FROM events WHERE namespace = $ns AND seq > $since "
+                "UNION SELECT target_id FROM events WHERE namespace = $ns AND seq > $since "
+                "AND target_id IS NOT NULL",
+                {"ns": self.namespace, "since": since},
+            ).fetchall()
+        ]
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table, key in _GROWS_AFTER.items():
+                self._copy(source, table, "INSERT INTO {table} SELECT {casts} FROM _rows",
+                           f" AND {key} > ?", [since])
+            for table, key in _CHANGES.items():
+                con.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT unnest(?::BIGINT[]))",
+                            [touched])
+                self._copy(source, table, "INSERT INTO {table} SELECT {casts} FROM _rows",
+                           f" AND {key} IN (SELECT unnest(?::BIGINT[]))", [touched])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        self.seq = seq
+
+    def _copy(
+        self, source: duckdb.DuckDBPyConnection, table: str, statement: str, where: str,
+        params: list[Any],
+    ) -> None:
+        data: dict[str, Any] = source.execute(
+            f"SELECT * FROM {table} WHERE namespace = ?{where}", [self.namespace, *params]
+        ).fetchnumpy()
+        types = source.execute(f"DESCRIBE {table}").fetchall()
+        casts = ", ".join(f'"{name}"::{kind} AS "{name}"' for name, kind, *_ in types)
+        self.con.register("_rows", data)
+        try:
+            self.con.execute(statement.format(table=table, casts=casts))
+        finally:
+            self.con.unregister("_rows")
 
     def query(self, sql: str, params: Any = None) -> duckdb.DuckDBPyRelation:
         """A lazy relation on a fresh cursor (so relations never share an open result)."""

@@ -259,10 +259,12 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             seq = store.projector.last_seq
             copy = self.copies.get(self.namespace)
-            if copy is None or copy.seq != seq:  # the old copy closes when nothing uses it
+            if copy is None:
                 copy = self.copies[self.namespace] = NamespaceCopy(
                     store.connection(), self.namespace, seq
                 )
+            else:  # only what changed since the copy's seq
+                copy.refresh(store.connection(), seq)
         return run_query(copy, query, params, timeout=float(timeout), max_rows=int(max_rows))
 
     def events(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
+from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hmem import Memory, errors
+from tests.conftest import examples
 
 
 @pytest.fixture
@@ -114,3 +119,54 @@ def test_relations_survive_later_queries(mem):
     assert [r[0] for r in second.fetchall()] == [1, 2, 3]
     assert first.fetchall() == [(1,), (2,), (3,)]
     assert third.fetchall() == [(3,)]
+
+
+# ------------------------------------------------------------------ the copy kept up to date
+
+_ops = st.lists(
+    st.tuples(st.sampled_from(["remember", "correct", "world", "forget", "embed", "recall",
+                               "sql"]),
+              st.sampled_from(["default", "other"]), st.integers(0, 50)),
+    min_size=1, max_size=30,
+)
+
+
+def _dump(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
+    from projections.duck import TABLES
+
+    return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
+
+
+@settings(max_examples=examples(dev=30, ci=200))
+@given(ops=_ops)
+def test_a_refreshed_copy_equals_a_fresh_one(ops):
+    """m.sql refreshes its private copy with what changed since (new rows, and every row of a
+    fact a later event touched); the result is the copy a fresh read would make."""
+    from hmem.analytics import NamespaceCopy
+
+    with tempfile.TemporaryDirectory() as tmp, Memory(
+        Path(tmp) / "s", embedder="hash", embed_mode="inline", log_recalls=True
+    ) as m:
+        heads: dict[str, list[int]] = {"default": [], "other": []}
+        for kind, ns, pick in ops:
+            mem = m.in_namespace(ns)
+            live = heads[ns]
+            if kind == "sql":
+                m.sql("SELECT 1").fetchall()  # refreshes the default namespace's copy
+                with m.reading() as store:
+                    fresh = NamespaceCopy(store.connection(), "default", store.projector.last_seq)
+                assert _dump(m.copies["default"].con) == _dump(fresh.con)
+                fresh.close()
+            elif kind == "recall":
+                mem.recall(f"fact {pick}")
+            elif kind == "remember" or not live:
+                live.append(mem.remember("maya", f"fact {pick} about tea", entities=["Tea"]))
+            elif kind == "embed":
+                mem.record_embedding(live[pick % len(live)], "other-model", [1.0, float(pick)])
+            else:
+                old = live.pop(pick % len(live))
+                if kind == "forget":
+                    mem.forget(old)
+                else:
+                    when = f"{2030 + m.last_seq}-01-01" if kind == "world" else None
+                    live.append(mem.revise(old, f"fact {pick} revised", valid_from=when))
