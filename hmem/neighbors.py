@@ -72,7 +72,7 @@ def own_words(index: NamespaceIndex, tokens: list[str]) -> Words:
     own = np.zeros(len(index), dtype=np.float32)
     held = np.zeros((len(index), (len(distinct) + 63) // 64), dtype=np.uint64)
     for j, token in enumerate(distinct):
-        docs, scores = index.text.score([token])
+        docs, scores = index.text.term_scores(token)
         own[docs] += scores
         held[docs, j // 64] |= np.uint64(1 << (j % 64))
     return Words(own, held)

@@ -158,13 +158,30 @@ class TextIndex:
         scores = np.zeros(n, dtype=np.float32) if base is None else base.copy()
         if not n or not (postings or base is not None):
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        for p, weight in postings:
+            docs, contribution = self._contribution(p, weight, n)
+            scores[docs] += contribution
+        hit = np.flatnonzero(scores)
+        return hit, scores[hit]
+
+    def term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """``score([term])`` without a pass over every document: the term's postings (doc
+        numbers ascending) and their BM25 scores, the same float32 values."""
+        p = self._terms.get(term)
+        n = len(self._doc_len)
+        if p is None or not n:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        docs, contribution = self._contribution(p, 1.0, n)
+        scores: np.ndarray = np.float32(0) + contribution  # what score() adds to its zeros
+        return docs, scores
+
+    def _contribution(self, p: _Postings, weight: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """A term's postings and what it adds to each of their BM25 scores."""
         avgdl = self._total_len / n or 1.0
         doc_len = np.frombuffer(self._doc_len, dtype=np.float32, count=n)
         k1, b = self.k1, self.b
-        for p, weight in postings:
-            docs, tfs = p.arrays()
-            idf = weight * _idf(len(docs), n)
-            norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl)
-            scores[docs] += idf * tfs * (k1 + 1.0) / (tfs + norm)
-        hit = np.flatnonzero(scores)
-        return hit, scores[hit]
+        docs, tfs = p.arrays()
+        idf = weight * _idf(len(docs), n)
+        norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl)
+        contribution: np.ndarray = idf * tfs * (k1 + 1.0) / (tfs + norm)
+        return docs, contribution

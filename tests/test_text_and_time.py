@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,3 +119,19 @@ def test_index_counts_equal_counts_of_index_text(subject, text):
     the documented rule says: the counts of ``index_text(subject, text)``."""
     assert index_counts(subject, text) == term_counts(index_text(subject, text))
     assert list(index_counts(subject, text)) == list(term_counts(index_text(subject, text)))
+
+
+@given(
+    docs=st.lists(st.lists(st.sampled_from("abcdefg"), max_size=12), min_size=1, max_size=40),
+    term=st.sampled_from("abcdefgh"),
+)
+def test_term_scores_is_score_of_one_term_bit_for_bit(docs, term):
+    """Recall scores the query's words one at a time from the postings alone; each must be
+    exactly what a full pass of ``score`` gives."""
+    index = TextIndex()
+    for tokens in docs:
+        index.add(tokens)
+    got, want = index.term_scores(term), index.score([term])
+    assert np.array_equal(got[0], want[0])
+    assert got[1].dtype == want[1].dtype == np.float32
+    assert got[1].tobytes() == want[1].tobytes()
