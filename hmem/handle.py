@@ -147,6 +147,16 @@ class StoreHandle:
         if worker is not None:
             worker.flush()
 
+    def sync(self) -> None:
+        """Force everything appended so far to stable storage now: logged recalls (not fsynced
+        on their own) and, with ``fsync="batch"`` or ``"never"``, every write since the last
+        sync. A no-op on a read-only store."""
+        store = self.store
+        if store.read_only:
+            return
+        with store.lock:
+            store.log.sync()
+
     def close(self) -> None:
         """Finish background embeddings (the owner of the store: every view's too), write the
         projection, sync the log, release the writer lock. Idempotent. Raises

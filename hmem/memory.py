@@ -30,7 +30,7 @@ class Memory(WriteMethods, ReadMethods):
     ``recall``, ``get``, ``why``, ``history``, ``episodes``, ``as_of``, ``snapshot``, ``diff``,
     ``stats``, ``sql``, ``events``. Seams and lifecycle (:mod:`hmem.handle`):
     ``transaction``, ``reading``, ``embed_facts``, ``embedding_worker``, ``in_namespace``,
-    ``rebuild``, ``verify``, ``flush``, ``close``.
+    ``rebuild``, ``verify``, ``flush``, ``sync``, ``close``.
 
     Time-travel arguments are keyword-only: ``as_of`` is a transaction time (what we believed
     then; a datetime, ISO string or seq) and ``valid_at`` a world time (what was true then).

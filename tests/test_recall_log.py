@@ -214,3 +214,32 @@ def test_a_malformed_recall_event_is_refused(tmp_path):
             with pytest.raises(errors.InvalidInput), m.transaction() as txn:
                 txn.append(bad)
         assert m.last_seq == 0
+
+
+def test_a_logged_recall_waits_for_no_fsync_and_sync_makes_it_durable(tmp_path):
+    from eventlog.fileio import FileIO
+    from hmem.store import Store
+
+    class Counting(FileIO):
+        syncs = 0
+
+        def fdatasync(self, fd: int) -> None:
+            Counting.syncs += 1
+            super().fdatasync(fd)
+
+    store = Store(tmp_path / "s", fsync="always", io=Counting())
+    m = Memory(store=store, clock=Clock(), embedder=None, log_recalls=True)
+    m.remember("maya", "Maya lives in London")
+    before = Counting.syncs
+    m.recall("maya")
+    m.recall("london")
+    assert Counting.syncs == before  # written, not fsynced: no disk wait in recall
+    m.sync()
+    assert Counting.syncs == before + 1
+    m.sync()
+    assert Counting.syncs == before + 1  # nothing left to sync
+    m.close()
+    store.close()
+    with Memory(tmp_path / "s", read_only=True) as r:
+        assert len(r.recalls()) == 2
+        r.sync()  # a reader has nothing to sync
