@@ -8,6 +8,8 @@ errors exit 2. Read commands open the store read-only, so they work beside a liv
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import os
 import sys
 import warnings
@@ -79,10 +81,14 @@ Add --json to any command for one JSON document on stdout. `hmem COMMAND --help`
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 error, 2 usage error)."""
     parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version and usage errors
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+        if code == 2 and "--json" in words and _Parser.last_error:
+            _json_error("UsageError", _Parser.last_error)
+        return code
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:  # `hmem` or `hmem log` without a subcommand
         getattr(args, "group_parser", parser).print_help()
@@ -92,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return handler(args)
     except HmemError as e:
+        if getattr(args, "json", False):
+            _json_error(type(e).__name__, str(e) or type(e).__name__)
         return fail(str(e) or type(e).__name__)
     except BrokenPipeError:  # e.g. `hmem log show | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -113,12 +121,33 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 # ---------------------------------------------------------------------------- parser
 
 
+def _json_error(kind: str, message: str) -> None:
+    """With --json, an error is also one JSON document on stdout (scripts parse stdout)."""
+    print(json.dumps({"error": {"type": kind, "message": " ".join(message.splitlines())}}))
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors are one line (what was wrong, and where the help is), exit code 2."""
+    """Usage errors are one line (what was wrong, and where the help is), exit code 2; a
+    mistyped command or choice gets the closest valid ones suggested."""
+
+    last_error = ""  # the last usage error's text, for --json
 
     def error(self, message: str) -> NoReturn:
-        line = " ".join(f"error: {message} (see `{self.prog} --help`)".splitlines())
+        _Parser.last_error = f"{message} (see `{self.prog} --help`)"
+        line = " ".join(f"error: {_Parser.last_error}".splitlines())
         self.exit(2, fmt.visible(line) + "\n")  # it may quote an argument, e.g. an unknown one
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            super()._check_value(action, value)
+            return
+        names = [str(c) for c in choices]
+        close = difflib.get_close_matches(value, names, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise argparse.ArgumentError(
+            action, f"invalid choice: {value!r}{hint} (choose from {', '.join(names)})"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:

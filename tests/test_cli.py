@@ -372,3 +372,25 @@ def test_beliefs_lists_every_belief_at_a_point(run: Run, maya: Maya, store: Path
     with Memory(store, read_only=True) as m:
         assert [b.id for b in m.beliefs()] == [b.id for b in m.as_of()] == [london, paris]
         assert m.beliefs(after_london) == m.as_of(after_london)
+
+
+def test_a_mistyped_command_or_choice_gets_a_suggestion(run: Run) -> None:
+    code, _, err = run("recal", "maya")
+    assert code == 2 and "did you mean 'recall'" in err
+    code, _, err = run("log", "shw")
+    assert code == 2 and "did you mean 'show'" in err
+    code, _, err = run("--fsync", "alwys", "stats")
+    assert code == 2 and "did you mean 'always'" in err
+    code, _, err = run("zzzzzz")
+    assert code == 2 and "did you mean" not in err and "invalid choice" in err
+
+
+def test_errors_under_json_are_json_on_stdout(run: Run, maya: Maya) -> None:
+    code, out, err = run("why", "999", "--json")
+    assert code == 1 and err.startswith("error: no fact 999")
+    assert json.loads(out) == {"error": {"type": "FactNotFound", "message": err[7:].strip()}}
+    code, out, _ = run("recal", "maya", "--json")
+    got = json.loads(out)["error"]
+    assert code == 2 and got["type"] == "UsageError" and "did you mean 'recall'" in got["message"]
+    code, out, _ = run("why", "999")
+    assert code == 1 and out == ""  # without --json, nothing on stdout
