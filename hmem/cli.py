@@ -432,11 +432,12 @@ def _analysis_commands(sub: argparse._SubParsersAction[Any]) -> None:
                  "are written. With --jsonl FILE instead: the namespace's whole log as JSON "
                  "Lines, one event per line in seq order (logged recalls included). Safe beside "
                  "a live writer.")
-    p.add_argument("--parquet", metavar="DIR", type=arg_file_path,
-                   help="directory to write into (created if needed; its export files replaced)")
-    p.add_argument("--jsonl", metavar="FILE",
-                   help="write the namespace's log as JSON Lines instead (one event per line, "
-                        "recalls included; - for standard output)")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--parquet", metavar="DIR", type=arg_file_path,
+                    help="directory to write into (created if needed; its export files replaced)")
+    to.add_argument("--jsonl", metavar="FILE",
+                    help="write the namespace's log as JSON Lines instead (one event per line, "
+                         "recalls included; - for standard output)")
 
     p = _command(sub, "timeline", cmd_timeline,
                  "draw what was believed about a subject over valid and transaction time",

@@ -371,8 +371,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     from hmem.export import export_jsonl, export_parquet
     from hmem.progress import progress_bar
 
-    if (args.parquet is None) == (args.jsonl is None):
-        raise InvalidInput("give one of --parquet DIR or --jsonl FILE (- for standard output)")
     if args.jsonl is not None:
         with _memory(args, read_only=True) as m:
             done = export_jsonl(m, sys.stdout if args.jsonl == "-" else Path(args.jsonl))

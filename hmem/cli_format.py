@@ -106,8 +106,15 @@ def lone_surrogate_at(value: Any) -> str | None:
 
 
 def day(dt: datetime | None) -> str:
-    """A valid (world) time as YYYY-MM-DD."""
-    return "?" if dt is None else dt.astimezone(timezone.utc).date().isoformat()
+    """A valid (world) time in UTC: YYYY-MM-DD at midnight, else to the minute (or second), so
+    a fact valid from 14:05 does not read as valid the whole day."""
+    if dt is None:
+        return "?"
+    utc = dt.astimezone(timezone.utc)
+    if (utc.hour, utc.minute, utc.second, utc.microsecond) == (0, 0, 0, 0):
+        return utc.date().isoformat()
+    precise = utc.second or utc.microsecond
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ" if precise else "%Y-%m-%dT%H:%MZ")
 
 
 def tx(dt: datetime | None) -> str:

@@ -394,3 +394,14 @@ def test_errors_under_json_are_json_on_stdout(run: Run, maya: Maya) -> None:
     assert code == 2 and got["type"] == "UsageError" and "did you mean 'recall'" in got["message"]
     code, out, _ = run("why", "999")
     assert code == 1 and out == ""  # without --json, nothing on stdout
+
+
+def test_valid_times_show_the_time_of_day_when_there_is_one(run: Run) -> None:
+    code, out, _ = run("remember", "maya", "Maya lives in Rome", "--valid-from",
+                       "2026-03-10T14:05:00Z")
+    fid = out.strip()
+    code, out, _ = run("revise", fid, "Maya lives in Oslo", "--valid-from", "2026-04-01")
+    code, out, err = run("why", out.strip())
+    assert code == 0, err
+    assert "valid 2026-03-10T14:05Z to 2026-04-01" in out
+    assert "valid since 2026-04-01 " in out

@@ -364,7 +364,7 @@ def test_jsonl_export_from_the_cli(store: Path, tmp_path: Path,
     code, out, _ = _run(capsys, "--path", str(store), "export", "--jsonl", "-")
     assert code == 0 and len(out.splitlines()) == 7
     assert all(json.loads(line)["namespace"] == "default" for line in out.splitlines())
-    code, _, err = _run(capsys, "--path", str(store), "export")
-    assert code != 0 and "--parquet DIR or --jsonl FILE" in err
+    code, _, err = _run(capsys, "--path", str(store), "export", "--parquet", "x", "--jsonl", "-")
+    assert code == 2 and "not allowed with" in err
     code, _, err = _run(capsys, "--path", str(store), "export", "--jsonl", str(tmp_path))
     assert code != 0 and "is a directory" in err
