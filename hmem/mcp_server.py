@@ -259,6 +259,9 @@ def build_server(
                     note(name, ok)
 
             if read or not read_only:
+                server.tool_arguments = {
+                    **server.tool_arguments, name: tuple(inspect.signature(fn).parameters),
+                }
                 server.add_tool(
                     run, name=name, description=DESCRIPTIONS[name],
                     annotations=ToolAnnotations.model_validate({

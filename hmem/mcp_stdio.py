@@ -26,9 +26,13 @@ try:
 
     try:
         from mcp.server.mcpserver import MCPServer as Server  # mcp >= 2
+        from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:  # mcp 1.x
         from mcp.server.fastmcp import (  # type: ignore[no-redef,attr-defined,unused-ignore]
             FastMCP as Server,
+        )
+        from mcp.server.fastmcp.exceptions import (  # type: ignore[no-redef,unused-ignore]
+            ToolError,
         )
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -41,6 +45,18 @@ __all__ = [
     "CallToolResult", "Field", "Server", "StdioServer", "TextContent", "ToolAnnotations",
     "error_result",
 ]
+
+
+def _argument_problem(err: Any) -> str:
+    """One validation error as a hint: the argument and what it needs, never its value."""
+    where = ".".join(str(part) for part in err.get("loc", ())) or "arguments"
+    if err.get("type") == "missing":
+        return f"`{where}` is required"
+    return f"`{where}`: {err.get('msg', 'invalid')}"
+
+
+def _tool_error(message: str) -> CallToolResult:
+    return CallToolResult.model_validate(error_result("InvalidInput", message))
 
 
 def error_result(kind: str, message: str) -> dict[str, Any]:
@@ -119,9 +135,32 @@ class _Wire:
 
 
 class StdioServer(Server):  # type: ignore[misc,valid-type,unused-ignore]
-    """The SDK's server, reading stdin through a :class:`_Wire`."""
+    """The SDK's server, reading stdin through a :class:`_Wire`. A call whose arguments break
+    the tool's schema, or name an argument the tool does not take, is answered with a tool
+    error that names each argument and what it needs (not the validator's text, which quotes
+    the caller's values and a URL), and reported to :attr:`refused` like a refused line."""
 
     refused: Callable[[str], None] = staticmethod(lambda name: None)
+    tool_arguments: dict[str, tuple[str, ...]] = {}  # tool -> the arguments it takes
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any) -> Any:
+        takes = self.tool_arguments.get(name)
+        unknown = sorted(set(arguments) - set(takes)) if takes is not None else []
+        if unknown:
+            self.refused(name)
+            return _tool_error(
+                f"{name} takes no argument {', '.join(map(repr, unknown))}; it takes "
+                f"{', '.join(takes or ())}"
+            )
+        try:
+            return await super().call_tool(name, arguments, *rest)
+        except ToolError as e:
+            if not isinstance(e.__cause__, ValidationError):
+                raise
+            self.refused(name)
+            return _tool_error(f"{name}: " + "; ".join(
+                _argument_problem(err) for err in e.__cause__.errors()
+            ))
 
     async def run_stdio_async(self) -> None:
         # the SDK's low-level server, which serves a pair of streams: mcp >= 2, or 1.x

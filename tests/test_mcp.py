@@ -300,7 +300,7 @@ def test_schemas_bad_arguments_and_the_usage_log(
         assert needle not in raw
     records = [json.loads(line) for line in raw.splitlines()]
     assert all(set(r) == {"ts", "op", "ok"} for r in records)
-    expected = [("remember", True), *((n, False) for n, _, _, seen in BAD_CALLS if seen),
+    expected = [("remember", True), *((n, False) for n, _, _, _ in BAD_CALLS),
                 ("revise", True), ("revise", False), ("forget", True), ("forget", False),
                 ("recall", True)]
     assert [(r["op"], r["ok"]) for r in records] == expected
@@ -308,8 +308,8 @@ def test_schemas_bad_arguments_and_the_usage_log(
     assert main(["--path", str(store), "stats", "--usage", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     per_op = {u["op"]: (u["calls"], u["errors"]) for u in summary["ops"]}
-    assert per_op == {"remember": (4, 3), "revise": (3, 2), "forget": (3, 2), "why": (1, 1),
-                      "recall": (2, 1), "diff": (3, 3)}
+    assert per_op == {"remember": (8, 7), "revise": (5, 4), "forget": (3, 2), "why": (1, 1),
+                      "recall": (3, 2), "diff": (3, 3)}  # refused arguments are calls too
     assert summary["calls"] == len(expected) and summary["first"] <= summary["last"]
     assert main(["--path", str(store), "stats", "--usage"]) == 0
     out = capsys.readouterr().out
@@ -457,3 +457,25 @@ def test_log_recalls_needs_the_writer(store: Path, capsys: pytest.CaptureFixture
         m.remember("maya", "Maya lives in London")
     assert main(["--path", str(store), "mcp", "--read-only", "--log-recalls"]) == 1
     assert "--log-recalls needs the writer" in capsys.readouterr().err
+
+
+def test_bad_arguments_are_named_without_echoing_values_and_unknown_ones_refused(
+    store: Path,
+) -> None:
+    async def body() -> None:
+        async with serve(store, "--usage-log") as c:
+            r = await c.call("remember", subject="maya")
+            assert r["isError"] and r["text"] == "remember: `text` is required"
+            r = await c.call("remember", subject="maya", text="x", confidence=7)
+            assert r["isError"] and "`confidence`" in r["text"] and "pydantic" not in r["text"]
+            assert "7" not in r["text"].replace("`confidence`", "")  # the value is not echoed
+            r = await c.call("remember", subject="maya", text="Maya likes tea", colour="red")
+            assert r["isError"] and "takes no argument 'colour'" in r["text"]
+            assert "subject, text" in r["text"]
+            assert r["structuredContent"]["error"] == "InvalidInput"
+            await c.ok("stats")
+
+    run(body)
+    assert _stats(store) == (0, 0)  # nothing stored
+    ops = [json.loads(line) for line in (store / "usage.log").read_text().splitlines()]
+    assert [(o["op"], o["ok"]) for o in ops] == [("remember", False)] * 3 + [("stats", True)]
