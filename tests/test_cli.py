@@ -405,3 +405,9 @@ def test_valid_times_show_the_time_of_day_when_there_is_one(run: Run) -> None:
     assert code == 0, err
     assert "valid 2026-03-10T14:05Z to 2026-04-01" in out
     assert "valid since 2026-04-01 " in out
+
+
+def test_mcp_help_shows_the_uvx_form_that_works(run: Run) -> None:
+    code, out, _ = run("mcp", "--help", path=None)
+    assert code == 0 and "uvx --from 'hmem[mcp]' hmem mcp" in out
+    assert "-- uvx hmem mcp" not in out  # plain uvx installs hmem without the MCP SDK
