@@ -173,7 +173,8 @@ class ReadMethods(StoreHandle):
         parquet: str | os.PathLike[str] | None = None,
     ) -> duckdb.DuckDBPyRelation:
         """The belief set at ``as_of`` (default now) as a DuckDB relation; with ``parquet``,
-        also written to that file. Use ``.df()``, ``.arrow()``, ``.fetchall()`` on the result."""
+        also written to that file. Use ``.fetchall()``, ``.df()`` (pandas) or
+        ``.to_arrow_table()`` (pyarrow) on the result."""
         valid = parse_time_opt(valid_at, "valid_at")
         with self.reading() as store:
             seq = store.projector.last_seq if as_of is None else store.tx_seq(as_of, "as_of")
@@ -251,7 +252,8 @@ class ReadMethods(StoreHandle):
         Parquet). The query runs now: errors are raised here, a query running longer than
         ``timeout`` seconds (or interrupted with Ctrl-C) is stopped, and a result over
         ``max_rows`` rows is refused. Returns the result as a DuckDB relation of its own
-        (unaffected by later writes): ``.df()``, ``.fetchall()``, ``.arrow()``, ``.pl()``."""
+        (unaffected by later writes): ``.fetchall()``, ``.fetchnumpy()``, and with pandas /
+        polars / pyarrow installed ``.df()``, ``.pl()``, ``.to_arrow_table()``."""
         check_read_only(query)
         for name, value in (("timeout", timeout), ("max_rows", max_rows)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
