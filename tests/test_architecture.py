@@ -28,6 +28,7 @@ EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")
 # Private names of the standard library and of namedtuples that code may use.
 FOREIGN_PRIVATE = {
     "_fields", "_asdict", "_replace", "_make", "_actions", "_SubParsersAction",
+    "_check_value",  # argparse's hook for a bad choice (hmem/cli.py suggests the near ones)
     "_bm25_encoder", "_has_bm25_slot",  # Mem0's vector store, set up by bench/peers_mem0.py
 }
 
