@@ -9,28 +9,31 @@ what goes out as JSON (the MCP server's answers) passes :func:`unicode_safe`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from eventlog.events import (
-    EmbeddingRecorded,
-    EpisodeRecorded,
-    Event,
-    FactForgotten,
-    FactRemembered,
-    FactRevised,
-    RecallServed,
+from hmem.recall_log import replay_lines
+from hmem.views import stats_lines
+from replay.views import (
+    belief_lines,
+    day,
+    diff_lines,
+    event_line,
+    fact_id,
+    fact_lines,
+    history_lines,
+    quote,
+    source_of,
+    tx,
+    why_lines,
 )
 
 if TYPE_CHECKING:
     from eventlog.repair import RepairReport, VerifyReport
     from hmem.hits import Hit
     from hmem.recall import RecallResult
-    from hmem.recall_log import LoggedRecall, RecallReplay
-    from hmem.views import Belief, Diff, FactView, Stats, Version, Why
+    from hmem.recall_log import LoggedRecall
     from replay.verify import ProjectionDiff
 
 __all__ = [
@@ -105,121 +108,10 @@ def lone_surrogate_at(value: Any) -> str | None:
     return None
 
 
-def day(dt: datetime | None) -> str:
-    """A valid (world) time in UTC: YYYY-MM-DD at midnight, else to the minute (or second), so
-    a fact valid from 14:05 does not read as valid the whole day."""
-    if dt is None:
-        return "?"
-    utc = dt.astimezone(timezone.utc)
-    if (utc.hour, utc.minute, utc.second, utc.microsecond) == (0, 0, 0, 0):
-        return utc.date().isoformat()
-    precise = utc.second or utc.microsecond
-    return utc.strftime("%Y-%m-%dT%H:%M:%SZ" if precise else "%Y-%m-%dT%H:%MZ")
-
-
-def tx(dt: datetime | None) -> str:
-    """A transaction time as ISO 8601 to the second, in UTC."""
-    return "?" if dt is None else dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def fact_id(n: int | None) -> str:
-    return "?" if n is None else f"#{n}"
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\n", " ") + '"'
-
-
-def _valid(valid_from: datetime | None, valid_to: datetime | None) -> str:
-    if valid_to is None:
-        return f"since {day(valid_from)}"
-    return f"{day(valid_from)} to {day(valid_to)}"
-
-
-def _believed(v: Version) -> str:
-    if v.tx_to is None:
-        return f"believed since {tx(v.tx_from)}"
-    return f"believed {tx(v.tx_from)} to {tx(v.tx_to)}"
-
-
-def _source(agent: str | None, ref: str | None) -> str:
-    parts = [p for p in (agent, ref) if p]
-    return " ".join(parts) if parts else "unknown"
-
-
-def _status(f: FactView) -> str:
-    if f.forgotten_at is not None:
-        reason = f", {f.forget_reason}" if f.forget_reason else ""
-        return f"forgotten {tx(f.forgotten_at)}{reason}"
-    if f.superseded_by is not None:
-        return f"superseded by {fact_id(f.superseded_by)}"
-    return "current"
-
-
-def fact_lines(f: FactView, *, indent: str = "") -> list[str]:
-    """A fact: id, subject, text, status and source, then one line per bi-temporal version."""
-    origin = f"source {_source(f.source_agent, f.source_ref)}"
-    if f.supersedes is not None:
-        how = "corrects" if f.revision == "correction" else "world change after"
-        origin += f"; {how} {fact_id(f.supersedes)}"
-    if f.reason:
-        origin += f" ({f.reason})"
-    if f.confidence != 1.0:
-        origin += f"; confidence {f.confidence:g}"
-    lines = [f"{indent}{fact_id(f.id)} {f.subject}: {_quote(f.text)}  [{_status(f)}]  {origin}"]
-    for v in f.versions:
-        lines.append(f"{indent}    valid {_valid(v.valid_from, v.valid_to):<24} {_believed(v)}")
-    return lines
-
-
-def event_line(ev: Event) -> str:
-    """One event in aligned columns: seq, tx time, type, namespace, what it says."""
-    columns = f"{ev.seq:>6}  {tx(ev.tx_at)}  {_event_type(ev):<10}  {ev.namespace:<8}"
-    return f"{columns}  {_event_body(ev)}"
-
-
-def _event_body(ev: Event) -> str:
-    if isinstance(ev, FactRemembered):
-        body = f"{fact_id(ev.seq)} {ev.subject}: {_quote(ev.text)}"
-        if ev.valid_from is not None or ev.valid_to is not None:
-            body += f" (valid {_valid(ev.valid_from, ev.valid_to)})"
-    elif isinstance(ev, FactRevised):
-        body = f"{fact_id(ev.fact_id)} -> {fact_id(ev.seq)} {_quote(ev.text)}"
-        if ev.valid_from is not None:
-            body += f" (valid {_valid(ev.valid_from, ev.valid_to)})"
-        else:
-            body += " (correction)"
-        if ev.reason:
-            body += f" reason: {ev.reason}"
-    elif isinstance(ev, FactForgotten):
-        body = fact_id(ev.fact_id) + (f" reason: {ev.reason}" if ev.reason else "")
-    elif isinstance(ev, EmbeddingRecorded):
-        body = f"{fact_id(ev.fact_id)} {ev.model} ({ev.dims} dims)"
-    elif isinstance(ev, EpisodeRecorded):
-        who = ev.role + (f" {ev.speaker}" if ev.speaker else "")
-        body = f"session {ev.session_id} turn {ev.turn} {who}: {_quote(ev.text)}"
-    elif isinstance(ev, RecallServed):
-        ids = ", ".join(fact_id(i) for i in ev.hits) or "nothing"
-        body = f"{_quote(ev.query)} -> {ids}"
-    else:  # pragma: no cover - a new event type
-        body = ""
-    if ev.source_agent or ev.source_ref:
-        body += f"  [{_source(ev.source_agent, ev.source_ref)}]"
-    return body
-
-
-def _event_type(ev: Event) -> str:
-    return str(type(ev).__struct_config__.tag)
-
-
 def recall_lines(result: RecallResult) -> list[str]:
     """Hits in rank order, one rendered line each, plus what the limit/budget left out."""
-    if not result.hits:
-        return ["(no matching facts)"]
-    lines = [line for hit in result.hits for line in _visible_hit(hit).render().split("\n")]
-    if result.omitted:
-        lines.append(f"({result.omitted} more left out by --limit / --max-tokens)")
-    return lines
+    shown = msgspec.structs.replace(result, hits=tuple(_visible_hit(h) for h in result.hits))
+    return shown.lines(limits="--limit / --max-tokens")
 
 
 def _visible_hit(hit: Hit) -> Hit:
@@ -234,133 +126,15 @@ def _visible_hit(hit: Hit) -> Hit:
     )
 
 
-def why_lines(why: Why) -> list[str]:
-    """Source, the revision chain oldest first (with valid and believed periods), the events."""
-    f = why.fact
-    lines = [
-        f"{fact_id(f.id)} {_quote(f.text)}: source {_source(f.source_agent, f.source_ref)}, "
-        f"recorded {tx(f.recorded_at)}",
-        "revision chain, oldest first:",
-    ]
-    for link in why.chain:
-        lines.extend(fact_lines(link, indent="  "))
-        if link.extractor or link.derived_from:
-            turns = ", ".join(f"seq {s}" for s in link.derived_from) or "-"
-            lines.append(
-                f"      extracted by {link.extractor or '?'} (prompt "
-                f"{link.prompt_version or '?'}) from turns {turns}"
-            )
-    if why.episodes:
-        lines.append("source turns:")
-        for e in why.episodes:
-            who = e.role + (f" {e.speaker}" if e.speaker else "")
-            lines.append(
-                f"  seq {e.seq}  session {e.session_id} turn {e.turn}  {tx(e.observed_at)}  "
-                f"{who}: {_quote(e.text)}"
-            )
-    if why.seen_by:
-        lines.append("seen by the agent (logged recalls):")
-        for seen in why.seen_by:
-            lines.append(
-                f"  seq {seen.seq}  {tx(seen.served_at)}  "
-                f"[{_source(seen.source_agent, seen.source_ref)}]  {fact_id(seen.fact_id)} at "
-                f"rank {seen.rank} for {_quote(seen.query)}"
-            )
-    lines.append("events:")
-    for ev in why.events:
-        lines.append(f"  seq {ev.seq}  {_event_type(ev):<10}  {tx(ev.tx_at)}  "
-                     + (fact_id(ev.seq) if isinstance(ev, FactRemembered) else _short(ev)))
-    return lines
-
-
 def recalls_lines(logged: list[LoggedRecall]) -> list[str]:
     """One line per logged recall: seq, time, caller, query, the ids it returned."""
     if not logged:
         return ["(no logged recalls: turn logging on with `hmem mcp --log-recalls`, "
                 "Memory(log_recalls=True) or HMEM_LOG_RECALLS=1)"]
     return [
-        f"seq {r.seq}  {tx(r.served_at)}  [{_source(r.source_agent, r.source_ref)}]  "
-        f"{_quote(r.query)} -> " + (", ".join(fact_id(h.id) for h in r.hits) or "nothing")
+        f"seq {r.seq}  {tx(r.served_at)}  [{source_of(r.source_agent, r.source_ref)}]  "
+        f"{quote(r.query)} -> " + (", ".join(fact_id(h.id) for h in r.hits) or "nothing")
         for r in logged
-    ]
-
-
-def replay_lines(replay: RecallReplay) -> list[str]:
-    """The logged hits beside the replayed ones, and whether they agree."""
-    r = replay.recall
-    lines = [f"recall seq {r.seq}  {tx(r.served_at)}  {_quote(r.query)}"]
-    if replay.same:
-        lines.append("replayed: the same hits in the same order")
-    else:
-        lines.append(f"replayed DIFFERENTLY: {replay.differences}")
-    lines.append(f"  {'rank':>4}  {'logged':>18}  {'replayed':>18}")
-    for i in range(max(len(r.hits), len(replay.replayed))):
-        was = r.hits[i] if i < len(r.hits) else None
-        now = replay.replayed[i] if i < len(replay.replayed) else None
-        cell = [f"{fact_id(h.id)} {h.score:.4g}" if h else "-" for h in (was, now)]
-        lines.append(f"  {i + 1:>4}  {cell[0]:>18}  {cell[1]:>18}")
-    return lines
-
-
-def _short(ev: Event) -> str:
-    if isinstance(ev, FactRevised):
-        return f"{fact_id(ev.fact_id)} -> {fact_id(ev.seq)}"
-    reason = getattr(ev, "reason", None)
-    return fact_id(getattr(ev, "fact_id", None)) + (f" ({reason})" if reason else "")
-
-
-def diff_lines(diff: Diff) -> list[str]:
-    lines = [f"changes after seq {diff.since_seq} up to seq {diff.until_seq}:"]
-    if diff.empty:
-        return lines + ["  (none)"]
-    for f in diff.added:
-        lines.append(f"  added      {fact_id(f.id)} {f.subject}: {_quote(f.text)}")
-    for r in diff.revised:
-        kind = "correction" if r.kind == "correction" else "world change"
-        lines.append(
-            f"  revised    {fact_id(r.old.id)} {_quote(r.old.text)} -> "
-            f"{fact_id(r.new.id)} {_quote(r.new.text)} ({kind})"
-        )
-    for f in diff.forgotten:
-        reason = f" ({f.forget_reason})" if f.forget_reason else ""
-        lines.append(f"  forgotten  {fact_id(f.id)} {_quote(f.text)}{reason}")
-    return lines
-
-
-def belief_lines(beliefs: Iterable[Belief]) -> list[str]:
-    """One line per belief: id, subject, text, valid period, whether a change superseded it."""
-    lines = [
-        f"{fact_id(b.id)} {b.subject}: {_quote(b.text)}  valid {_valid(b.valid_from, b.valid_to)}"
-        + ("  [superseded]" if b.superseded else "")
-        + (f"  [{_source(b.source_agent, b.source_ref)}]" if b.source_agent or b.source_ref else "")
-        for b in beliefs
-    ]
-    return lines or ["(no beliefs at that point)"]
-
-
-def history_lines(subject: str, facts: Iterable[FactView]) -> list[str]:
-    lines: list[str] = []
-    for f in facts:
-        lines.extend(fact_lines(f))
-    return lines or [f"(no facts about {subject!r})"]
-
-
-def stats_lines(s: Stats) -> list[str]:
-    span = f"{tx(s.first_tx)} to {tx(s.last_tx)}" if s.first_tx else "-"
-    mode = "read-only" if s.read_only else f"writer, fsync {s.fsync}"
-    return [
-        f"store       {s.path} ({mode})",
-        f"namespace   {s.namespace}",
-        f"facts       {s.facts} ({s.current} current, {s.superseded} superseded, "
-        f"{s.forgotten} forgotten)",
-        f"subjects    {s.subjects}, entities {s.entities}, vectors {s.vectors}"
-        + (f" ({s.embedding_backlog} facts waiting to be embedded)" if s.embedding_backlog
-           else ""),
-        *([f"embedding   failed: {s.embedding_error}"] if s.embedding_error else []),
-        f"events      {s.namespace_events} in namespace",
-        f"tx time     {span}",
-        f"log head    {s.head}  (note it; `hmem log verify --expect` checks it later)",
-        f"projection  at seq {s.projection_seq}",
     ]
 
 

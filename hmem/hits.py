@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -90,3 +91,18 @@ class RecallResult(msgspec.Struct, frozen=True):
         """The hits as a prompt block, newest first, with dates."""
         ordered = sorted(self.hits, key=lambda h: (h.valid_from, h.id), reverse=True)
         return "\n".join(h.render() for h in ordered)
+
+    def lines(self, *, limits: str = "limit / max_tokens") -> list[str]:
+        """Hits in rank order, one rendered line each, plus what ``limits`` left out."""
+        if not self.hits:
+            return ["(no matching facts)"]
+        lines = [line for hit in self.hits for line in hit.render().split("\n")]
+        if self.omitted:
+            lines.append(f"({self.omitted} more left out by {limits})")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / Jupyter
+        p.text(str(self))

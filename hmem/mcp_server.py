@@ -309,10 +309,7 @@ def build_server(
             as_of=_tx(as_of), valid_at=_blank(valid_at), source_agent=source_agent,
             source_ref=_blank(source_ref),
         )
-        lines = [hit.render() for hit in result.hits] or ["(no matching facts)"]
-        if result.omitted:
-            lines.append(f"({result.omitted} more left out by limit / max_tokens)")
-        return _ok(lines, _data(result))
+        return _ok(result.lines(), _data(result))
 
     @tool("revise")
     def revise(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -30,9 +31,11 @@ from hmem.ranking import RecallConfig, RecallQuery, rank
 from hmem.recall import RecallRequest, query_at
 from projections.duck import DuckProjection
 from projections.projector import BULK_FLUSH_EVENTS, Projector
+from replay.views import fact_id, quote, tx
 
 __all__ = [
-    "LoggedRecall", "RecallReplay", "ServedHit", "served_event", "recall_view", "replay_recall",
+    "LoggedRecall", "RecallReplay", "ServedHit", "served_event", "recall_view", "replay_lines",
+    "replay_recall",
 ]
 
 
@@ -60,6 +63,9 @@ class LoggedRecall(msgspec.Struct, frozen=True):
     source_ref: str | None
     hits: tuple[ServedHit, ...]
 
+    def __str__(self) -> str:
+        return self.render()
+
     def render(self) -> str:
         where = f" [{self.source_ref}]" if self.source_ref else ""
         ids = ", ".join(str(h.id) for h in self.hits) or "nothing"
@@ -75,6 +81,29 @@ class RecallReplay(msgspec.Struct, frozen=True):
     replayed: tuple[ServedHit, ...]
     same: bool
     differences: str = ""
+
+    def __str__(self) -> str:
+        return "\n".join(replay_lines(self))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / Jupyter
+        p.text(str(self))
+
+
+def replay_lines(replay: RecallReplay) -> list[str]:
+    """The logged hits beside the replayed ones, and whether they agree."""
+    r = replay.recall
+    lines = [f"recall seq {r.seq}  {tx(r.served_at)}  {quote(r.query)}"]
+    if replay.same:
+        lines.append("replayed: the same hits in the same order")
+    else:
+        lines.append(f"replayed DIFFERENTLY: {replay.differences}")
+    lines.append(f"  {'rank':>4}  {'logged':>18}  {'replayed':>18}")
+    for i in range(max(len(r.hits), len(replay.replayed))):
+        was = r.hits[i] if i < len(r.hits) else None
+        now = replay.replayed[i] if i < len(replay.replayed) else None
+        cell = [f"{fact_id(h.id)} {h.score:.4g}" if h else "-" for h in (was, now)]
+        lines.append(f"  {i + 1:>4}  {cell[0]:>18}  {cell[1]:>18}")
+    return lines
 
 
 def served_event(

@@ -6,6 +6,7 @@ makes them; they are re-exported here with the facade's own (:class:`Stats`)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -20,6 +21,7 @@ from replay.views import (
     Why,
     episode_view,
     fact_view,
+    tx,
     version_view,
 )
 
@@ -29,6 +31,7 @@ __all__ = [
     "Belief",
     "Why",
     "SeenBy",
+    "stats_lines",
     "Revision",
     "Diff",
     "Stats",
@@ -80,3 +83,28 @@ class Stats(msgspec.Struct, frozen=True):
     def log_events(self) -> int:
         """The log's last seq (the older name of ``head_seq``)."""
         return self.head_seq
+
+    def __str__(self) -> str:
+        return "\n".join(stats_lines(self))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / Jupyter
+        p.text(str(self))
+
+
+def stats_lines(s: Stats) -> list[str]:
+    span = f"{tx(s.first_tx)} to {tx(s.last_tx)}" if s.first_tx else "-"
+    mode = "read-only" if s.read_only else f"writer, fsync {s.fsync}"
+    return [
+        f"store       {s.path} ({mode})",
+        f"namespace   {s.namespace}",
+        f"facts       {s.facts} ({s.current} current, {s.superseded} superseded, "
+        f"{s.forgotten} forgotten)",
+        f"subjects    {s.subjects}, entities {s.entities}, vectors {s.vectors}"
+        + (f" ({s.embedding_backlog} facts waiting to be embedded)" if s.embedding_backlog
+           else ""),
+        *([f"embedding   failed: {s.embedding_error}"] if s.embedding_error else []),
+        f"events      {s.namespace_events} in namespace",
+        f"tx time     {span}",
+        f"log head    {s.head}  (note it; `hmem log verify --expect` checks it later)",
+        f"projection  at seq {s.projection_seq}",
+    ]

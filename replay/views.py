@@ -1,14 +1,26 @@
-"""What replay and the reads return: frozen msgspec Structs (``msgspec.json.encode`` gives JSON).
+"""What replay and the reads return: frozen msgspec Structs (``msgspec.json.encode`` gives JSON),
+and their text: ``print`` (and a notebook) shows what the CLI prints. Times in the text are UTC:
+transaction times to the second; valid times as a date at midnight, to the minute otherwise.
 
 ``hmem.views`` re-exports every one of them."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
 
 import msgspec
 
-from eventlog.events import Event
+from eventlog.events import (
+    EmbeddingRecorded,
+    EpisodeRecorded,
+    Event,
+    FactForgotten,
+    FactRemembered,
+    FactRevised,
+    RecallServed,
+)
 from projections.state import Episode, Fact, Row
 from projections.timeutil import from_us, from_us_opt
 
@@ -24,7 +36,15 @@ __all__ = [
     "fact_view",
     "episode_view",
     "version_view",
+    # their text (what print shows; hmem.cli_format builds on these)
+    "belief_line", "belief_lines", "day", "diff_lines", "event_line", "fact_id", "fact_lines",
+    "history_lines", "quote", "source_of", "tx", "valid_period", "why_lines",
 ]
+
+
+def _pretty(self: object, p: Any, cycle: bool) -> None:
+    """IPython / Jupyter show the text form (``str``), not the field dump."""
+    p.text(str(self))
 
 
 class Version(msgspec.Struct, frozen=True):
@@ -74,6 +94,11 @@ class FactView(msgspec.Struct, frozen=True):
         """Believed now and not replaced by a newer version."""
         return self.superseded_by is None and self.forgotten_at is None
 
+    def __str__(self) -> str:
+        return "\n".join(fact_lines(self))
+
+    _repr_pretty_ = _pretty
+
 
 class Belief(msgspec.Struct, frozen=True):
     """One row of an as-of answer: a fact as it was believed at a transaction time."""
@@ -88,6 +113,11 @@ class Belief(msgspec.Struct, frozen=True):
     superseded: bool
     source_agent: str | None
     source_ref: str | None
+
+    def __str__(self) -> str:
+        return belief_line(self)
+
+    _repr_pretty_ = _pretty
 
 
 class EpisodeView(msgspec.Struct, frozen=True):
@@ -129,6 +159,11 @@ class Why(msgspec.Struct, frozen=True):
     episodes: tuple[EpisodeView, ...] = ()
     seen_by: tuple[SeenBy, ...] = ()
 
+    def __str__(self) -> str:
+        return "\n".join(why_lines(self))
+
+    _repr_pretty_ = _pretty
+
 
 class Revision(msgspec.Struct, frozen=True):
     old: FactView
@@ -152,6 +187,11 @@ class Diff(msgspec.Struct, frozen=True):
     @property
     def empty(self) -> bool:
         return not (self.added or self.revised or self.forgotten)
+
+    def __str__(self) -> str:
+        return "\n".join(diff_lines(self))
+
+    _repr_pretty_ = _pretty
 
 
 def version_view(row: Row) -> Version:
@@ -190,3 +230,199 @@ def episode_view(e: Episode) -> EpisodeView:
         speaker=e.speaker, text=e.text, observed_at=from_us(e.observed_at),
         recorded_at=from_us(e.recorded_at), source_agent=e.source_agent, source_ref=e.source_ref,
     )
+
+
+# ---------------------------------------------------------------------------- as text
+
+
+def day(dt: datetime | None) -> str:
+    """A valid (world) time in UTC: YYYY-MM-DD at midnight, else to the minute (or second), so
+    a fact valid from 14:05 does not read as valid the whole day."""
+    if dt is None:
+        return "?"
+    utc = dt.astimezone(timezone.utc)
+    if (utc.hour, utc.minute, utc.second, utc.microsecond) == (0, 0, 0, 0):
+        return utc.date().isoformat()
+    precise = utc.second or utc.microsecond
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ" if precise else "%Y-%m-%dT%H:%MZ")
+
+
+def tx(dt: datetime | None) -> str:
+    """A transaction time as ISO 8601 to the second, in UTC."""
+    return "?" if dt is None else dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fact_id(n: int | None) -> str:
+    return "?" if n is None else f"#{n}"
+
+
+def quote(text: str) -> str:
+    return '"' + text.replace("\n", " ") + '"'
+
+
+def valid_period(valid_from: datetime | None, valid_to: datetime | None) -> str:
+    if valid_to is None:
+        return f"since {day(valid_from)}"
+    return f"{day(valid_from)} to {day(valid_to)}"
+
+
+def _believed(v: Version) -> str:
+    if v.tx_to is None:
+        return f"believed since {tx(v.tx_from)}"
+    return f"believed {tx(v.tx_from)} to {tx(v.tx_to)}"
+
+
+def source_of(agent: str | None, ref: str | None) -> str:
+    parts = [p for p in (agent, ref) if p]
+    return " ".join(parts) if parts else "unknown"
+
+
+def _status(f: FactView) -> str:
+    if f.forgotten_at is not None:
+        reason = f", {f.forget_reason}" if f.forget_reason else ""
+        return f"forgotten {tx(f.forgotten_at)}{reason}"
+    if f.superseded_by is not None:
+        return f"superseded by {fact_id(f.superseded_by)}"
+    return "current"
+
+
+def fact_lines(f: FactView, *, indent: str = "") -> list[str]:
+    """A fact: id, subject, text, status and source, then one line per bi-temporal version."""
+    origin = f"source {source_of(f.source_agent, f.source_ref)}"
+    if f.supersedes is not None:
+        how = "corrects" if f.revision == "correction" else "world change after"
+        origin += f"; {how} {fact_id(f.supersedes)}"
+    if f.reason:
+        origin += f" ({f.reason})"
+    if f.confidence != 1.0:
+        origin += f"; confidence {f.confidence:g}"
+    lines = [f"{indent}{fact_id(f.id)} {f.subject}: {quote(f.text)}  [{_status(f)}]  {origin}"]
+    for v in f.versions:
+        period = valid_period(v.valid_from, v.valid_to)
+        lines.append(f"{indent}    valid {period:<24} {_believed(v)}")
+    return lines
+
+
+def event_line(ev: Event) -> str:
+    """One event in aligned columns: seq, tx time, type, namespace, what it says."""
+    columns = f"{ev.seq:>6}  {tx(ev.tx_at)}  {_event_type(ev):<10}  {ev.namespace:<8}"
+    return f"{columns}  {_event_body(ev)}"
+
+
+def _event_body(ev: Event) -> str:
+    if isinstance(ev, FactRemembered):
+        body = f"{fact_id(ev.seq)} {ev.subject}: {quote(ev.text)}"
+        if ev.valid_from is not None or ev.valid_to is not None:
+            body += f" (valid {valid_period(ev.valid_from, ev.valid_to)})"
+    elif isinstance(ev, FactRevised):
+        body = f"{fact_id(ev.fact_id)} -> {fact_id(ev.seq)} {quote(ev.text)}"
+        if ev.valid_from is not None:
+            body += f" (valid {valid_period(ev.valid_from, ev.valid_to)})"
+        else:
+            body += " (correction)"
+        if ev.reason:
+            body += f" reason: {ev.reason}"
+    elif isinstance(ev, FactForgotten):
+        body = fact_id(ev.fact_id) + (f" reason: {ev.reason}" if ev.reason else "")
+    elif isinstance(ev, EmbeddingRecorded):
+        body = f"{fact_id(ev.fact_id)} {ev.model} ({ev.dims} dims)"
+    elif isinstance(ev, EpisodeRecorded):
+        who = ev.role + (f" {ev.speaker}" if ev.speaker else "")
+        body = f"session {ev.session_id} turn {ev.turn} {who}: {quote(ev.text)}"
+    elif isinstance(ev, RecallServed):
+        ids = ", ".join(fact_id(i) for i in ev.hits) or "nothing"
+        body = f"{quote(ev.query)} -> {ids}"
+    else:  # pragma: no cover - a new event type
+        body = ""
+    if ev.source_agent or ev.source_ref:
+        body += f"  [{source_of(ev.source_agent, ev.source_ref)}]"
+    return body
+
+
+def _event_type(ev: Event) -> str:
+    return str(type(ev).__struct_config__.tag)
+
+
+def why_lines(why: Why) -> list[str]:
+    """Source, the revision chain oldest first (with valid and believed periods), the events."""
+    f = why.fact
+    lines = [
+        f"{fact_id(f.id)} {quote(f.text)}: source {source_of(f.source_agent, f.source_ref)}, "
+        f"recorded {tx(f.recorded_at)}",
+        "revision chain, oldest first:",
+    ]
+    for link in why.chain:
+        lines.extend(fact_lines(link, indent="  "))
+        if link.extractor or link.derived_from:
+            turns = ", ".join(f"seq {s}" for s in link.derived_from) or "-"
+            lines.append(
+                f"      extracted by {link.extractor or '?'} (prompt "
+                f"{link.prompt_version or '?'}) from turns {turns}"
+            )
+    if why.episodes:
+        lines.append("source turns:")
+        lines += [
+            f"  seq {e.seq}  session {e.session_id} turn {e.turn}  {tx(e.observed_at)}  "
+            f"{e.role}{f' {e.speaker}' if e.speaker else ''}: {quote(e.text)}"
+            for e in why.episodes
+        ]
+    if why.seen_by:
+        lines.append("seen by the agent (logged recalls):")
+        lines += [
+            f"  seq {r.seq}  {tx(r.served_at)}  [{source_of(r.source_agent, r.source_ref)}]  "
+            f"{fact_id(r.fact_id)} at rank {r.rank} for {quote(r.query)}"
+            for r in why.seen_by
+        ]
+    lines.append("events:")
+    for ev in why.events:
+        lines.append(f"  seq {ev.seq}  {_event_type(ev):<10}  {tx(ev.tx_at)}  "
+                     + (fact_id(ev.seq) if isinstance(ev, FactRemembered) else _short(ev)))
+    return lines
+
+
+def _short(ev: Event) -> str:
+    if isinstance(ev, FactRevised):
+        return f"{fact_id(ev.fact_id)} -> {fact_id(ev.seq)}"
+    reason = getattr(ev, "reason", None)
+    return fact_id(getattr(ev, "fact_id", None)) + (f" ({reason})" if reason else "")
+
+
+def diff_lines(diff: Diff) -> list[str]:
+    lines = [f"changes after seq {diff.since_seq} up to seq {diff.until_seq}:"]
+    if diff.empty:
+        return lines + ["  (none)"]
+    for f in diff.added:
+        lines.append(f"  added      {fact_id(f.id)} {f.subject}: {quote(f.text)}")
+    for r in diff.revised:
+        kind = "correction" if r.kind == "correction" else "world change"
+        lines.append(
+            f"  revised    {fact_id(r.old.id)} {quote(r.old.text)} -> "
+            f"{fact_id(r.new.id)} {quote(r.new.text)} ({kind})"
+        )
+    for f in diff.forgotten:
+        reason = f" ({f.forget_reason})" if f.forget_reason else ""
+        lines.append(f"  forgotten  {fact_id(f.id)} {quote(f.text)}{reason}")
+    return lines
+
+
+def belief_lines(beliefs: Iterable[Belief]) -> list[str]:
+    """One line per belief: id, subject, text, valid period, whether a change superseded it."""
+    lines = [belief_line(b) for b in beliefs]
+    return lines or ["(no beliefs at that point)"]
+
+
+def belief_line(b: Belief) -> str:
+    line = f"{fact_id(b.id)} {b.subject}: {quote(b.text)}  valid "
+    line += valid_period(b.valid_from, b.valid_to)
+    if b.superseded:
+        line += "  [superseded]"
+    if b.source_agent or b.source_ref:
+        line += f"  [{source_of(b.source_agent, b.source_ref)}]"
+    return line
+
+
+def history_lines(subject: str, facts: Iterable[FactView]) -> list[str]:
+    lines: list[str] = []
+    for f in facts:
+        lines.extend(fact_lines(f))
+    return lines or [f"(no facts about {subject!r})"]

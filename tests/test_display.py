@@ -1,0 +1,34 @@
+"""Every answer type reads as text: ``print(m.why(3))`` in a script and the bare value in a
+notebook show what the CLI prints, not a dump of fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from hmem import Memory
+from hmem import cli_format as fmt
+
+pretty = pytest.importorskip("IPython.lib.pretty").pretty
+
+
+def test_answers_print_and_display_as_the_cli_shows_them(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, log_recalls=True) as m:
+        a = m.remember("maya", "Maya lives in London", valid_from="2025-01-01", source_ref="s1:t3")
+        b = m.revise(a, "Maya lives in Paris", valid_from="2026-03-01T14:05:00Z")
+        result = m.recall("where does maya live", source_ref="s1:t4")
+        seq = m.last_seq
+        shown = {
+            "why": (m.why(b), fmt.why_lines(m.why(b))),
+            "diff": (m.diff(0), fmt.diff_lines(m.diff(0))),
+            "fact": (m.get(b), fmt.fact_lines(m.get(b))),
+            "belief": (m.beliefs()[0], fmt.belief_lines(m.beliefs()[:1])),
+            "stats": (m.stats(), fmt.stats_lines(m.stats())),
+            "recall": (result, fmt.recall_lines(result)),
+            "replay": (m.replay_recall(seq), fmt.replay_lines(m.replay_recall(seq))),
+        }
+        for name, (value, lines) in shown.items():
+            assert str(value) == "\n".join(lines), name
+            assert pretty(value) == str(value), name  # IPython / Jupyter's text display
+        assert "valid 2025-01-01 to 2026-03-01T14:05Z" in str(m.why(b))
+        assert str(m.recalls()[0]).startswith(f"#{seq} ")
+        assert str(result).startswith("- Maya lives in Paris (since 2026-03-01; replaced")
