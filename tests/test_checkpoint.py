@@ -18,17 +18,12 @@ import duckdb
 import pytest
 
 from hmem import Memory
+from hmem.demo import StepClock
 from hmem.store import Store
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(minutes=1)
-        return self.now
+# The stores' clock: a step forward each time it is read.
+START, STEP = datetime(2025, 1, 1, tzinfo=timezone.utc), timedelta(minutes=1)
 
 
 WORLD = datetime(2030, 1, 1, tzinfo=timezone.utc)  # world changes, later than every tx time
@@ -53,8 +48,8 @@ def write_history(m: Memory, n: int, seed: int = 0) -> None:
 
 
 def writer(path: Path, every: int) -> Memory:
-    return Memory(store=Store(path, fsync="never", checkpoint_every=every), clock=Clock(),
-                  embedder=None)
+    store = Store(path, fsync="never", checkpoint_every=every)
+    return Memory(store=store, clock=StepClock(START, STEP), embedder=None)
 
 
 def close(m: Memory) -> None:

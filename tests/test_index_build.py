@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hmem import Memory
+from hmem.demo import StepClock
 from projections.projector import build_indexes
 from projections.recall_index import NamespaceIndex
 from tests.conftest import examples
@@ -34,13 +35,9 @@ change = st.tuples(
 histories = st.lists(st.one_of(remember, change), min_size=1, max_size=25)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
-    def __call__(self) -> datetime:
-        self.now += timedelta(minutes=1)
-        return self.now
+# The stores' clock: a step forward each time it is read.
+START, STEP = datetime(2025, 1, 1, tzinfo=timezone.utc), timedelta(minutes=1)
 
 
 def play(m: Memory, history: list[tuple[object, ...]]) -> None:
@@ -108,7 +105,7 @@ def fields(index: NamespaceIndex) -> dict[str, object]:
 @given(history=histories)
 def test_bulk_built_indexes_equal_incrementally_built_ones(history):
     with tempfile.TemporaryDirectory() as tmp:
-        with Memory(Path(tmp) / "s", clock=Clock(), embedder=None) as m:
+        with Memory(Path(tmp) / "s", clock=StepClock(START, STEP), embedder=None) as m:
             projector = m.store.projector
             assert projector.indexes == {}  # built now: every event below goes through add()
             play(m, history)

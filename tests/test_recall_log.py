@@ -13,23 +13,20 @@ from hypothesis import strategies as st
 
 from eventlog.events import RecallServed
 from hmem import Memory, errors
+from hmem.demo import StepClock
 from hmem.ranking import RecallConfig
 from tests.conftest import examples
 
 WORLD = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
-    def __call__(self) -> datetime:
-        self.now += timedelta(hours=7)
-        return self.now
+# The stores' clock: a step forward each time it is read.
+START, STEP = datetime(2025, 1, 1, tzinfo=timezone.utc), timedelta(hours=7)
 
 
 def open_memory(path: Path, **kw: object) -> Memory:
-    kw.setdefault("clock", Clock())
+    kw.setdefault("clock", StepClock(START, STEP))
     kw.setdefault("embedder", "hash")
     kw.setdefault("embed_mode", "inline")
     kw.setdefault("log_recalls", True)
@@ -228,7 +225,7 @@ def test_a_logged_recall_waits_for_no_fsync_and_sync_makes_it_durable(tmp_path):
             super().fdatasync(fd)
 
     store = Store(tmp_path / "s", fsync="always", io=Counting())
-    m = Memory(store=store, clock=Clock(), embedder=None, log_recalls=True)
+    m = Memory(store=store, clock=StepClock(START, STEP), embedder=None, log_recalls=True)
     m.remember("maya", "Maya lives in London")
     before = Counting.syncs
     m.recall("maya")
