@@ -44,7 +44,7 @@ from hmem.errors import (
 from hmem.timeparse import TimeLike, parse_time
 from projections import checkpoint
 from projections.checks import check_fields
-from projections.duck import DuckProjection, is_lock_conflict
+from projections.duck import DuckProjection, from_log, is_lock_conflict
 from projections.projector import Projector
 from projections.timeutil import to_us
 from replay.asof import seq_at
@@ -164,10 +164,8 @@ class Store:
         """The writer's view of the checkpoint on disk: its seq if it is from this log."""
         stamp = checkpoint.read_stamp(self.checkpoint_path)
         self.checkpoint_seq = 0
-        if stamp is not None:
-            seq, chain = stamp
-            if 0 < seq <= self.log.last_seq and self.log.chain_at(seq).hex() == chain:
-                self.checkpoint_seq = seq
+        if stamp is not None and from_log(stamp, self.log.last_seq, self.log.chain_at):
+            self.checkpoint_seq = stamp[0]
 
     def _maybe_publish(self, *, closing: bool = False) -> None:
         tail = self.projector.last_seq - self.checkpoint_seq
@@ -189,10 +187,11 @@ class Store:
 
     def _check_cursor(self, db: DuckProjection) -> None:
         """Reset a projection that is ahead of the log or was built from a different log."""
-        seq, chain = db.cursor()
+        cursor = db.cursor()
+        seq = cursor[0]
         if seq == 0:
             return
-        if seq > self.log.last_seq or self.log.chain_at(seq).hex() != chain:
+        if not from_log(cursor, self.log.last_seq, self.log.chain_at):
             self.notes.append(
                 f"projection was built from a different log (at seq {seq}); rebuilt from the log"
             )

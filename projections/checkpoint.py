@@ -24,12 +24,13 @@ import itertools
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
-from projections.duck import SCHEMA_VERSION, TABLES, DuckProjection
+from projections.duck import SCHEMA_VERSION, TABLES, DuckProjection, from_log
 
 __all__ = ["CHECKPOINT_FILE", "Stamp", "publish", "read_stamp", "load"]
 
@@ -69,13 +70,8 @@ def read_stamp(path: Path) -> Stamp | None:
         return None
     con = duckdb.connect(":memory:")
     try:
-        with _attach_lock:
-            alias = f"checkpoint_{next(_aliases)}"
-            con.execute(f"ATTACH '{_sql_path(path)}' AS {alias} (READ_ONLY)")
-            try:
-                return _stamp(con, alias)
-            finally:
-                con.execute(f"DETACH {alias}")
+        with _attached(con, path) as alias:
+            return _stamp(con, alias)
     except duckdb.Error:
         return None
     finally:
@@ -94,16 +90,23 @@ def load(
     if not path.exists():
         return 0, None
     try:
-        with _attach_lock:
-            alias = f"checkpoint_{next(_aliases)}"
-            db.con.execute(f"ATTACH '{_sql_path(path)}' AS {alias} (READ_ONLY)")
-            try:
-                return _copy(db, alias, last_seq, chain_at)
-            finally:
-                db.con.execute(f"DETACH {alias}")
+        with _attached(db.con, path) as alias:
+            return _copy(db, alias, last_seq, chain_at)
     except duckdb.Error as e:
         db.reset()
         return 0, f"checkpoint {path} is unreadable ({e}); replayed the log"
+
+
+@contextmanager
+def _attached(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[str]:
+    """The checkpoint attached read-only to ``con`` for the block; yields its alias."""
+    with _attach_lock:
+        alias = f"checkpoint_{next(_aliases)}"
+        con.execute(f"ATTACH '{_sql_path(path)}' AS {alias} (READ_ONLY)")
+        try:
+            yield alias
+        finally:
+            con.execute(f"DETACH {alias}")
 
 
 def _copy(
@@ -112,26 +115,23 @@ def _copy(
     stamp = _stamp(db.con, alias)
     if stamp is None:
         return 0, "checkpoint is from another schema version; replayed the log"
-    seq, chain = stamp
-    if seq == 0:
+    if stamp[0] == 0:
         return 0, None
-    if seq > last_seq or chain_at(seq).hex() != chain:
-        return 0, f"checkpoint (seq {seq}) was published from a different log; replayed the log"
+    if not from_log(stamp, last_seq, chain_at):
+        return 0, (
+            f"checkpoint (seq {stamp[0]}) was published from a different log; replayed the log"
+        )
     con = db.con
     con.execute("BEGIN TRANSACTION")
     try:
         for table in TABLES:
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {alias}.{table}")
-        con.execute(
-            "UPDATE meta SET value = CASE key WHEN 'last_seq' THEN ? ELSE ? END "
-            "WHERE key IN ('last_seq', 'chain')",
-            [str(seq), chain],
-        )
+        db.set_cursor(*stamp)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return seq, None
+    return stamp[0], None
 
 
 def _stamp(con: duckdb.DuckDBPyConnection, alias: str) -> Stamp | None:

@@ -24,7 +24,7 @@ import itertools
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,8 @@ from projections.gc_pause import paused_gc
 from projections.state import Episode, Fact, FactState, Row, Vector
 
 __all__ = [
-    "SCHEMA_VERSION", "DuckProjection", "TABLES", "check_readable", "is_lock_conflict", "one_row",
+    "SCHEMA_VERSION", "DuckProjection", "TABLES", "check_readable", "from_log", "is_lock_conflict",
+    "one_row",
 ]
 
 # 2: Snowball stems in postings; subject in indexed text. 3: episodes table, fact lineage.
@@ -163,6 +164,13 @@ def _owner_only(path: Path) -> None:
             os.chmod(p, 0o600)
         except FileNotFoundError:
             pass
+
+
+def from_log(cursor: tuple[int, str], last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
+    """Whether a cursor ``(seq, chain hex)`` names a point of this log: a seq it has, with the
+    log's chain at it (not a projection of another store, or of a log cut shorter since)."""
+    seq, chain = cursor
+    return 0 < seq <= last_seq and chain_at(seq).hex() == chain
 
 
 def is_lock_conflict(error: BaseException) -> bool:
@@ -305,6 +313,15 @@ class DuckProjection:
         rows = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
         return int(rows.get("last_seq", "0")), rows.get("chain", "")
 
+    def set_cursor(self, seq: int, chain: str) -> None:
+        """Record that the tables hold the log up to ``seq`` (``chain``: the log's chain there,
+        hex). Run it in the transaction that wrote the rows."""
+        self.con.execute(
+            "UPDATE meta SET value = CASE key WHEN 'last_seq' THEN ? ELSE ? END "
+            "WHERE key IN ('last_seq', 'chain')",
+            [str(seq), chain],
+        )
+
     # ------------------------------------------------------------------ write
 
     def write(
@@ -349,11 +366,7 @@ class DuckProjection:
             if new_recalls:
                 self._insert("recalls", recall_columns(new_recalls))
                 self._insert("recall_hits", recall_hit_columns(new_recalls))
-            con.execute(
-                "UPDATE meta SET value = CASE key WHEN 'last_seq' THEN ? ELSE ? END "
-                "WHERE key IN ('last_seq', 'chain')",
-                [str(last_seq), chain.hex()],
-            )
+            self.set_cursor(last_seq, chain.hex())
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
