@@ -1,4 +1,5 @@
-"""Recall in one place: its knobs, the request a caller makes, and how a request is answered.
+"""Recall in one place: its knobs, the request a caller makes, and how a request is resolved
+against the store (:func:`resolve`; :func:`hmem.ranking.rank` answers it).
 
 1. Candidates come from two ranked lists over the facts visible to the query (current beliefs,
    or those of ``as_of`` / ``valid_at``): BM25 over the text index and, when the store has
@@ -33,7 +34,7 @@ import numpy as np
 from hmem.embedders import Embedder, check_output
 from hmem.errors import EmbedderError, InvalidInput
 from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
-from hmem.ranking import FUSIONS, RecallConfig, RecallQuery, rank
+from hmem.ranking import FUSIONS, RecallConfig, RecallQuery
 from hmem.store import Store
 from hmem.timeexpr import parse_time_expression
 from hmem.timeparse import TimeLike, parse_time_opt
@@ -51,7 +52,6 @@ __all__ = [
     "RecallResult",
     "query_at",
     "query_time_range",
-    "recall",
     "resolve",
 ]
 
@@ -106,19 +106,6 @@ class RecallRequest:
             reference_time=parse_time_opt(reference_time, "reference_time"),
             explain=bool(explain),
         )
-
-
-def recall(
-    store: Store,
-    namespace: str,
-    request: RecallRequest,
-    config: RecallConfig,
-    embedder: Embedder | None,
-    now: datetime,
-) -> RecallResult:
-    """Answer ``request`` over ``namespace`` of ``store`` (held under its lock, caught up)."""
-    query = resolve(store, namespace, request, embedder, now)
-    return rank(store.projector, namespace, config, query)
 
 
 def resolve(
