@@ -82,6 +82,13 @@ class NamespaceCopy:
         self.namespace = namespace
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
+        self._casts = {  # each table's columns cast to the projection's types, for every copy
+            table: ", ".join(
+                f'"{name}"::{kind} AS "{name}"'
+                for name, kind, *_ in source.execute(f"DESCRIBE {table}").fetchall()
+            )
+            for table in TABLES
+        }
         for table in TABLES:
             self._copy(source, table, "CREATE TABLE {table} AS SELECT {casts} FROM _rows",
                        "", [])
@@ -130,11 +137,9 @@ class NamespaceCopy:
         data: dict[str, Any] = source.execute(
             f"SELECT * FROM {table} WHERE namespace = ?{where}", [self.namespace, *params]
         ).fetchnumpy()
-        types = source.execute(f"DESCRIBE {table}").fetchall()
-        casts = ", ".join(f'"{name}"::{kind} AS "{name}"' for name, kind, *_ in types)
         self.con.register("_rows", data)
         try:
-            self.con.execute(statement.format(table=table, casts=casts))
+            self.con.execute(statement.format(table=table, casts=self._casts[table]))
         finally:
             self.con.unregister("_rows")
 
