@@ -23,8 +23,6 @@ from replay.views import (
     fact_id,
     fact_lines,
     history_lines,
-    quote,
-    source_of,
     tx,
     why_lines,
 )
@@ -131,11 +129,7 @@ def recalls_lines(logged: list[LoggedRecall]) -> list[str]:
     if not logged:
         return ["(no logged recalls: turn logging on with `hmem mcp --log-recalls`, "
                 "Memory(log_recalls=True) or HMEM_LOG_RECALLS=1)"]
-    return [
-        f"seq {r.seq}  {tx(r.served_at)}  [{source_of(r.source_agent, r.source_ref)}]  "
-        f"{quote(r.query)} -> " + (", ".join(fact_id(h.id) for h in r.hits) or "nothing")
-        for r in logged
-    ]
+    return [r.render() for r in logged]
 
 
 def log_verify_lines(report: VerifyReport, root: object) -> list[str]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import msgspec
+
+from replay.views import pretty_text
 
 __all__ = ["ContextTurn", "Hit", "PastVersion", "RecallResult"]
 
@@ -104,5 +105,4 @@ class RecallResult(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / Jupyter
-        p.text(str(self))
+    _repr_pretty_ = pretty_text  # IPython / Jupyter show str()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -31,7 +30,7 @@ from hmem.ranking import RecallConfig, RecallQuery, rank
 from hmem.recall import RecallRequest, query_at
 from projections.duck import DuckProjection
 from projections.projector import BULK_FLUSH_EVENTS, Projector
-from replay.views import fact_id, quote, tx
+from replay.views import fact_id, pretty_text, quote, source_of, tx
 
 __all__ = [
     "LoggedRecall", "RecallReplay", "ServedHit", "served_event", "recall_view", "replay_lines",
@@ -66,10 +65,13 @@ class LoggedRecall(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return self.render()
 
+    _repr_pretty_ = pretty_text  # IPython / Jupyter show str()
+
     def render(self) -> str:
-        where = f" [{self.source_ref}]" if self.source_ref else ""
-        ids = ", ".join(str(h.id) for h in self.hits) or "nothing"
-        return f"#{self.seq} {self.served_at.isoformat()}{where} {self.query!r} -> {ids}"
+        """One line: seq, time, caller, query, the ids it returned (as ``hmem recalls``)."""
+        ids = ", ".join(fact_id(h.id) for h in self.hits) or "nothing"
+        return (f"seq {self.seq}  {tx(self.served_at)}  "
+                f"[{source_of(self.source_agent, self.source_ref)}]  {quote(self.query)} -> {ids}")
 
 
 class RecallReplay(msgspec.Struct, frozen=True):
@@ -85,8 +87,7 @@ class RecallReplay(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return "\n".join(replay_lines(self))
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / Jupyter
-        p.text(str(self))
+    _repr_pretty_ = pretty_text  # IPython / Jupyter show str()
 
 
 def replay_lines(replay: RecallReplay) -> list[str]:

@@ -6,7 +6,6 @@ makes them; they are re-exported here with the facade's own (:class:`Stats`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import msgspec
 
@@ -21,6 +20,7 @@ from replay.views import (
     Why,
     episode_view,
     fact_view,
+    pretty_text,
     tx,
     version_view,
 )
@@ -87,8 +87,7 @@ class Stats(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return "\n".join(stats_lines(self))
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / Jupyter
-        p.text(str(self))
+    _repr_pretty_ = pretty_text  # IPython / Jupyter show str()
 
 
 def stats_lines(s: Stats) -> list[str]:

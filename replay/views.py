@@ -38,11 +38,11 @@ __all__ = [
     "version_view",
     # their text (what print shows; hmem.cli_format builds on these)
     "belief_line", "belief_lines", "day", "diff_lines", "event_line", "fact_id", "fact_lines",
-    "history_lines", "quote", "source_of", "tx", "valid_period", "why_lines",
+    "history_lines", "pretty_text", "quote", "source_of", "tx", "valid_period", "why_lines",
 ]
 
 
-def _pretty(self: object, p: Any, cycle: bool) -> None:
+def pretty_text(self: object, p: Any, cycle: bool) -> None:
     """IPython / Jupyter show the text form (``str``), not the field dump."""
     p.text(str(self))
 
@@ -97,7 +97,7 @@ class FactView(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return "\n".join(fact_lines(self))
 
-    _repr_pretty_ = _pretty
+    _repr_pretty_ = pretty_text
 
 
 class Belief(msgspec.Struct, frozen=True):
@@ -117,7 +117,7 @@ class Belief(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return belief_line(self)
 
-    _repr_pretty_ = _pretty
+    _repr_pretty_ = pretty_text
 
 
 class EpisodeView(msgspec.Struct, frozen=True):
@@ -162,7 +162,7 @@ class Why(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return "\n".join(why_lines(self))
 
-    _repr_pretty_ = _pretty
+    _repr_pretty_ = pretty_text
 
 
 class Revision(msgspec.Struct, frozen=True):
@@ -191,7 +191,7 @@ class Diff(msgspec.Struct, frozen=True):
     def __str__(self) -> str:
         return "\n".join(diff_lines(self))
 
-    _repr_pretty_ = _pretty
+    _repr_pretty_ = pretty_text
 
 
 def version_view(row: Row) -> Version:

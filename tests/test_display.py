@@ -30,5 +30,7 @@ def test_answers_print_and_display_as_the_cli_shows_them(tmp_path):
             assert str(value) == "\n".join(lines), name
             assert pretty(value) == str(value), name  # IPython / Jupyter's text display
         assert "valid 2025-01-01 to 2026-03-01T14:05Z" in str(m.why(b))
-        assert str(m.recalls()[0]).startswith(f"#{seq} ")
+        assert str(m.recalls()[0]) == fmt.recalls_lines(m.recalls())[0]
+        assert str(m.recalls()[0]).startswith(f"seq {seq}  ")
+        assert pretty(m.recalls()[0]) == str(m.recalls()[0])
         assert str(result).startswith("- Maya lives in Paris (since 2026-03-01; replaced")
