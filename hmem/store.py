@@ -9,7 +9,7 @@ Layout of a store directory::
 
 DuckDB lets only one process open a database file while it is written, so a reader (another
 process, e.g. the CLI while an agent's server writes) never touches ``projection.duckdb``: it
-copies the writer's last checkpoint (projections/checkpoint.py) into an in-memory projection,
+opens a private copy of the writer's last checkpoint (projections/checkpoint.py) as its projection,
 folds the log's tail after it, and follows the log as it grows. The writer publishes a new
 checkpoint when the tail reaches ``checkpoint_every`` events or 1% of the log, and on close.
 """
@@ -131,14 +131,12 @@ class Store:
             raise
 
     def _open_projection(self, flush_every: int) -> None:
-        db = DuckProjection(None if self.read_only else self.root / PROJECTION_FILE)
+        db = self._reader_copy() if self.read_only else DuckProjection(self.root / PROJECTION_FILE)
         try:
             if db.recreated:
                 self.notes.append(db.recreated)
             if not self.read_only:
                 self._check_cursor(db)
-            else:
-                self._load_checkpoint(db)
             self.projector = Projector(db, self.log.chain_at, flush_every=flush_every)
             self.catch_up()
             if not self.read_only:
@@ -153,12 +151,19 @@ class Store:
     def checkpoint_path(self) -> Path:
         return self.root / checkpoint.CHECKPOINT_FILE
 
-    def _load_checkpoint(self, db: DuckProjection) -> None:
+    def _reader_copy(self) -> DuckProjection:
+        """A reader's projection: its private copy of the checkpoint, or an empty in-memory one
+        (the log is then replayed) when there is no checkpoint from this log."""
         self.log.refresh()
-        seq, note = checkpoint.load(db, self.checkpoint_path, self.log.last_seq, self.log.chain_at)
-        self.checkpoint_seq = seq
+        db, note = checkpoint.open_copy(self.checkpoint_path, self.log.last_seq,
+                                        self.log.chain_at)
         if note:
             self.notes.append(note)
+        if db is None:
+            self.checkpoint_seq = 0
+            return DuckProjection(None)
+        self.checkpoint_seq = db.cursor()[0]
+        return db
 
     def _find_checkpoint(self) -> None:
         """The writer's view of the checkpoint on disk: its seq if it is from this log."""

@@ -12,6 +12,12 @@ repaired (cut) since, from another schema version, or one that is damaged, is sk
 and the reader replays the log as before. The checkpoint is derived, like the projection: deleting
 it loses nothing.
 
+A reader opens a private copy of the file (``open_copy``): the checkpoint is copied byte for byte
+into a directory of its own under the system's temporary directory (owner-only; removed when the
+reader closes, and by the next reader if its process died), and DuckDB opens that copy as a file,
+so the reader's tables stay compressed on disk and are read on demand instead of being loaded
+into memory.
+
 Publishing: the writer checkpoints DuckDB (its file then holds every committed row and no WAL is
 needed), copies the file to ``checkpoint.duckdb.tmp`` while it holds the store's lock (no write in
 between), fsyncs it and renames it over the last one, so a reader sees the old checkpoint or the
@@ -23,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,9 +37,9 @@ from pathlib import Path
 
 import duckdb
 
-from projections.duck import SCHEMA_VERSION, TABLES, DuckProjection, from_log
+from projections.duck import SCHEMA_VERSION, DuckProjection, from_log
 
-__all__ = ["CHECKPOINT_FILE", "Stamp", "publish", "read_stamp", "load"]
+__all__ = ["CHECKPOINT_FILE", "Stamp", "open_copy", "publish", "read_stamp"]
 
 CHECKPOINT_FILE = "checkpoint.duckdb"
 
@@ -78,23 +85,57 @@ def read_stamp(path: Path) -> Stamp | None:
         con.close()
 
 
-def load(
-    db: DuckProjection, path: Path, last_seq: int, chain_at: Callable[[int], bytes]
-) -> tuple[int, str | None]:
-    """Fill the empty in-memory projection ``db`` from the checkpoint at ``path`` when it was
-    published from this log (the log's chain at the checkpoint's seq matches its stamp).
-
-    Returns ``(seq, note)``: the seq the projection now holds (0 when nothing was loaded) and,
-    when a checkpoint was there but skipped, why. On any failure ``db`` is left empty.
-    """
+def open_copy(
+    path: Path, last_seq: int, chain_at: Callable[[int], bytes]
+) -> tuple[DuckProjection | None, str | None]:
+    """A reader's private on-disk copy of the checkpoint at ``path`` when it was published from
+    this log; else ``(None, why)`` (``why`` None when there is no checkpoint to speak of). The
+    copy's directory is removed when the returned projection is closed."""
     if not path.exists():
-        return 0, None
+        return None, None
+    _sweep_dead_copies()
+    scratch = Path(tempfile.mkdtemp(prefix=f"{_COPY_PREFIX}{os.getpid()}-"))
+    db: DuckProjection | None = None
     try:
-        with _attached(db.con, path) as alias:
-            return _copy(db, alias, last_seq, chain_at)
+        copy = scratch / CHECKPOINT_FILE
+        shutil.copyfile(path, copy)  # one open file: the old checkpoint or the new, not a mix
+        db = DuckProjection(copy, scratch=scratch)
+        stamp = db.cursor()
+        note = None
+        if db.recreated:
+            note = f"checkpoint {path} is unreadable or of another schema version; replayed the log"
+        elif stamp[0] > 0 and not from_log(stamp, last_seq, chain_at):
+            note = (f"checkpoint (seq {stamp[0]}) was published from a different log; "
+                    "replayed the log")
+        if note is None and stamp[0] > 0:
+            return db, None
     except duckdb.Error as e:
-        db.reset()
-        return 0, f"checkpoint {path} is unreadable ({e}); replayed the log"
+        note = f"checkpoint {path} is unreadable ({e}); replayed the log"
+    if db is not None:
+        db.close()
+    shutil.rmtree(scratch, ignore_errors=True)
+    return None, note
+
+
+_COPY_PREFIX = "hmem-reader-"
+
+
+def _sweep_dead_copies() -> None:
+    """Remove reader copies left by processes that died without closing them."""
+    for left in Path(tempfile.gettempdir()).glob(f"{_COPY_PREFIX}*-*"):
+        pid = left.name[len(_COPY_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive, and not ours to sweep
+    return True
 
 
 @contextmanager
@@ -107,31 +148,6 @@ def _attached(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[str]:
             yield alias
         finally:
             con.execute(f"DETACH {alias}")
-
-
-def _copy(
-    db: DuckProjection, alias: str, last_seq: int, chain_at: Callable[[int], bytes]
-) -> tuple[int, str | None]:
-    stamp = _stamp(db.con, alias)
-    if stamp is None:
-        return 0, "checkpoint is from another schema version; replayed the log"
-    if stamp[0] == 0:
-        return 0, None
-    if not from_log(stamp, last_seq, chain_at):
-        return 0, (
-            f"checkpoint (seq {stamp[0]}) was published from a different log; replayed the log"
-        )
-    con = db.con
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for table in TABLES:
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {alias}.{table}")
-        db.set_cursor(*stamp)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    return stamp[0], None
 
 
 def _stamp(con: duckdb.DuckDBPyConnection, alias: str) -> Stamp | None:

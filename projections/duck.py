@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -230,8 +231,13 @@ def _detach_memory_db(name: str) -> None:
 class DuckProjection:
     """A DuckDB database holding the projection (a file, or in memory when ``path`` is None)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None, *, scratch: Path | None = None
+    ) -> None:
+        """``scratch``: a directory holding ``path`` that is removed on :meth:`close` (a
+        reader's private copy of the checkpoint)."""
         self.path = None if path is None else Path(path)
+        self.scratch = scratch
         self.recreated = ""
         self._attached: tuple[str, duckdb.DuckDBPyConnection] | None = None
         self.con = self._connect()
@@ -475,3 +481,6 @@ class DuckProjection:
         if self._attached is not None:
             _detach_memory_db(self._attached[0])
             self._attached = None
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None

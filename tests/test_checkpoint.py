@@ -11,6 +11,9 @@ import os
 import random
 import shutil
 import stat
+import subprocess
+import sys
+import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -260,3 +263,40 @@ def test_two_readers_open_at_once_in_one_process(tmp_path):
         assert r1.store.checkpoint_seq == r2.store.checkpoint_seq > 0
         assert state_of(r1) == state_of(r2)
     close(w)
+
+
+def test_a_reader_works_on_a_private_copy_removed_when_it_closes(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = tmp_path / "s"
+    w = writer(path, 5)
+    write_history(w, 30)
+    with Memory(path, read_only=True, embedder=None) as r:
+        copy = r.store.db.path
+        assert copy is not None and copy.parent.parent == tmp_path / "tmp"
+        assert stat.S_IMODE(copy.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+        before = r.stats().facts
+        write_history(w, 30, seed=5)  # the writer publishes over the original meanwhile
+        assert r.stats().facts == w.stats().facts != before
+        assert state_of(r)[1] == replayed(path)[1]
+    assert not copy.parent.exists()
+    close(w)
+
+
+def test_a_copy_left_by_a_dead_reader_is_swept_by_the_next(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    left = tmp_path / "tmp" / f"hmem-reader-{dead}-abc"
+    alive = tmp_path / "tmp" / f"hmem-reader-{os.getpid()}-def"
+    for d in (left, alive):
+        d.mkdir(parents=True)
+        (d / CHECKPOINT_FILE).write_bytes(b"x")
+    path = tmp_path / "s"
+    close_after = writer(path, 5)
+    write_history(close_after, 10)
+    close(close_after)
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoint_seq == r.last_seq
+    assert not left.exists() and alive.exists()
