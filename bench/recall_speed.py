@@ -46,6 +46,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ from bench.report import (
     time_calls,
 )
 from bench.synthetic import SEED, TextGen, TmpDirs, make_queries
-from hmem.ranking import rank
+from hmem.ranking import CODES_FROM, rank
 from hmem.recall import RecallConfig, RecallQuery
 from projections.dense import DocVectors
 from projections.recall_index import NamespaceIndex
@@ -161,8 +162,17 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
                time_calls(lambda q: vectors.scores(qvecs[q], len(index)), queries, warm))
         record("bm25", "rank, BM25-only",
                time_calls(recall_fn(projector, cfg, None, now_us), queries, warm))
-        record("hybrid", "rank, hybrid (BM25 + dense, precomputed query vector)",
+        everyone = np.ones(len(index), dtype=bool)
+        record("dense_codes",
+               f"component: DocVectors.candidates alone (sign codes, {cfg.dense_rerank} re-scored)",
+               time_calls(lambda q: vectors.candidates(qvecs[q], len(index), everyone,
+                                                       cfg.dense_rerank), queries, warm))
+        record("hybrid", f"rank, hybrid (BM25 + dense, precomputed query vector; dense_search="
+                         f"{cfg.dense_search!r}: codes from {CODES_FROM:,} vectors)",
                time_calls(recall_fn(projector, cfg, qvecs, now_us), queries, warm))
+        exact = replace(cfg, dense_search="exact")
+        record("hybrid_exact", "rank, hybrid, exact dense scan (dense_search='exact')",
+               time_calls(recall_fn(projector, exact, qvecs, now_us), queries, warm))
         mid = max(1, projector.last_seq // 2)
         record("bm25_as_of", f"rank, BM25-only, as_of seq {mid:,} (mid-history)",
                time_calls(recall_fn(projector, cfg, None, now_us, mid), queries, warm))
@@ -286,10 +296,11 @@ def markdown(res: dict[str, Any]) -> str:
         f"{loads}.\n\n"
     )
     table = [
-        "| facts | built via | f32 / int8 matrix | rank BM25-only | hybrid f32 | hybrid int8 "
+        "| facts | built via | f32 / int8 matrix | rank BM25-only | hybrid f32 | hybrid f32 exact "
+        "| hybrid int8 "
         "| hybrid f32, as_of | BM25, as_of | dense scan f32 | dense scan int8 | dense scan f16 "
         "| Memory.recall hybrid f32 | RSS | targets |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in res["sizes"]:
         lat = s["latency"]
@@ -302,7 +313,8 @@ def markdown(res: dict[str, Any]) -> str:
                       f"{verdict(lat['hybrid_as_of'], TARGETS['as_of_p95_ms_1M'])}")
         table.append(
             f"| {s['label']} | {s['via']} | {s['matrix_mib']:,.0f} / {s['int8']['mib']:,.0f} MiB "
-            f"| {pair(lat['bm25'])} | {pair(lat['hybrid'])} | {pair(lat['hybrid_int8'])} "
+            f"| {pair(lat['bm25'])} | {pair(lat['hybrid'])} | {pair(lat.get('hybrid_exact'))} "
+            f"| {pair(lat['hybrid_int8'])} "
             f"| {pair(lat['hybrid_as_of'])} | {pair(lat['bm25_as_of'])} "
             f"| {pair(lat['dense_scan'])} | {pair(lat['dense_scan_int8'])} "
             f"| {pair(lat['dense_scan_f16'])} | {pair(lat.get('memory_hybrid'))} "

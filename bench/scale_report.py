@@ -44,11 +44,15 @@ def metrics(s: dict[str, Any]) -> list[tuple[str, float | None, str]]:
                  (f"{name} p95 (ms)", tt[key]["p95_ms"], "ms")]
     via = "Memory" if rc["via"] == "Memory" else "index layer"
     for key, name in (("bm25", "BM25-only"), ("hybrid", "hybrid f32"),
+                      ("hybrid_exact", "hybrid f32, exact dense scan"),
                       ("hybrid_int8", "hybrid int8"), ("hybrid_as_of", "hybrid f32, as_of"),
                       ("hybrid_as_of_int8", "hybrid int8, as_of"),
                       ("dense_scan", "dense scan alone, f32"),
+                      ("dense_codes", "dense codes + re-rank alone"),
                       ("dense_scan_int8", "dense scan alone, int8"),
                       ("dense_scan_f16", "dense scan alone, f16 blocks")):
+        if key not in lat:  # a run from before the row existed
+            continue
         rows += [(f"recall 1 ns: {name} p50 (ms)", lat[key]["p50_ms"], "ms"),
                  (f"recall 1 ns: {name} p95 (ms)", lat[key]["p95_ms"], "ms")]
     rows += [(f"recall 1 ns: RSS, index ({via})", rc["rss_mib"], "mib"),

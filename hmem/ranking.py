@@ -23,10 +23,15 @@ from projections.state import Fact, Row, subject_key
 from projections.text import STOPWORDS, tokenize
 from projections.timeutil import from_us, from_us_opt
 
-__all__ = ["FUSIONS", "RecallConfig", "RecallQuery", "rank", "ranked_order"]
+__all__ = [
+    "CODES_FROM", "DENSE_SEARCHES", "FUSIONS", "RecallConfig", "RecallQuery", "rank",
+    "ranked_order",
+]
 
 _DAY_US = 86_400 * 1_000_000
 FUSIONS = ("rrf", "weighted")
+DENSE_SEARCHES = ("auto", "exact", "codes")
+CODES_FROM = 20_000  # "auto" searches codes from this many vectors of the query's model on
 
 
 @dataclass(frozen=True)
@@ -52,15 +57,19 @@ class RecallConfig:
     feedback_docs: int = 2  # pseudo-relevance feedback: expand the query from the top docs...
     feedback_terms: int = 10  # ... with this many of their best terms ...
     feedback_weight: float = 0.3  # ... each weighted this much against a query term (0 = off)
+    # Dense search: "exact" scores every vector; "codes" ranks by sign-bit codes and re-scores
+    # the best ``dense_rerank`` (projections.dense); "auto" is "codes" from CODES_FROM vectors.
+    dense_search: str = "auto"
+    dense_rerank: int = 1000
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "fusion":
-                if value not in FUSIONS:
+            if f.name in _CHOICES:
+                if value not in _CHOICES[f.name]:
                     raise InvalidInput(
-                        f"RecallConfig.fusion must be one of {', '.join(map(repr, FUSIONS))}, "
-                        f"not {value!r}"
+                        f"RecallConfig.{f.name} must be one of "
+                        f"{', '.join(map(repr, _CHOICES[f.name]))}, not {value!r}"
                     )
             elif f.name == "dense_neighbors":
                 if not isinstance(value, bool):
@@ -87,7 +96,8 @@ def _non_negative(x: float) -> bool:
     return x >= 0
 
 
-_AT_LEAST_ONE = {"limit", "max_tokens", "candidates"}
+_CHOICES = {"fusion": FUSIONS, "dense_search": DENSE_SEARCHES}
+_AT_LEAST_ONE = {"limit", "max_tokens", "candidates", "dense_rerank"}
 _FLOAT_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "half_life_days": ("> 0", lambda x: x > 0),
     "chars_per_token": ("> 0", lambda x: x > 0),
@@ -165,10 +175,16 @@ def rank(
         keep = visible(docs)
         lists["bm25"] = _top(docs[keep], loans.lexical[docs[keep]], depth)
     vectors = index.vectors.get(model) if model is not None else None
-    if query_vector is not None and vectors is not None:
+    lend_cosines = bool((alpha or beta) and config.dense_neighbors)
+    if query_vector is not None and vectors is not None and _codes(config, vectors.count,
+                                                                  lend_cosines):
+        docs, cosines = vectors.candidates(query_vector, n, visible(np.arange(n)),
+                                           max(config.dense_rerank, depth))
+        lists["dense"] = _top(docs, cosines, depth)
+    elif query_vector is not None and vectors is not None:
         cosines, has = vectors.scores(query_vector, n)
         docs = np.flatnonzero(has)
-        if (alpha or beta) and config.dense_neighbors:
+        if lend_cosines:
             cosines[docs[~believed(docs)]] = 0  # only believed facts lend
             if loans is not None:
                 loans = replace(loans, cosines=cosines)
@@ -233,6 +249,13 @@ def rank(
         shown.add(rank)
         used += cost
     return RecallResult(query.text, tuple(hits), used, len(cand) - len(hits))
+
+
+def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
+    """Whether the dense list comes from codes (not when cosines are lent: that needs them all)."""
+    if lend_cosines or config.dense_search == "exact":
+        return False
+    return config.dense_search == "codes" or vectors >= CODES_FROM
 
 
 def _context(

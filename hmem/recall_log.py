@@ -154,10 +154,18 @@ def logged_recall(log: EventLog, namespace: str, seq: int) -> RecallServed:
     return ev
 
 
+def logged_config(text: str) -> RecallConfig:
+    """The RecallConfig a recall was served with. A recall logged before ``dense_search``
+    existed scanned every vector: it is replayed that way."""
+    fields = msgspec.json.decode(text)
+    fields.setdefault("dense_search", "exact")
+    return msgspec.convert(fields, RecallConfig)
+
+
 def replay_recall(log: EventLog, namespace: str, seq: int) -> RecallReplay:
     """Re-run the recall logged at ``seq`` against the log before it (see the module doc)."""
     ev = logged_recall(log, namespace, seq)
-    config = msgspec.json.decode(ev.config, type=RecallConfig)
+    config = logged_config(ev.config)
     db = DuckProjection(None)
     try:
         projector = Projector(db, log.chain_at, flush_every=BULK_FLUSH_EVENTS)

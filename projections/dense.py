@@ -13,6 +13,13 @@ coordinate is off by at most ``s / 2``; Cauchy-Schwarz), see :meth:`DocVectors.e
 NumPy has no int8 matrix-vector kernel, so int8 scores are computed block by block: a block of
 codes is converted to float32 in a small reused buffer (it stays in cache) and multiplied by
 the query; the per-row scales are applied at the end.
+
+Besides the rows, every vector keeps a *code*: the signs of its coordinates, one bit each (48
+bytes for 384 dimensions). :meth:`DocVectors.candidates` ranks the documents by the Hamming
+distance between their code and the query's, a pass over 1/32 of the float32 matrix's bytes,
+and re-scores only the best ``rerank`` of them with the stored rows: the search recall uses on
+large namespaces (``RecallConfig.dense_search``). ``python -m bench.dense_codes`` measures what
+it loses against the exact scan on real MiniLM vectors.
 """
 
 from __future__ import annotations
@@ -35,14 +42,16 @@ class DocVectors:
         self._matrix = np.zeros((64, dims), dtype=np.dtype(dtype))
         self._scale = np.zeros(64 if dtype == "int8" else 0, dtype=np.float32)
         self._has = np.zeros(64, dtype=bool)
+        self._words = -(-dims // 64)  # 64-bit words per code
+        self._codes = np.zeros((self._words, 64), dtype=np.uint64)  # word-major: one row a word
         self.size = 0  # number of documents covered (highest doc with a vector + 1)
         self.count = 0  # documents that have a vector
 
     @property
     def nbytes(self) -> int:
-        """Bytes held for the rows in use (codes plus scales)."""
+        """Bytes held for the rows in use (rows, int8 scales and sign codes)."""
         scale = 4 if self.dtype == "int8" else 0
-        return self.size * (self.dims * self._matrix.itemsize + scale)
+        return self.size * (self.dims * self._matrix.itemsize + scale + 8 * self._words)
 
     def set(self, doc: int, vector: np.ndarray) -> bool:
         """Store the vector of ``doc`` (a later vector of the same model replaces it). A vector
@@ -55,6 +64,9 @@ class DocVectors:
             self._has = _grown(self._has, grow)
             if self.dtype == "int8":
                 self._scale = _grown(self._scale, grow)
+            codes = np.zeros((self._words, grow), dtype=np.uint64)
+            codes[:, : self._codes.shape[1]] = self._codes
+            self._codes = codes
         v = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(v))
         unit = v / norm if norm > 0 else np.zeros(self.dims, dtype=np.float32)
@@ -65,6 +77,7 @@ class DocVectors:
             self._matrix[doc] = np.rint(unit / scale) if scale > 0 else 0
         else:
             self._matrix[doc] = unit
+        self._codes[:, doc] = _code(unit, self._words)
         if not self._has[doc]:
             self._has[doc] = True
             self.count += 1
@@ -97,6 +110,45 @@ class DocVectors:
             has[:n] = self._has[:n]
         return out, has
 
+    def candidates(
+        self, query: np.ndarray, n_docs: int, keep: np.ndarray, rerank: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(documents, their cosines): the ``rerank`` documents among ``keep`` (a mask over
+        0..n_docs-1; documents without a vector never count) whose codes are nearest the
+        query's, every tie at the cut included, scored with the stored rows. All of them when
+        no more than ``rerank`` are kept: then the answer is the exact scan's."""
+        q = np.asarray(query, dtype=np.float32)
+        n = min(self.size, n_docs)
+        norm = float(np.linalg.norm(q))
+        if norm <= 0 or not n:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        kept = keep[:n] & self._has[:n]
+        docs = np.flatnonzero(kept)
+        if len(docs) > rerank:
+            distance = self._distances(q, n)
+            np.putmask(distance, ~kept, 64 * self._words + 1)  # past any real distance
+            # the rerank-th smallest distance, by counting (distances are 0 .. 64 * words)
+            cut = int(np.searchsorted(np.cumsum(np.bincount(distance)), rerank))
+            docs = np.flatnonzero(distance <= cut)
+        rows = self._matrix[docs]
+        if self.dtype == "int8":
+            cosines = (rows.astype(np.float32) @ (q / norm)) * self._scale[docs]
+        else:
+            cosines = rows @ (q / norm)
+        return docs, cosines.astype(np.float32, copy=False)
+
+    def _distances(self, query: np.ndarray, n: int) -> np.ndarray:
+        """Hamming distance between the query's code and each of the first ``n`` codes."""
+        qcode = _code(query, self._words)
+        distance = np.bitwise_count(self._codes[0, :n] ^ qcode[0]).astype(np.uint16)
+        word = np.empty(n, dtype=np.uint64)
+        bits = np.empty(n, dtype=np.uint8)
+        for j in range(1, self._words):
+            np.bitwise_xor(self._codes[j, :n], qcode[j], out=word)
+            np.bitwise_count(word, out=bits)
+            distance += bits
+        return distance
+
     def error_bound(self, n_docs: int) -> np.ndarray:
         """Per document, the largest possible |stored cosine - exact cosine| for a unit query:
         0 for float32 (up to rounding), ``sqrt(dims) * scale / 2`` for int8."""
@@ -115,6 +167,13 @@ def _int8_scores(codes: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:
         k = len(block)
         np.copyto(buf[:k], block, casting="unsafe")
         np.matmul(buf[:k], q, out=out[start : start + k])
+
+
+def _code(vector: np.ndarray, words: int) -> np.ndarray:
+    """The sign bits of ``vector`` (1 where a coordinate is > 0) packed into ``words`` uint64."""
+    bits = np.zeros(words * 64, dtype=bool)
+    bits[: len(vector)] = vector > 0
+    return np.packbits(bits).view(np.uint64)
 
 
 def _grown(arr: np.ndarray, rows: int) -> np.ndarray:

@@ -1,4 +1,6 @@
-"""The int8 option of the dense index: same ranking as float32, within the stated error bound."""
+"""The dense index: int8 ranks like float32 within the stated error bound; the sign-code search
+returns the documents nearest by code, re-scored exactly, and the exact scan's answer whenever
+it re-scores every kept document."""
 
 from __future__ import annotations
 
@@ -31,7 +33,9 @@ def test_int8_cosines_are_within_the_bound_and_rank_like_float32(data) -> None:
     docs, queries = data
     f32, i8 = _filled("float32", docs), _filled("int8", docs)
     exact = (docs / np.linalg.norm(docs, axis=1, keepdims=True)).astype(np.float64)
-    assert i8.nbytes == len(docs) * (DIMS + 4) and f32.nbytes == len(docs) * DIMS * 4
+    codes = DIMS // 8  # one sign bit per dimension
+    assert i8.nbytes == len(docs) * (DIMS + 4 + codes)
+    assert f32.nbytes == len(docs) * (DIMS * 4 + codes)
     bound = i8.error_bound(len(docs)).astype(np.float64)
     assert bound.max() < 0.05  # sqrt(384) * max|x| / 254 with max|x| well below 1
     overlaps = []
@@ -54,7 +58,8 @@ def test_int8_handles_gaps_and_zero_vectors() -> None:
         vecs.set(0, np.arange(1, 9, dtype=np.float32))
         vecs.set(200, np.zeros(8, dtype=np.float32))  # grows past the initial 64 rows
         vecs.set(0, -np.arange(1, 9, dtype=np.float32))  # a later vector replaces the first
-    assert (f32.nbytes, i8.nbytes) == (201 * 8 * 4, 201 * (8 + 4))  # codes + a float32 scale
+    # rows, a float32 scale per int8 row, a 64-bit word of sign bits per row
+    assert (f32.nbytes, i8.nbytes) == (201 * (8 * 4 + 8), 201 * (8 + 4 + 8))
     s8, has8 = i8.scores(np.arange(1, 9, dtype=np.float32), 300)
     s32, has32 = f32.scores(np.arange(1, 9, dtype=np.float32), 300)
     assert has8.tolist() == has32.tolist() and has8.sum() == 2 and i8.count == 2
@@ -68,3 +73,40 @@ def test_namespace_index_passes_the_dtype_on_and_rejects_unknown_ones() -> None:
         NamespaceIndex(vector_dtype="int4")
     with pytest.raises(ValueError, match="float32"):
         DocVectors("m", 4, "float16")
+
+
+def _hamming(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Sign-bit distance computed independently: coordinates > 0 that differ."""
+    return ((rows > 0) != (q > 0)).sum(axis=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_codes_return_the_kept_documents_nearest_by_code_rescored(data, dtype) -> None:
+    docs, queries = data
+    vecs = _filled(dtype, docs)
+    rng = np.random.default_rng(3)
+    n = len(docs) + 5  # documents past the last vector have none
+    keep = rng.random(n) < 0.7
+    for q in queries[:10]:
+        got, cosines = vecs.candidates(q, n, keep, 200)
+        assert len(got) >= 200 and len(set(got.tolist())) == len(got)
+        assert keep[got].all() and (got < len(docs)).all()
+        full, _ = vecs.scores(q, n)
+        assert np.allclose(cosines, full[got], atol=1e-5)  # re-scored with the stored rows
+        distance = _hamming(docs, q)
+        kept = np.flatnonzero(keep[: len(docs)])
+        outside = np.setdiff1d(kept, got)
+        assert distance[got].max() <= distance[outside].min()  # nearest by code, ties kept
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_codes_rescoring_every_kept_document_is_the_exact_scan(data, dtype) -> None:
+    docs, queries = data
+    vecs = _filled(dtype, docs)
+    keep = np.arange(len(docs)) % 3 != 0
+    for q in queries[:5]:
+        got, cosines = vecs.candidates(q, len(docs), keep, len(docs))
+        full, has = vecs.scores(q, len(docs))
+        assert got.tolist() == np.flatnonzero(keep & has).tolist()
+        assert np.allclose(cosines, full[got], atol=1e-6)
+    assert len(vecs.candidates(np.zeros(DIMS, np.float32), len(docs), keep, 5)[0]) == 0

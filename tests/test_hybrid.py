@@ -61,6 +61,40 @@ def test_weighted_fusion_is_selectable(tmp_path):
         assert hit.id == a and hit.explain["dense"] == 0.0
 
 
+TEXTS = [f"{who} {what} {where}" for who in ("Maya", "Tom", "Ana") for what in
+         ("likes tea", "owns a bicycle", "studies astronomy", "moved house")
+         for where in ("in London", "in Paris", "at home")]
+
+
+@pytest.mark.parametrize("query", ["astronomer in Paris", "bicycle", "Ana tea at home"])
+def test_code_search_that_rescores_everything_answers_as_the_exact_scan(tmp_path, query):
+    with Memory(tmp_path / "s", embedder="hash-64", embed_mode="inline") as m:
+        for i, text in enumerate(TEXTS):
+            m.remember(text.split()[0].lower(), text, source_ref=f"t{i}")
+        gone = m.remember("tom", "Tom studies astronomy in Paris")
+        m.forget(gone)  # an invisible fact must stay out of the code search too
+        now = "2031-01-01"  # one reference time: scores comparable across the calls
+        exact = m.recall(query, explain=True, reference_time=now)  # few vectors: "auto" = exact
+        answers = {}
+        for search, rerank in (("exact", 1), ("codes", len(TEXTS) + 1), ("codes", 2)):
+            cfg = RecallConfig(dense_search=search, dense_rerank=rerank)
+            with m.in_namespace("default", recall_config=cfg) as view:
+                answers[search, rerank] = view.recall(query, explain=True, reference_time=now)
+    assert [(h.id, h.score) for h in answers["exact", 1]] == [(h.id, h.score) for h in exact]
+    assert [(h.id, h.score) for h in answers["codes", len(TEXTS) + 1]] == [
+        (h.id, h.score) for h in exact
+    ]
+    few = answers["codes", 2]
+    assert gone not in [h.id for h in few] and len(few) > 0
+
+
+@pytest.mark.parametrize("bad", [{"dense_search": "ann"}, {"dense_rerank": 0},
+                                 {"dense_rerank": True}])
+def test_dense_search_knobs_are_checked(bad):
+    with pytest.raises(errors.InvalidInput, match="dense_"):
+        RecallConfig(**bad)
+
+
 def test_remember_many_is_all_or_nothing(mem):
     ids = mem.remember_many([
         {"subject": "maya", "text": "Maya likes tea", "source_ref": "s1:t1"},

@@ -7,6 +7,7 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from eventlog.events import RecallServed
 from hmem import Memory, errors
 from hmem.demo import StepClock
 from hmem.ranking import RecallConfig
+from hmem.recall_log import logged_config
 from tests.conftest import examples
 
 WORLD = datetime(2030, 1, 1, tzinfo=timezone.utc)
@@ -53,6 +55,7 @@ configs = st.sampled_from([
     RecallConfig(),
     RecallConfig(fusion="weighted", feedback_weight=0.0, recency_weight=0.5, half_life_days=1.0),
     RecallConfig(context_turns=1, dense_neighbors=True, time_boost=2.0),
+    RecallConfig(dense_search="codes", dense_rerank=3),
 ])
 
 
@@ -240,3 +243,10 @@ def test_a_logged_recall_waits_for_no_fsync_and_sync_makes_it_durable(tmp_path):
     with Memory(tmp_path / "s", read_only=True) as r:
         assert len(r.recalls()) == 2
         r.sync()  # a reader has nothing to sync
+
+
+def test_a_recall_logged_before_code_search_existed_replays_with_the_exact_scan():
+    old = msgspec.json.encode({"limit": 5, "fusion": "rrf"}).decode()  # no dense_search field
+    assert logged_config(old) == RecallConfig(limit=5, dense_search="exact")
+    new = msgspec.json.encode(RecallConfig(dense_search="codes")).decode()
+    assert logged_config(new).dense_search == "codes"
