@@ -140,7 +140,7 @@ class DocVectors:
     def _distances(self, query: np.ndarray, n: int) -> np.ndarray:
         """Hamming distance between the query's code and each of the first ``n`` codes."""
         qcode = _code(query, self._words)
-        distance = np.bitwise_count(self._codes[0, :n] ^ qcode[0]).astype(np.uint16)
+        distance: np.ndarray = np.bitwise_count(self._codes[0, :n] ^ qcode[0]).astype(np.uint16)
         word = np.empty(n, dtype=np.uint64)
         bits = np.empty(n, dtype=np.uint8)
         for j in range(1, self._words):
