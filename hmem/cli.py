@@ -70,8 +70,9 @@ First steps:
   hmem remember maya "Maya lives in London" --valid-from 2025-01-01
   hmem recall "where does maya live"
 
-Times are ISO 8601 with a zone ('2025-01-01', '2025-01-01T09:30:00Z'); --as-of and diff also
-take a log seq (e.g. 42). The store is --path, else $HMEM_HOME, else ~/.local/share/hmem.
+Times are ISO 8601 with a zone ('2025-01-01', '2025-01-01T09:30:00Z') or spoken, in UTC
+('yesterday 14:02', '2pm', '3 days ago', 'last week'); --as-of and diff also take a log seq
+(e.g. 42). The store is --path, else $HMEM_HOME, else ~/.local/share/hmem.
 Add --json to any command for one JSON document on stdout. `hmem COMMAND --help` for more."""
 
 

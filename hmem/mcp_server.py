@@ -61,12 +61,13 @@ Statement = Annotated[str, Field(
 )]
 When = Annotated[str | None, Field(
     max_length=64,
-    description="A date or time in ISO 8601 ('2025-03-01', '2025-03-01T09:30:00Z'); a time "
-    "needs a zone.",
+    description="A date or time in ISO 8601 ('2025-03-01', '2025-03-01T09:30:00Z'; a time "
+    "needs a zone) or spoken, in UTC ('yesterday 14:02', '3 days ago', 'last week').",
 )]
 TxPoint = Annotated[int | str | None, Field(
-    description="A point in memory's own timeline: an ISO 8601 time ('2025-03-01T12:00:00Z') "
-    "or a seq number (every write result carries one).",
+    description="A point in memory's own timeline: an ISO 8601 time ('2025-03-01T12:00:00Z'), "
+    "a spoken one ('yesterday 14:02', '2 hours ago') or a seq number (every write result "
+    "carries one).",
 )]
 Reason = Annotated[str | None, Field(max_length=500, description="Why, in a few words.")]
 SourceRef = Annotated[str | None, Field(
@@ -366,7 +367,7 @@ def build_server(
     def diff(
         since: Annotated[int | str, Field(
             description="Start, exclusive: an ISO 8601 time ('2025-03-01T00:00:00Z', "
-            "'2025-03-01') or a seq number.")],
+            "'2025-03-01'), a spoken one ('yesterday', '2 hours ago') or a seq number.")],
         until: TxPoint = None,
     ) -> CallToolResult:
         start = _tx(since)

@@ -18,9 +18,10 @@ from hmem.handle import StoreHandle, TxPoint
 from hmem.ranking import rank
 from hmem.recall import RecallRequest, RecallResult, resolve
 from hmem.recall_log import LoggedRecall, RecallReplay, recall_view, replay_recall, served_event
-from hmem.timeparse import TimeLike, parse_time_opt
+from hmem.timeparse import TimeLike
 from hmem.transaction import Transaction, transaction_time
 from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
+from hmem.when import parse_when_opt
 from projections.duck import one_row
 from projections.state import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
@@ -68,6 +69,7 @@ class ReadMethods(StoreHandle):
         request = RecallRequest.build(
             query, config, limit=limit, max_tokens=max_tokens, as_of=as_of, valid_at=valid_at,
             subject=subject, reference_time=reference_time, explain=explain,
+            now=self.clock,
         )
         if source_ref is not None:
             source_ref = text_arg(source_ref, "source_ref")
@@ -99,8 +101,9 @@ class ReadMethods(StoreHandle):
         if source_ref is not None:
             source_ref = text_arg(source_ref, "source_ref")
         with self.reading() as store:
-            low = 0 if since is None else store.tx_seq(since, "since")
-            high = store.projector.last_seq if until is None else store.tx_seq(until, "until")
+            low = 0 if since is None else store.tx_seq(since, "since", self.clock)
+            high = (store.projector.last_seq if until is None
+                    else store.tx_seq(until, "until", self.clock))
             seqs = [
                 r[0] for r in store.connection().execute(
                     "SELECT seq FROM recalls WHERE namespace = ? AND seq > ? AND seq <= ? "
@@ -150,9 +153,9 @@ class ReadMethods(StoreHandle):
         """Everything believed at transaction time ``tx`` (a time or a seq; default now),
         optionally only what was true at world time ``valid_at``. Includes superseded rows
         (flagged)."""
-        valid = parse_time_opt(valid_at, "valid_at")
+        valid = parse_when_opt(valid_at, "valid_at", self.clock)
         with self.reading() as store:
-            seq = store.projector.last_seq if tx is None else store.tx_seq(tx, "as_of")
+            seq = store.projector.last_seq if tx is None else store.tx_seq(tx, "as_of", self.clock)
             return beliefs_as_of(
                 store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
             )
@@ -175,9 +178,10 @@ class ReadMethods(StoreHandle):
         """The belief set at ``as_of`` (default now) as a DuckDB relation; with ``parquet``,
         also written to that file. Use ``.fetchall()``, ``.df()`` (pandas) or
         ``.to_arrow_table()`` (pyarrow) on the result."""
-        valid = parse_time_opt(valid_at, "valid_at")
+        valid = parse_when_opt(valid_at, "valid_at", self.clock)
         with self.reading() as store:
-            seq = store.projector.last_seq if as_of is None else store.tx_seq(as_of, "as_of")
+            seq = (store.projector.last_seq if as_of is None
+                   else store.tx_seq(as_of, "as_of", self.clock))
             rel = snapshot_query(
                 store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
             )
@@ -193,8 +197,9 @@ class ReadMethods(StoreHandle):
         """What was added, revised and forgotten after ``since`` up to and including ``until``
         (default now). Each is a transaction time or a seq."""
         with self.reading() as store:
-            lo = store.tx_seq(since, "since")
-            hi = store.projector.last_seq if until is None else store.tx_seq(until, "until")
+            lo = store.tx_seq(since, "since", self.clock)
+            hi = (store.projector.last_seq if until is None
+                  else store.tx_seq(until, "until", self.clock))
             if hi < lo:
                 raise InvalidTime("until is before since; swap them")
             return diff_between(
@@ -286,10 +291,10 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             if since is not None:
                 where.append("seq > ?")
-                params.append(store.tx_seq(since, "since"))
+                params.append(store.tx_seq(since, "since", self.clock))
             if until is not None:
                 where.append("seq <= ?")
-                params.append(store.tx_seq(until, "until"))
+                params.append(store.tx_seq(until, "until", self.clock))
         if types is not None:
             kinds = [types] if isinstance(types, str) else list(types)
             unknown = set(kinds) - set(EVENT_TAGS)

@@ -37,7 +37,8 @@ from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
 from hmem.ranking import FUSIONS, RecallConfig, RecallQuery
 from hmem.store import Store
 from hmem.timeexpr import parse_time_expression
-from hmem.timeparse import TimeLike, parse_time_opt
+from hmem.timeparse import TimeLike
+from hmem.when import Now, parse_when_opt
 from projections.checks import MAX_TEXT_CHARS, check_text
 from projections.timeutil import to_us
 
@@ -81,8 +82,11 @@ class RecallRequest:
         subject: str | None = None,
         reference_time: TimeLike | None = None,
         explain: bool = False,
+        now: Now = None,
     ) -> RecallRequest:
-        """Check every argument before any work; defaults come from ``config``."""
+        """Check every argument before any work; defaults come from ``config``. Times may be
+        spoken ("yesterday 14:02", see :mod:`hmem.when`), read relative to ``reference_time``,
+        else to ``now`` (the store's clock)."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty; ask about something, e.g. 'where does maya live'")
         check_text("query", query, MAX_TEXT_CHARS)
@@ -97,13 +101,15 @@ class RecallRequest:
             as_of, (type(None), int, np.integer, str, datetime, date)
         ):
             raise InvalidInput("as_of must be a datetime, an ISO string or a seq")
+        reference = parse_when_opt(reference_time, "reference_time", now)
+        now = reference or now
         if not isinstance(as_of, (type(None), int, np.integer)):
-            as_of = parse_time_opt(as_of, "as_of")
+            as_of = parse_when_opt(as_of, "as_of", now)
         return cls(
             query=query, limit=int(limit), max_tokens=int(max_tokens),
             as_of=int(as_of) if isinstance(as_of, np.integer) else as_of,
-            valid_at=parse_time_opt(valid_at, "valid_at"), subject=subject,
-            reference_time=parse_time_opt(reference_time, "reference_time"),
+            valid_at=parse_when_opt(valid_at, "valid_at", now), subject=subject,
+            reference_time=reference,
             explain=bool(explain),
         )
 

@@ -41,7 +41,8 @@ from hmem.errors import (
     RecordRejected,
     StoreNotFound,
 )
-from hmem.timeparse import TimeLike, parse_time
+from hmem.timeparse import TimeLike
+from hmem.when import Now, parse_when
 from projections import checkpoint
 from projections.checks import check_fields
 from projections.duck import DuckProjection, from_log, is_lock_conflict
@@ -273,9 +274,9 @@ class Store:
         self.projector.flush()
         return self.db.con
 
-    def tx_seq(self, point: TimeLike | int, label: str) -> int:
-        """A transaction point as a seq: an int is a seq; a time (datetime, date or ISO string)
-        means the last seq at or before it."""
+    def tx_seq(self, point: TimeLike | int, label: str, now: Now = None) -> int:
+        """A transaction point as a seq: an int is a seq; a time (datetime, date, ISO string or
+        spoken, relative to ``now``: see :mod:`hmem.when`) means the last seq at or before it."""
         if isinstance(point, bool):
             raise InvalidInput(f"{label} must be a datetime, an ISO string or a seq")
         if isinstance(point, int):
@@ -283,7 +284,7 @@ class Store:
             if not 0 <= point <= last:
                 raise InvalidInput(f"{label} seq {point} is outside the log (0..{last})")
             return point
-        return seq_at(self.projector.tx_times, to_us(parse_time(point, label)))
+        return seq_at(self.projector.tx_times, to_us(parse_when(point, label, now)))
 
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop the projection and replay the whole log into it; returns events replayed."""

@@ -28,7 +28,8 @@ from hmem.args import (
 )
 from hmem.errors import EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
-from hmem.timeparse import TimeLike, parse_time_opt
+from hmem.timeparse import TimeLike
+from hmem.when import parse_when_opt
 from projections.checks import check_fields
 from projections.entities import fact_entities
 from replay.rebuild import Progress
@@ -139,8 +140,8 @@ class WriteMethods(StoreHandle):
         subject, text = text_arg(item["subject"], "subject"), text_arg(item["text"], "text")
         return FactRemembered(
             namespace=self.namespace, subject=subject, text=text,
-            valid_from=parse_time_opt(item.get("valid_from"), "valid_from"),
-            valid_to=parse_time_opt(item.get("valid_to"), "valid_to"),
+            valid_from=parse_when_opt(item.get("valid_from"), "valid_from", self.clock),
+            valid_to=parse_when_opt(item.get("valid_to"), "valid_to", self.clock),
             confidence=confidence_arg(item.get("confidence", 1.0)),
             entities=fact_entities(subject, text, entity_names(item.get("entities") or ())),
             source_agent=item.get("source_agent") or self.source_agent,
@@ -169,8 +170,8 @@ class WriteMethods(StoreHandle):
         revised. ``source_agent`` defaults to the old fact's.
         """
         fid = _fact_id(fact_id)
-        vf = parse_time_opt(valid_from, "valid_from")
-        vt = parse_time_opt(valid_to, "valid_to")
+        vf = parse_when_opt(valid_from, "valid_from", self.clock)
+        vt = parse_when_opt(valid_to, "valid_to", self.clock)
         text = text_arg(text, "text")
         subject = None if subject is None else text_arg(subject, "subject")
         names = entity_names(entities)
