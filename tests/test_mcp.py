@@ -479,3 +479,21 @@ def test_bad_arguments_are_named_without_echoing_values_and_unknown_ones_refused
     assert _stats(store) == (0, 0)  # nothing stored
     ops = [json.loads(line) for line in (store / "usage.log").read_text().splitlines()]
     assert [(o["op"], o["ok"]) for o in ops] == [("remember", False)] * 3 + [("stats", True)]
+
+
+def test_spoken_times_work_over_mcp_and_two_readings_are_refused(store: Path) -> None:
+    async def body() -> None:
+        async with serve(store) as c:
+            fid = (await c.ok("remember", subject="maya", text="Maya lives in London",
+                              valid_from="yesterday 14:02"))["structuredContent"]["id"]
+            changed = await c.ok("diff", since="1 hour ago")
+            assert [f["id"] for f in changed["structuredContent"]["added"]] == [fid]
+            then = await c.ok("recall", query="maya", as_of="now")
+            assert [h["id"] for h in then["structuredContent"]["hits"]] == [fid]
+            refused = await c.call("diff", since="03/04/2025")
+            assert refused["isError"] and "day/month" in refused["text"]
+            assert "month/day" in refused["text"]
+
+    run(body)
+    with Memory(store, read_only=True, embedder=None) as m:
+        assert m.history("maya")[0].versions[0].valid_from.strftime("%H:%M") == "14:02"
