@@ -3,7 +3,8 @@
 Every call of :class:`~hmem.memory.Memory` may wait on the disk (fsync), DuckDB or an embedder;
 ``AsyncMemory`` runs each one in a worker thread (``asyncio.to_thread``) and awaits it, so the
 loop keeps serving other tasks meanwhile. Calls from many tasks at once are safe: a ``Memory``
-serialises them on its store's lock (see "Threads" in the README), in the order they get it.
+serialises them on its store's lock (see "Threads and asyncio" in docs/reference.md), in the
+order they get it.
 
     async with await AsyncMemory.open("./agent-memory") as m:
         fid = await m.remember("maya", "Maya lives in London")

@@ -251,8 +251,8 @@ class ReadMethods(StoreHandle):
         self, query: str, params: Any = None, *, timeout: float = 60.0, max_rows: int = 1_000_000
     ) -> duckdb.DuckDBPyRelation:
         """Read-only SQL over this namespace's projection (tables ``facts``, ``fact_versions``,
-        ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see the
-        README). Runs on a private copy without file access: it can neither see other
+        ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see
+        docs/audit.md). Runs on a private copy without file access: it can neither see other
         namespaces nor change the store nor read or write files (use ``hmem.export`` for
         Parquet). The query runs now: errors are raised here, a query running longer than
         ``timeout`` seconds (or interrupted with Ctrl-C) is stopped, and a result over
