@@ -1,0 +1,81 @@
+"""Run the example notebook the way CI does, and keep the committed copy executed.
+
+``python -m tests.notebook_support`` executes examples/audit.ipynb in a fresh kernel (no
+embedder, the inline matplotlib backend, its store under a temporary directory) and writes it
+back with its outputs, so it can be read on a code host; tests/test_notebook.py runs it again
+and checks the committed outputs are the ones it gives now.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = REPO / "examples" / "audit.ipynb"
+_TMP_STORE = re.compile(r"\S*/hmem-audit-\w+")
+
+
+def execute(tmp: Path) -> Any:
+    """The notebook executed with its store under ``tmp``; raises on any failing cell."""
+    import nbclient
+    import nbformat
+
+    env = {"HMEM_EMBEDDER": "none", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+           "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(
+               filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits them
+    try:
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        nbclient.NotebookClient(
+            nb, timeout=600, startup_timeout=120, kernel_name="python3",
+            resources={"metadata": {"path": str(tmp)}},
+        ).execute()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    for cell in nb.cells:
+        cell.get("metadata", {}).pop("execution", None)  # run timestamps: noise in a diff
+    return nb
+
+
+def text_outputs(nb: Any) -> list[str]:
+    """Each code cell's text output, with the temporary store's path written as <tmp>."""
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        parts = []
+        for o in cell.get("outputs", []):
+            if o["output_type"] == "stream" and o.get("name") == "stdout":
+                parts.append(o["text"])
+            elif o["output_type"] in ("execute_result", "display_data"):
+                parts.append(o["data"].get("text/plain", ""))
+        out.append(_TMP_STORE.sub("<tmp>/hmem-audit", "".join(parts)))
+    return out
+
+
+def main() -> int:
+    import nbformat
+
+    with tempfile.TemporaryDirectory() as tmp:
+        nb = execute(Path(tmp))
+    for cell in nb.cells:  # the store's path as a reader's machine would show it
+        for o in cell.get("outputs", []):
+            if o["output_type"] == "stream":
+                o["text"] = _TMP_STORE.sub("/tmp/hmem-audit-example", o["text"])
+    nbformat.write(nb, NOTEBOOK)
+    print(f"wrote {NOTEBOOK.relative_to(REPO)} with its outputs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
