@@ -1,0 +1,181 @@
+"""BEAM-500K retrieval benchmark (no LLM): evidence recall@k of hmem's recall, per ability.
+
+    python -m bench.beam_recall                          # BM25 configurations, no embedder
+    python -m bench.beam_recall --configs bm25,plain,no-feedback --chats 10
+    python -m bench.beam_recall --configs hybrid     # the local embedder (slow: ~38k turns)
+
+The second development set beside LoCoMo (issue 17): ../shared/data/beam500k.json.gz, the BEAM
+benchmark's 500K-token chats flattened (35 chats, 38,058 turns, 616 probing questions with the
+ids of the turns that hold the answer; format in ../shared/README.md). Each chat goes into its
+own namespace through the public API, one fact per turn (cut to hmem's 100,000-character
+limit: one turn is longer): subject = the role, source_ref = ``c<chat>:<turn id>`` (the
+``session:turn`` form that links neighbouring turns, as LoCoMo's ``D1:3``), valid_from = the
+turn's date (``time_anchor``, carried forward). Each question is asked with the chat's last
+date as the reference time, ``limit`` = the largest k and no token budget
+(so k hits come back); ``tokens@10`` says what the top 10 would cost in a prompt. Metric:
+|evidence ∩ ids of the top-k hits| / |evidence|, for k = 5, 10, 25, per ability and overall.
+
+Configurations, named as in ``bench.locomo``: ``bm25`` (the default ``RecallConfig()``, no
+embedder), ``plain`` (BM25 alone: no feedback, no neighbouring turns, no entity, time or recency
+weight: the baseline the issue asks beside it), ``no-feedback`` and ``no-neighbors`` (the
+default without one of its lexical loans), ``hybrid`` (the default with the local embedder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench.locomo import CONFIGS as LOCOMO_CONFIGS
+from bench.locomo import KS, Scores, _row, score_hits
+from bench.locomo_data import DEFAULT_DATA as LOCOMO
+from hmem import Memory
+from hmem.progress import track
+from hmem.recall import RecallConfig
+from projections.checks import MAX_TEXT_CHARS
+
+__all__ = ["CONFIGS", "DEFAULT_DATA", "load", "main"]
+
+DEFAULT_DATA = LOCOMO.parent / "beam500k.json.gz"
+CONFIGS = {name: LOCOMO_CONFIGS[name] for name in
+           ("bm25", "plain", "no-feedback", "no-neighbors", "hybrid")}
+
+
+def parse_anchor(text: str | None) -> datetime | None:
+    """``"January-05-2024"`` as midnight UTC (None stays None)."""
+    if not text:
+        return None
+    return datetime.strptime(text, "%B-%d-%Y").replace(tzinfo=timezone.utc)
+
+
+def load(path: Path, chats: int | None = None) -> list[dict[str, Any]]:
+    """The flattened chats, the first ``chats`` of them if given."""
+    with gzip.open(path, "rt") as f:
+        data: list[dict[str, Any]] = json.load(f)
+    return data[:chats] if chats else data
+
+
+def turn_ref(chat: dict[str, Any], turn_id: int) -> str:
+    """A turn's source_ref, ``chat:turn``: hmem links each turn to the turns beside it."""
+    return f"c{chat['id']}:{turn_id}"
+
+
+def ingest(m: Memory, chat: dict[str, Any]) -> datetime:
+    """One fact per turn in the chat's namespace; returns the chat's last date (the reference)."""
+    ns = m.in_namespace(f"beam-{chat['id']}")
+    when = None
+    facts = []
+    for turn in chat["turns"]:
+        when = parse_anchor(turn.get("time_anchor")) or when
+        text = (turn.get("content") or "").strip()[:MAX_TEXT_CHARS]  # 1 turn of 38k is longer
+        if not text:
+            continue
+        fact: dict[str, Any] = {"subject": turn["role"], "text": text,
+                                "source_ref": turn_ref(chat, turn["id"])}
+        if when is not None:
+            fact["valid_from"] = when
+        facts.append(fact)
+    for start in range(0, len(facts), 1000):
+        ns.remember_many(facts[start : start + 1000])
+    ns.flush()
+    return when or datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def evaluate(
+    m: Memory, data: list[dict[str, Any]], reference: dict[str, datetime], config: RecallConfig,
+) -> tuple[dict[str, Scores], list[float]]:
+    by: dict[str, Scores] = {}
+    latencies = []
+    questions = [(chat, q) for chat in data for q in chat["questions"]]
+    for chat, q in track(questions, "asked", "questions", leave=False):
+        mem = m.in_namespace(f"beam-{chat['id']}", recall_config=config)
+        t0 = time.perf_counter()
+        result = mem.recall(q["question"], limit=max(KS), max_tokens=10**9,
+                            reference_time=reference[chat["id"]])
+        latencies.append(time.perf_counter() - t0)
+        evidence = frozenset(turn_ref(chat, e) for e in q["evidence"])
+        score_hits(by.setdefault(q["ability"], Scores()), evidence,
+                   [h.source_ref for h in result.hits],
+                   [math.ceil(len(h.render()) / 4) for h in result.hits])
+    return by, latencies
+
+
+def summarize(by: dict[str, Scores], latencies: list[float]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    every = Scores()
+    for ability, sc in sorted(by.items()):
+        rows[ability] = _row(sc)
+        for k in KS:
+            every.hits[k] += sc.hits[k]
+            every.tokens[k] += sc.tokens[k]
+    rows["overall"] = _row(every)
+    lat = sorted(latencies)
+    return {"abilities": rows, "latency_ms": {
+        "p50": 1000 * lat[len(lat) // 2], "p95": 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))]
+    }}
+
+
+def markdown(results: dict[str, dict[str, Any]]) -> str:
+    names = list(results)
+    abilities = list(next(iter(results.values()))["abilities"])
+    lines = ["| ability | n | " + " | ".join(f"{n} R@10" for n in names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for ability in abilities:
+        n = results[names[0]]["abilities"][ability]["n"]
+        cells = " | ".join(f"{results[c]['abilities'][ability]['R@10']:.3f}" for c in names)
+        lines.append(f"| {ability} | {n} | {cells} |")
+    lines += ["", "| config | R@5 | R@10 | R@25 | tokens@10 | recall p50 / p95 ms |",
+              "|---|---|---|---|---|---|"]
+    for name, res in results.items():
+        row, lat = res["abilities"]["overall"], res["latency_ms"]
+        lines.append(f"| {name} | {row['R@5']:.3f} | {row['R@10']:.3f} | {row['R@25']:.3f} | "
+                     f"{row['tokens@10']:.0f} | {lat['p50']:.1f} / {lat['p95']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.beam_recall", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--configs", default="bm25,plain,no-feedback,no-neighbors",
+                        help=f"comma-separated, of {', '.join(CONFIGS)}")
+    parser.add_argument("--chats", type=int, default=None, help="only the first N chats")
+    parser.add_argument("--out", type=Path, help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    names = args.configs.split(",")
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown config {unknown}; use {', '.join(CONFIGS)}")
+    data = load(args.data, args.chats)
+    print(f"BEAM-500K: {len(data)} chats, {sum(len(c['turns']) for c in data):,} turns, "
+          f"{sum(len(c['questions']) for c in data)} questions")
+    results: dict[str, dict[str, Any]] = {}
+    by_embedder: dict[str | None, list[str]] = {}
+    for name in names:
+        by_embedder.setdefault(CONFIGS[name][0], []).append(name)
+    for embedder, group in by_embedder.items():
+        with tempfile.TemporaryDirectory() as tmp, Memory(
+            Path(tmp) / "beam", embedder=embedder, fsync="never"
+        ) as m:
+            t0 = time.perf_counter()
+            reference = {c["id"]: ingest(m, c) for c in track(data, "ingested", "chats")}
+            print(f"ingest ({embedder or 'no embedder'}): {time.perf_counter() - t0:.0f} s")
+            for name in group:
+                by, latencies = evaluate(m, data, reference, CONFIGS[name][1])
+                results[name] = summarize(by, latencies)
+    print(markdown(results))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
