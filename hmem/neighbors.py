@@ -82,11 +82,10 @@ def lend(index: NamespaceIndex, scores: np.ndarray, before: float, after: float)
     """Each document's score plus ``before`` times its previous turn's and ``after`` times its
     next turn's (same source session): a turn often answers what the turn before it asked."""
     out = scores.copy()
-    for links, weight in ((index.prev_doc, before), (index.next_doc, after)):
+    for which, weight in (("prev", before), ("next", after)):
         if weight:
-            other = np.frombuffer(links, dtype=np.int64)[: len(scores)]
-            has = other >= 0
-            out[has] += weight * scores[other[has]]
+            docs, other = index.link_pairs(which, len(scores))
+            out[docs] += weight * scores[other]
     return out
 
 

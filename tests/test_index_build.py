@@ -120,3 +120,27 @@ def test_bulk_built_indexes_equal_incrementally_built_ones(history):
         with Memory(Path(tmp) / "s", read_only=True, embedder=None) as r:
             reader = {ns: fields(ix) for ns, ix in r.store.projector.indexes.items()}
             assert reader == incremental  # a reader opened from the checkpoint builds the same
+
+
+def _fresh_pairs(index: NamespaceIndex, which: str) -> tuple[list[int], list[int]]:
+    links = np.frombuffer(index.prev_doc if which == "prev" else index.next_doc, dtype=np.int64)
+    docs = np.flatnonzero(links >= 0)
+    return docs.tolist(), links[docs].tolist()
+
+
+@settings(max_examples=examples(dev=30, ci=150), deadline=None)
+@given(refs=st.lists(st.sampled_from(["s1:1", "s1:2", "s1:3", "s1:5", "s2:1", "s2:2", None]),
+                     min_size=1, max_size=12))
+def test_link_pairs_follow_every_new_turn(refs):
+    """The neighbour links recall reads are cached; every write that links a turn (in order,
+    out of order, a turn seen twice) is seen at the next read."""
+    with tempfile.TemporaryDirectory() as tmp, Memory(
+        Path(tmp) / "s", embedder=None, clock=StepClock(START, STEP)
+    ) as m:
+        for i, ref in enumerate(refs):
+            m.remember("maya", f"turn {i} about tea", source_ref=ref)
+            m.recall("tea")  # reads (and caches) the pairs between writes
+            index = m.store.projector.indexes["default"]
+            for which in ("prev", "next"):
+                docs, other = index.link_pairs(which, len(index))
+                assert (docs.tolist(), other.tolist()) == _fresh_pairs(index, which)
