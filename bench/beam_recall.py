@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.locomo import CONFIGS as LOCOMO_CONFIGS
-from bench.locomo import KS, Scores, _row, score_hits
+from bench.locomo import KS, Scores, score_hits, score_row
 from bench.locomo_data import DEFAULT_DATA as LOCOMO
 from hmem import Memory
 from hmem.progress import track
@@ -112,11 +112,11 @@ def summarize(by: dict[str, Scores], latencies: list[float]) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     every = Scores()
     for ability, sc in sorted(by.items()):
-        rows[ability] = _row(sc)
+        rows[ability] = score_row(sc)
         for k in KS:
             every.hits[k] += sc.hits[k]
             every.tokens[k] += sc.tokens[k]
-    rows["overall"] = _row(every)
+    rows["overall"] = score_row(every)
     lat = sorted(latencies)
     return {"abilities": rows, "latency_ms": {
         "p50": 1000 * lat[len(lat) // 2], "p95": 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))]

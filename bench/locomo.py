@@ -114,11 +114,11 @@ def summarize(by: dict[str, dict[int, Scores]], latencies: list[float]) -> dict[
         rows: dict[str, Any] = {}
         every = Scores()
         for cat, sc in sorted(cats.items()):
-            rows[CATEGORIES[cat]] = _row(sc)
+            rows[CATEGORIES[cat]] = score_row(sc)
             for k in KS:
                 every.hits[k] += sc.hits[k]
                 every.tokens[k] += sc.tokens[k]
-        rows["overall"] = _row(every)
+        rows["overall"] = score_row(every)
         out[split] = rows
     lat = sorted(latencies)
     out["latency_ms"] = {
@@ -128,7 +128,8 @@ def summarize(by: dict[str, dict[int, Scores]], latencies: list[float]) -> dict[
     return out
 
 
-def _row(sc: Scores) -> dict[str, Any]:
+def score_row(sc: Scores) -> dict[str, Any]:
+    """R@k and tokens@k averaged over the questions of one row."""
     n = len(sc.hits[KS[0]])
     return {
         "n": n,
