@@ -155,6 +155,36 @@ def bench_time_travel(root: Path, n: int, queries: list[str], quick: bool) -> di
     return out
 
 
+_READER = """
+import json, sys, time
+t0 = time.perf_counter()
+from hmem.memory import Memory
+from bench.report import rss_mib
+m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=True, embedder=None)
+opened = time.perf_counter()
+m.recall(sys.argv[3])
+done = time.perf_counter()
+print(json.dumps({"checkpoint_seq": m.store.checkpoint_seq, "last_seq": m.last_seq,
+                  "open_s": opened - t0, "first_recall_s": done - opened, "rss_mib": rss_mib()}))
+m.close()
+"""
+
+
+def bench_reader(root: Path, query: str) -> dict[str, Any]:
+    """A reader in a fresh process (imports included, the page cache warm): the time to open
+    read-only from the writer's checkpoint, the first recall (it builds the namespace's
+    indexes) and the process's RSS."""
+    done = subprocess.run(
+        [sys.executable, "-c", _READER, str(root), BIG, query], capture_output=True, text=True,
+        check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    line(f"read-only open (checkpoint seq {out['checkpoint_seq']:,} of {out['last_seq']:,}), "
+         "fresh process", f"{out['open_s']:.2f} s, first recall {out['first_recall_s']:.2f} s, "
+         f"RSS {out['rss_mib']:,.0f} MiB")
+    return out
+
+
 class CpuWall:
     """Wall and CPU seconds of this process (all threads) over a block: on a shared machine
     a CPU/wall share well below 1 means the process waited for a core, not for hmem."""
@@ -199,6 +229,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         queries = make_queries(texts, 300, random.Random(SEED + n))
         with CpuWall(cpu, "time_travel"):
             out["time_travel"] = bench_time_travel(root, n, queries, args.quick)
+        out["reader"] = bench_reader(root, queries[0])
         tmp.remove(root)
         gc.collect()
         with CpuWall(cpu, "recall"):
