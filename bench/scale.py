@@ -39,6 +39,7 @@ import gc
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -164,8 +165,9 @@ m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=True, embedder=None)
 opened = time.perf_counter()
 m.recall(sys.argv[3])
 done = time.perf_counter()
-print(json.dumps({"checkpoint_seq": m.store.checkpoint_seq, "last_seq": m.last_seq,
-                  "open_s": opened - t0, "first_recall_s": done - opened, "rss_mib": rss_mib()}))
+print("READER " + json.dumps({"checkpoint_seq": m.store.checkpoint_seq, "last_seq": m.last_seq,
+                  "open_s": opened - t0, "first_recall_s": done - opened,
+                  "rss_mib": rss_mib()}))
 m.close()
 """
 
@@ -178,7 +180,11 @@ def bench_reader(root: Path, query: str) -> dict[str, Any]:
         [sys.executable, "-c", _READER, str(root), BIG, query], capture_output=True, text=True,
         check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
-    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    # stdout may hold progress output (carriage returns included): take the marked line
+    found = re.search(r"READER (\{.*\})", done.stdout)
+    if found is None:
+        raise RuntimeError(f"the reader printed no result: {done.stdout[-500:]!r}")
+    out: dict[str, Any] = json.loads(found.group(1))
     line(f"read-only open (checkpoint seq {out['checkpoint_seq']:,} of {out['last_seq']:,}), "
          "fresh process", f"{out['open_s']:.2f} s, first recall {out['first_recall_s']:.2f} s, "
          f"RSS {out['rss_mib']:,.0f} MiB")
