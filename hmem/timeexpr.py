@@ -56,7 +56,10 @@ import msgspec
 
 from hmem.timeparse import TimeLike, parse_time
 
-__all__ = ["TimeRange", "parse_time_expression", "find_time_expressions", "ALL_START", "ALL_END"]
+__all__ = [
+    "ALL_END", "ALL_START", "NUMBER_WORDS", "WEEKDAYS", "TimeRange", "find_time_expressions",
+    "parse_time_expression",
+]
 
 UTC = timezone.utc
 ALL_START = datetime(1, 1, 2, tzinfo=UTC)
@@ -92,15 +95,16 @@ _MONTHS |= {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8
             "sept": 9, "oct": 10, "nov": 11, "dec": 12}
 _FULL_MON = "|".join(n.lower() for n in calendar.month_name if n)
 _MON = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_WEEKDAYS = {n.lower(): i for i, n in enumerate(calendar.day_name)}
-_WD = "|".join(_WEEKDAYS)
+WEEKDAYS = {n.lower(): i for i, n in enumerate(calendar.day_name)}
+_WD = "|".join(WEEKDAYS)
 _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _SEASON = "|".join(_SEASONS)
-_NUMS = {w: i for i, w in enumerate("one two three four five six seven eight nine ten eleven "
-                                    "twelve".split(), 1)} | {"a": 1, "an": 1}
+NUMBER_WORDS = {w: i for i, w in enumerate(  # counts spelled out, as "two years ago" says them
+    "one two three four five six seven eight nine ten eleven twelve".split(), 1)}
+NUMBER_WORDS |= {"a": 1, "an": 1}
 _VAGUE = {"a few": (2, 5), "few": (2, 5), "a couple of": (2, 3), "a couple": (2, 3),
           "couple of": (2, 3), "several": (3, 7)}
-_QTY = r"\d{1,3}|a\s+few|a\s+couple(?:\s+of)?|couple\s+of|few|several|" + "|".join(_NUMS)
+_QTY = r"\d{1,3}|a\s+few|a\s+couple(?:\s+of)?|couple\s+of|few|several|" + "|".join(NUMBER_WORDS)
 _UNIT = r"(?P<u>day|week|month|year)s?"
 _HALF = {"day": 1, "week": 3, "month": 15, "year": 182}
 _TRIGGERS = ("in", "during", "throughout", "since", "until", "till", "by", "before", "after",
@@ -160,7 +164,7 @@ def _qty(text: str) -> tuple[int, int]:
     t = " ".join(text.lower().split())
     if t in _VAGUE:
         return _VAGUE[t]
-    n = int(t) if t.isdigit() else _NUMS[t]
+    n = int(t) if t.isdigit() else NUMBER_WORDS[t]
     return n, n
 
 
@@ -202,7 +206,7 @@ def _this_last_next(m: re.Match[str], d: date) -> _Span:
 
 
 def _weekday(m: re.Match[str], d: date) -> _Span:
-    wd, rel = _WEEKDAYS[m["wd"].lower()], m["rel"].lower().split()[-1]
+    wd, rel = WEEKDAYS[m["wd"].lower()], m["rel"].lower().split()[-1]
     if rel == "next":
         return _near(d, wd, True), _near(d, wd, True) + timedelta(days=8), "relative"
     day = _monday(d) + timedelta(days=wd) if rel == "this" else _near(d, wd)  # last, on, past
@@ -294,7 +298,7 @@ def _anchored(m: re.Match[str], d: date) -> _Span | None:
     if unit == "weekend":
         sat = _monday(a) - 2 * one if back else _near(a, 5, True)
         return sat, sat + 2 * one, "week"
-    day = _near(a, _WEEKDAYS[unit], not back)
+    day = _near(a, WEEKDAYS[unit], not back)
     return day, day + one, "day"
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from datetime import date, datetime, time, timedelta, timezone
 
 from hmem.errors import InvalidTime, shown
-from hmem.timeexpr import find_time_expressions
+from hmem.timeexpr import NUMBER_WORDS, WEEKDAYS, find_time_expressions
 from hmem.timeparse import TimeLike, parse_time
 
 __all__ = ["Now", "parse_when", "parse_when_opt"]
@@ -39,14 +39,11 @@ __all__ = ["Now", "parse_when", "parse_when_opt"]
 UTC = timezone.utc
 Now = Callable[[], datetime] | datetime | None  # the reference: a clock, a time, or the wall clock
 
-_NUMBERS = {"a": 1, "an": 1} | {w: i for i, w in enumerate(
-    "one two three four five six seven eight nine ten eleven twelve".split(), 1)}
 _CLOCK = r"(?P<h>\d{1,2})(?::(?P<m>\d{2})(?::(?P<s>\d{2}))?)?\s*(?P<ampm>am|pm|a\.m\.|p\.m\.)?"
 _CLOCK_RE = re.compile(rf"(?:(?P<day>.+?)\s+(?:at\s+)?)?{_CLOCK}(?:\s*(?:utc|z))?", re.I)
-_AGO = re.compile(r"(?P<n>\d+|" + "|".join(_NUMBERS) + r")\s+(?P<unit>second|sec|minute|min|hour|"
-                  r"day|week|month|year)s?\s+ago", re.I)
+_AGO = re.compile(r"(?P<n>\d+|" + "|".join(NUMBER_WORDS) + r")\s+"
+                  r"(?P<unit>second|sec|minute|min|hour|day|week|month|year)s?\s+ago", re.I)
 _SLASHED = re.compile(r"(?P<a>\d{1,2})/(?P<b>\d{1,2})(?:/(?P<y>\d{4}))?")
-_WEEKDAYS = {n.lower(): i for i, n in enumerate(calendar.day_name)}
 _MONTHS = {n.lower(): i for i, n in enumerate(calendar.month_name) if n}
 _PERIODS = ("day", "week", "month", "season", "year", "part")
 _HELP = ("use ISO 8601 ('2025-01-01', '2025-01-01T09:30:00Z'), a clock time ('14:02', '2pm'), "
@@ -96,10 +93,10 @@ def _spoken(
         return _ago(ref(), m["n"], m["unit"].lower())
     if m := _SLASHED.fullmatch(text):
         return _slashed(m, ref, label, value)
-    if text in _WEEKDAYS:
+    if text in WEEKDAYS:
         day = ref().date()
-        back = day - timedelta(days=(day.weekday() - _WEEKDAYS[text]) % 7 or 7)
-        ahead = day + timedelta(days=(_WEEKDAYS[text] - day.weekday()) % 7 or 7)
+        back = day - timedelta(days=(day.weekday() - WEEKDAYS[text]) % 7 or 7)
+        ahead = day + timedelta(days=(WEEKDAYS[text] - day.weekday()) % 7 or 7)
         raise InvalidTime(f"{label} {shown(value)} could be last {text.title()} ({back}) or next "
                           f"{text.title()} ({ahead}); say which, or give the date")
     if text in _MONTHS:
@@ -117,7 +114,7 @@ def _spoken(
 
 
 def _ago(ref: datetime, n_text: str, unit: str) -> datetime | None:
-    n = int(n_text) if n_text.isdigit() else _NUMBERS[n_text.lower()]
+    n = int(n_text) if n_text.isdigit() else NUMBER_WORDS[n_text.lower()]
     try:
         if unit in ("month", "year"):
             months = n * (12 if unit == "year" else 1)
