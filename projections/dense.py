@@ -123,13 +123,14 @@ class DocVectors:
         if norm <= 0 or not n:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         kept = keep[:n] & self._has[:n]
-        docs = np.flatnonzero(kept)
-        if len(docs) > rerank:
+        if np.count_nonzero(kept) > rerank:
             distance = self._distances(q, n)
             np.putmask(distance, ~kept, 64 * self._words + 1)  # past any real distance
             # the rerank-th smallest distance, by counting (distances are 0 .. 64 * words)
             cut = int(np.searchsorted(np.cumsum(np.bincount(distance)), rerank))
             docs = np.flatnonzero(distance <= cut)
+        else:
+            docs = np.flatnonzero(kept)
         rows = self._matrix[docs]
         if self.dtype == "int8":
             cosines = (rows.astype(np.float32) @ (q / norm)) * self._scale[docs]

@@ -68,7 +68,7 @@ class NamespaceIndex:
         self.prev_doc = array("q")  # the document of the previous turn of the same source, or -1
         self.next_doc = array("q")
         self._turns: dict[str, dict[int, int]] = {}  # source session -> turn number -> doc
-        self._links_changed = 0  # bumped by every change of prev_doc / next_doc
+        # link_pairs' cache, by (n, documents): links change only when documents are added
         self._pairs: dict[str, tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
         self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
         self.ignored_vectors = 0  # vectors of the wrong length (see set_vector)
@@ -99,7 +99,6 @@ class NamespaceIndex:
         self._unsynced.extend(facts)
         self.prev_doc.extend([-1] * len(ids))
         self.next_doc.extend([-1] * len(ids))
-        self._links_changed += 1
         for doc, fact in enumerate(facts, base):
             for name in fact.entities:
                 docs = self.entity_docs.get(name)
@@ -114,7 +113,6 @@ class NamespaceIndex:
         turns = self._turns.setdefault(session, {})
         turns.setdefault(turn, doc)
         before, after = turns.get(turn - 1), turns.get(turn + 1)
-        self._links_changed += 1
         if before is not None:
             self.prev_doc[doc], self.next_doc[before] = before, doc
         if after is not None:
@@ -151,13 +149,13 @@ class NamespaceIndex:
         (``"next"``), that turn's document for each): what neighbours lend along. Kept until the
         links change, so a query does not rebuild them from all N documents."""
         cached = self._pairs.get(which)
-        if cached is not None and cached[0] == (n, self._links_changed):
+        if cached is not None and cached[0] == (n, len(self)):
             return cached[1], cached[2]
         links = self.prev_doc if which == "prev" else self.next_doc
         other = np.frombuffer(links, dtype=np.int64)[:n]
         docs = np.flatnonzero(other >= 0)
         pair = (docs, other[docs])
-        self._pairs[which] = ((n, self._links_changed), *pair)
+        self._pairs[which] = ((n, len(self)), *pair)
         return pair
 
     def ranking_arrays(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
