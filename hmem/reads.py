@@ -102,8 +102,7 @@ class ReadMethods(StoreHandle):
             source_ref = text_arg(source_ref, "source_ref")
         with self.reading() as store:
             low = 0 if since is None else store.tx_seq(since, "since", self.clock)
-            high = (store.projector.last_seq if until is None
-                    else store.tx_seq(until, "until", self.clock))
+            high = store.tx_seq_or_now(until, "until", self.clock)
             seqs = [
                 r[0] for r in store.connection().execute(
                     "SELECT seq FROM recalls WHERE namespace = ? AND seq > ? AND seq <= ? "
@@ -155,7 +154,7 @@ class ReadMethods(StoreHandle):
         (flagged)."""
         valid = parse_when_opt(valid_at, "valid_at", self.clock)
         with self.reading() as store:
-            seq = store.projector.last_seq if tx is None else store.tx_seq(tx, "as_of", self.clock)
+            seq = store.tx_seq_or_now(tx, "as_of", self.clock)
             return beliefs_as_of(
                 store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
             )
@@ -180,8 +179,7 @@ class ReadMethods(StoreHandle):
         ``.to_arrow_table()`` (pyarrow) on the result."""
         valid = parse_when_opt(valid_at, "valid_at", self.clock)
         with self.reading() as store:
-            seq = (store.projector.last_seq if as_of is None
-                   else store.tx_seq(as_of, "as_of", self.clock))
+            seq = store.tx_seq_or_now(as_of, "as_of", self.clock)
             rel = snapshot_query(
                 store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
             )
@@ -198,8 +196,7 @@ class ReadMethods(StoreHandle):
         (default now). Each is a transaction time or a seq."""
         with self.reading() as store:
             lo = store.tx_seq(since, "since", self.clock)
-            hi = (store.projector.last_seq if until is None
-                  else store.tx_seq(until, "until", self.clock))
+            hi = store.tx_seq_or_now(until, "until", self.clock)
             if hi < lo:
                 raise InvalidTime("until is before since; swap them")
             return diff_between(

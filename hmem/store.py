@@ -274,6 +274,10 @@ class Store:
         self.projector.flush()
         return self.db.con
 
+    def tx_seq_or_now(self, point: TimeLike | int | None, label: str, now: Now = None) -> int:
+        """:meth:`tx_seq` of ``point``, or the last seq applied when it is None (now)."""
+        return self.projector.last_seq if point is None else self.tx_seq(point, label, now)
+
     def tx_seq(self, point: TimeLike | int, label: str, now: Now = None) -> int:
         """A transaction point as a seq: an int is a seq; a time (datetime, date, ISO string or
         spoken, relative to ``now``: see :mod:`hmem.when`) means the last seq at or before it."""
