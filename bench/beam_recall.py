@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.locomo import CONFIGS as LOCOMO_CONFIGS
-from bench.locomo import KS, Scores, score_hits, score_row
+from bench.locomo import KS, Scores, latency_ms, score_hits, score_rows
 from bench.locomo_data import DEFAULT_DATA as LOCOMO
 from hmem import Memory
 from hmem.progress import track
@@ -63,6 +63,10 @@ def load(path: Path, chats: int | None = None) -> list[dict[str, Any]]:
     return data[:chats] if chats else data
 
 
+def namespace_of(chat: dict[str, Any]) -> str:
+    return f"beam-{chat['id']}"
+
+
 def turn_ref(chat: dict[str, Any], turn_id: int) -> str:
     """A turn's source_ref, ``chat:turn``: hmem links each turn to the turns beside it."""
     return f"c{chat['id']}:{turn_id}"
@@ -70,7 +74,7 @@ def turn_ref(chat: dict[str, Any], turn_id: int) -> str:
 
 def ingest(m: Memory, chat: dict[str, Any]) -> datetime:
     """One fact per turn in the chat's namespace; returns the chat's last date (the reference)."""
-    ns = m.in_namespace(f"beam-{chat['id']}")
+    ns = m.in_namespace(namespace_of(chat))
     when = None
     facts = []
     for turn in chat["turns"]:
@@ -94,9 +98,10 @@ def evaluate(
 ) -> tuple[dict[str, Scores], list[float]]:
     by: dict[str, Scores] = {}
     latencies = []
+    views = {c["id"]: m.in_namespace(namespace_of(c), recall_config=config) for c in data}
     questions = [(chat, q) for chat in data for q in chat["questions"]]
     for chat, q in track(questions, "asked", "questions", leave=False):
-        mem = m.in_namespace(f"beam-{chat['id']}", recall_config=config)
+        mem = views[chat["id"]]
         t0 = time.perf_counter()
         result = mem.recall(q["question"], limit=max(KS), max_tokens=10**9,
                             reference_time=reference[chat["id"]])
@@ -109,18 +114,7 @@ def evaluate(
 
 
 def summarize(by: dict[str, Scores], latencies: list[float]) -> dict[str, Any]:
-    rows: dict[str, Any] = {}
-    every = Scores()
-    for ability, sc in sorted(by.items()):
-        rows[ability] = score_row(sc)
-        for k in KS:
-            every.hits[k] += sc.hits[k]
-            every.tokens[k] += sc.tokens[k]
-    rows["overall"] = score_row(every)
-    lat = sorted(latencies)
-    return {"abilities": rows, "latency_ms": {
-        "p50": 1000 * lat[len(lat) // 2], "p95": 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))]
-    }}
+    return {"abilities": score_rows(dict(sorted(by.items()))), "latency_ms": latency_ms(latencies)}
 
 
 def markdown(results: dict[str, dict[str, Any]]) -> str:

@@ -109,23 +109,34 @@ def evaluate(
 
 
 def summarize(by: dict[str, dict[int, Scores]], latencies: list[float]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for split, cats in by.items():
-        rows: dict[str, Any] = {}
-        every = Scores()
-        for cat, sc in sorted(cats.items()):
-            rows[CATEGORIES[cat]] = score_row(sc)
-            for k in KS:
-                every.hits[k] += sc.hits[k]
-                every.tokens[k] += sc.tokens[k]
-        rows["overall"] = score_row(every)
-        out[split] = rows
+    out: dict[str, Any] = {
+        split: score_rows({CATEGORIES[cat]: sc for cat, sc in sorted(cats.items())})
+        for split, cats in by.items()
+    }
+    out["latency_ms"] = latency_ms(latencies)
+    return out
+
+
+def score_rows(groups: dict[str, Scores]) -> dict[str, Any]:
+    """A row per group (in the given order), then "overall" over all their questions."""
+    rows: dict[str, Any] = {}
+    every = Scores()
+    for name, sc in groups.items():
+        rows[name] = score_row(sc)
+        for k in KS:
+            every.hits[k] += sc.hits[k]
+            every.tokens[k] += sc.tokens[k]
+    rows["overall"] = score_row(every)
+    return rows
+
+
+def latency_ms(latencies: list[float]) -> dict[str, float]:
+    """p50 and p95 of latencies given in seconds, in milliseconds."""
     lat = sorted(latencies)
-    out["latency_ms"] = {
+    return {
         "p50": 1000 * lat[len(lat) // 2],
         "p95": 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))],
     }
-    return out
 
 
 def score_row(sc: Scores) -> dict[str, Any]:
