@@ -68,7 +68,6 @@ def _commands(text: str) -> list[str]:
 
 
 PARSERS = {path: parser for path, parser in iter_parsers(build_parser())}
-GLOBAL = build_parser()
 
 
 def _options(parser) -> dict[str, bool]:
@@ -76,14 +75,17 @@ def _options(parser) -> dict[str, bool]:
     return {s: a.nargs != 0 for a in parser._actions for s in a.option_strings}
 
 
+GLOBAL_OPTIONS = _options(build_parser())
+
+
 def _check_hmem(words: list[str]) -> str | None:
     path: tuple[str, ...] = ()
-    known = _options(GLOBAL)
+    known = GLOBAL_OPTIONS
     rest = iter(words[1:])
     for word in rest:
         if word.startswith("-") and word != "-":
             name = word.split("=")[0]
-            takes = known.get(name, _options(GLOBAL).get(name))
+            takes = known.get(name, GLOBAL_OPTIONS.get(name))
             if takes is None:
                 return f"{' '.join(path) or 'hmem'} has no option {name}"
             if takes and "=" not in word:
