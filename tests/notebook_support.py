@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "examples" / "audit.ipynb"
@@ -28,39 +29,32 @@ def execute(tmp: Path) -> Any:
     env = {"HMEM_EMBEDDER": "none", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
            "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(
                filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel inherits them
-    try:
+    with patch.dict(os.environ, env):  # the kernel inherits them
         nb = nbformat.read(NOTEBOOK, as_version=4)
         nbclient.NotebookClient(
             nb, timeout=600, startup_timeout=120, kernel_name="python3",
             resources={"metadata": {"path": str(tmp)}},
         ).execute()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     for cell in nb.cells:
         cell.get("metadata", {}).pop("execution", None)  # run timestamps: noise in a diff
     return nb
 
 
+def cell_text(cell: Any) -> str:
+    """What a code cell printed to stdout and the plain text of what it displayed."""
+    parts = []
+    for o in cell.get("outputs", []):
+        if o["output_type"] == "stream" and o.get("name") == "stdout":
+            parts.append(o["text"])
+        elif o["output_type"] in ("execute_result", "display_data"):
+            parts.append(o["data"].get("text/plain", ""))
+    return "".join(parts)
+
+
 def text_outputs(nb: Any) -> list[str]:
     """Each code cell's text output, with the temporary store's path written as <tmp>."""
-    out = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        parts = []
-        for o in cell.get("outputs", []):
-            if o["output_type"] == "stream" and o.get("name") == "stdout":
-                parts.append(o["text"])
-            elif o["output_type"] in ("execute_result", "display_data"):
-                parts.append(o["data"].get("text/plain", ""))
-        out.append(_TMP_STORE.sub("<tmp>/hmem-audit", "".join(parts)))
-    return out
+    return [_TMP_STORE.sub("<tmp>/hmem-audit", cell_text(cell))
+            for cell in nb.cells if cell.cell_type == "code"]
 
 
 def main() -> int:

@@ -25,17 +25,7 @@ nbformat = _require("nbformat")
 nbclient = _require("nbclient")
 _require("ipykernel")
 
-from tests.notebook_support import NOTEBOOK, execute, text_outputs  # noqa: E402
-
-
-def _text(cell: dict) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        if out["output_type"] == "stream":
-            parts.append(out["text"])
-        elif out["output_type"] in ("execute_result", "display_data"):
-            parts.append(out["data"].get("text/plain", ""))
-    return "".join(parts)
+from tests.notebook_support import NOTEBOOK, cell_text, execute, text_outputs  # noqa: E402
 
 
 def _tagged(nb: dict, tag: str) -> dict:
@@ -65,19 +55,19 @@ def test_audit_notebook_runs(tmp_path: Path) -> None:
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             assert out["output_type"] != "error", cell.source[:80]
-    then = _text(_tagged(nb, "believed-then"))
+    then = cell_text(_tagged(nb, "believed-then"))
     assert "Wednesday evening  'where is the team offsite'  The team offsite is in Lisbon" in then
     assert "now  'where is the team offsite'  The team offsite is in Porto" in then
-    diff = _text(_tagged(nb, "diff"))
+    diff = cell_text(_tagged(nb, "diff"))
     assert '"Maya lives in London" -> #10 "Maya lives in Paris" (world change)' in diff
     assert "(correction)" in diff and 'forgotten  #3 "Maya is vegetarian" (user asked)' in diff
-    why = _text(_tagged(nb, "why"))
+    why = cell_text(_tagged(nb, "why"))
     assert "revision chain, oldest first:" in why and "world change after #1" in why
-    churn = _text(_tagged(nb, "churn"))
+    churn = cell_text(_tagged(nb, "churn"))
     assert "chat" in churn and "planner" in churn and "0.75" in churn
     timeline = _tagged(nb, "timeline")
     assert any("image/png" in out.get("data", {}) for out in timeline.outputs)
-    export = _text(_tagged(nb, "export"))
+    export = cell_text(_tagged(nb, "export"))
     assert "'events': 13" in export and "Maya lives in Paris" in export
     assert list(tmp_path.glob("hmem-audit-*/timeline.png"))
     assert list(tmp_path.glob("hmem-audit-*/export/fact_versions.parquet"))
