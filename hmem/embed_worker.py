@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from hmem.errors import EmbeddingFailed, HmemError
-from projections.state import FactState
+from projections.fact_columns import FactColumns
 
 __all__ = ["EmbedWorker", "Pending", "unembedded_tail"]
 
@@ -31,7 +31,7 @@ Embed = Callable[[list[tuple[str, str]]], np.ndarray]
 Record = Callable[[Sequence[Pending], np.ndarray], None]
 
 
-def unembedded_tail(state: FactState, namespace: str, model: str) -> list[Pending]:
+def unembedded_tail(state: FactColumns, namespace: str, model: str) -> list[Pending]:
     """The facts of ``namespace`` (oldest first) that a background worker had not reached:
     no vector of ``model`` and created after the newest fact that has one. Empty when the
     namespace has no vector of ``model`` at all (embedding a whole store is ``reembed``'s job,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import partial
 
@@ -259,7 +259,7 @@ def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
 
 
 def _context(
-    index: NamespaceIndex, facts: dict[int, Fact], fact_id: int, turns: int,
+    index: NamespaceIndex, facts: Mapping[int, Fact], fact_id: int, turns: int,
     visible: Callable[[np.ndarray], np.ndarray],
 ) -> tuple[ContextTurn, ...]:
     """Up to ``turns`` visible neighbouring turns on each side of a hit, nearest first."""
@@ -280,7 +280,7 @@ def _context(
 
 
 def _feedback(
-    index: NamespaceIndex, facts: dict[int, Fact], tokens: list[str], docs: np.ndarray,
+    index: NamespaceIndex, facts: Mapping[int, Fact], tokens: list[str], docs: np.ndarray,
     scores: np.ndarray, visible: Callable[[np.ndarray], np.ndarray], config: RecallConfig,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents to
@@ -384,7 +384,7 @@ def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: f
 
 
 def _time_factor(
-    facts: dict[int, Fact], ids: np.ndarray, seq: int, valid_at_us: int | None,
+    facts: Mapping[int, Fact], ids: np.ndarray, seq: int, valid_at_us: int | None,
     time_range: tuple[int, int], boost: float,
 ) -> np.ndarray:
     """1 + boost for candidates whose valid period overlaps [start, end)."""
@@ -423,7 +423,7 @@ def ranked_order(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:
 
 
 def _hit(
-    facts: dict[int, Fact], fact: Fact, row: Row, score: float, seq: int,
+    facts: Mapping[int, Fact], fact: Fact, row: Row, score: float, seq: int,
     explain: dict[str, float] | None = None,
 ) -> Hit:
     history = []

@@ -18,13 +18,13 @@ tables, and the fact and version-row tables.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "grown"]
+__all__ = ["NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts", "grown"]
 
 NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
 
@@ -213,3 +213,44 @@ class Ragged:
     def run(self, ends: npt.NDArray[np.int64], slot: int) -> list[int]:
         start = int(ends[slot - 1]) if slot else 0
         return [int(v) for v in self.values[start:int(ends[slot])]]
+
+
+class Texts:
+    """Strings by slot as one UTF-8 buffer and the end of each, not a ``str`` object each (a
+    fact's text costs its bytes plus 8). Lone surrogates round-trip ("surrogatepass")."""
+
+    __slots__ = ("blob", "ends", "n")
+
+    def __init__(self) -> None:
+        self.blob = bytearray()
+        self.ends: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.n = 0
+
+    def append(self, text: str) -> None:
+        self.blob += text.encode("utf-8", "surrogatepass")
+        self.ends = grown(self.ends, self.n + 1)
+        self.ends[self.n] = len(self.blob)
+        self.n += 1
+
+    def extend(self, texts: Iterable[str]) -> None:
+        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        if not encoded:
+            return
+        start = len(self.blob)
+        self.blob += b"".join(encoded)
+        self.ends = grown(self.ends, self.n + len(encoded))
+        self.ends[self.n:self.n + len(encoded)] = start + np.cumsum(lengths)
+        self.n += len(encoded)
+
+    def __getitem__(self, slot: int) -> str:
+        if not 0 <= slot < self.n:
+            raise IndexError(slot)
+        start = int(self.ends[slot - 1]) if slot else 0
+        return self.blob[start:int(self.ends[slot])].decode("utf-8", "surrogatepass")
+
+    def __len__(self) -> int:
+        return self.n
+
+    def nbytes(self) -> int:
+        return len(self.blob) + self.ends[: self.n].nbytes

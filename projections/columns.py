@@ -8,7 +8,7 @@ TIMESTAMPTZ on insert).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from itertools import chain
 from typing import Any, NamedTuple
@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from eventlog.events import RecallServed
-from projections.state import Episode, Fact, FactState, Vector, subject_key
+from projections.state import Episode, Fact, Vector, subject_key
 from projections.timeutil import to_us
 
 __all__ = [
@@ -140,11 +140,12 @@ def row_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
 
 
 def posting_columns(
-    state: FactState, new_facts: Sequence[tuple[int, dict[str, int]]]
+    facts: Mapping[int, Fact], new_facts: Sequence[tuple[int, dict[str, int]]]
 ) -> dict[str, np.ndarray]:
+    """Postings of the new facts (``facts``: at least those, by id)."""
     lengths = np.array([len(counts) for _, counts in new_facts], dtype=np.int64)
     ids = np.array([fid for fid, _ in new_facts], dtype=np.int64)
-    namespaces = _objects([state.facts[fid].namespace for fid, _ in new_facts])
+    namespaces = _objects([facts[fid].namespace for fid, _ in new_facts])
     return {
         "namespace": np.repeat(namespaces, lengths),
         "term": _objects(list(chain.from_iterable(counts for _, counts in new_facts))),
@@ -157,9 +158,10 @@ def posting_columns(
 
 
 def entity_columns(
-    state: FactState, new_facts: Sequence[tuple[int, dict[str, int]]]
+    by_id: Mapping[int, Fact], new_facts: Sequence[tuple[int, dict[str, int]]]
 ) -> dict[str, np.ndarray]:
-    facts = [state.facts[fid] for fid, _ in new_facts]
+    """Entity rows of the new facts (``by_id``: at least those)."""
+    facts = [by_id[fid] for fid, _ in new_facts]
     lengths = np.array([len(f.entities) for f in facts], dtype=np.int64)
     return {
         "namespace": np.repeat(_objects([f.namespace for f in facts]), lengths),

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -33,8 +32,8 @@ import duckdb
 import numpy as np
 
 from eventlog.events import RecallServed
+from projections.column_load import load_columns
 from projections.columns import (
-    FACT_TIMES,
     TIME_COLUMNS,
     EventRow,
     entity_columns,
@@ -48,8 +47,8 @@ from projections.columns import (
     vector_columns,
 )
 from projections.errors import ProjectionError
-from projections.gc_pause import paused_gc
-from projections.state import Episode, Fact, FactState, Row, Vector
+from projections.fact_columns import FactColumns
+from projections.state import Episode, Vector
 
 __all__ = [
     "SCHEMA_VERSION", "DuckProjection", "TABLES", "check_readable", "from_log", "is_lock_conflict",
@@ -148,14 +147,6 @@ TABLES: dict[str, str] = {
 
 _US = "make_timestamp({0})::TIMESTAMPTZ"
 
-_FACT_FIELDS = tuple(Fact.__struct_fields__)
-# How load_state selects each of Fact's fields from the facts table.
-_LOAD_COLUMNS = {
-    **{name: f"epoch_us({name})" for name in FACT_TIMES},
-    "rows": "NULL",
-    "entities": "CASE WHEN len(entities) = 0 THEN NULL ELSE entities END",
-    "derived_from": "CASE WHEN len(derived_from) = 0 THEN NULL ELSE derived_from END",
-}
 
 
 def _owner_only(path: Path) -> None:
@@ -332,7 +323,7 @@ class DuckProjection:
 
     def write(
         self,
-        state: FactState,
+        state: FactColumns,
         dirty: Iterable[int],
         new_events: Sequence[EventRow],
         new_facts: Sequence[tuple[int, dict[str, int]]],
@@ -349,6 +340,7 @@ class DuckProjection:
         ``written_seq`` are already in the tables: their rows are replaced."""
         ids = sorted(set(dirty))
         facts = [state.facts[i] for i in ids]
+        by_id = dict(zip(ids, facts, strict=True))  # the new facts are dirty too
         old = [i for i in ids if i <= written_seq]
         con = self.con
         con.execute("BEGIN TRANSACTION")
@@ -363,8 +355,8 @@ class DuckProjection:
                 self._insert("facts", fact_columns(facts))
                 self._insert("fact_versions", row_columns(facts))
             if new_facts:
-                self._insert("postings", posting_columns(state, new_facts))
-                self._insert("entities", entity_columns(state, new_facts))
+                self._insert("postings", posting_columns(by_id, new_facts))
+                self._insert("entities", entity_columns(by_id, new_facts))
             if new_vectors:
                 self._insert("vectors", vector_columns(new_vectors))
             if new_episodes:
@@ -393,49 +385,9 @@ class DuckProjection:
 
     # ------------------------------------------------------------------ read back
 
-    def load_state(self) -> FactState:
-        """Rebuild the in-memory fold state from the tables (fast reopen)."""
-        with paused_gc():
-            return self._load_state()
-
-    def _load_state(self) -> FactState:
-        state = FactState()
-        con = self.con
-        rows_by_fact: dict[int, list[Row]] = {}
-        for r in con.execute(
-            "SELECT fact_id, epoch_us(valid_from), epoch_us(valid_to), tx_from_seq, "
-            "epoch_us(tx_from), tx_to_seq, epoch_us(tx_to) FROM fact_versions "
-            "ORDER BY fact_id, row_no"
-        ).fetchall():
-            rows_by_fact.setdefault(r[0], []).append(Row(*r[1:]))
-        # The facts in Fact's field order (rows as a NULL placeholder, filled below), so each
-        # row becomes a Fact positionally; repeated strings are shared, empty lists are None.
-        columns = ", ".join(_LOAD_COLUMNS.get(name, name) for name in _FACT_FIELDS)
-        intern = sys.intern
-        facts = state.facts
-        for r in con.execute(f"SELECT {columns} FROM facts ORDER BY id").fetchall():
-            fact = Fact(*r)
-            fact.namespace = intern(fact.namespace)
-            fact.subject = intern(fact.subject)
-            if fact.source_agent is not None:
-                fact.source_agent = intern(fact.source_agent)
-            fact.rows = rows_by_fact.get(fact.id, [])
-            fact.entities = () if fact.entities is None else tuple(fact.entities)
-            fact.derived_from = () if fact.derived_from is None else tuple(fact.derived_from)
-            facts[fact.id] = fact
-        for r in con.execute(
-            "SELECT fact_id, namespace, model, dims, vector, seq FROM vectors ORDER BY seq"
-        ).fetchall():
-            vec = np.asarray(r[4], dtype="<f4").tobytes()
-            state.vectors.append(Vector(r[0], r[1], r[2], r[3], vec, r[5]))
-            state.vector_dims.setdefault((r[1], r[2]), r[3])
-        for r in con.execute(
-            "SELECT seq, namespace, session_id, turn, role, speaker, text, epoch_us(observed_at), "
-            "epoch_us(recorded_at), source_agent, source_ref FROM episodes ORDER BY seq"
-        ).fetchall():
-            state.add_episode(Episode(*r))
-        state.last_seq = self.cursor()[0]
-        return state
+    def load_state(self) -> FactColumns:
+        """The in-memory fold state, loaded from the tables in bulk (fast reopen)."""
+        return load_columns(self.con, self.cursor()[0])
 
     def postings(self) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]:
         """Every posting, grouped by (namespace, term) in that order, fact ids ascending within

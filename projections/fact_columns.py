@@ -32,6 +32,8 @@ How this replaces FactState (slice 2: wiring). What reads ``projector.state`` to
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 import numpy as np
 import numpy.typing as npt
 
@@ -52,7 +54,7 @@ from projections.checks import (
     check_forgettable,
     check_revisable,
 )
-from projections.column_store import NONE, FactTable, Ragged, RowTable, Strings, grown
+from projections.column_store import NONE, FactTable, Ragged, RowTable, Strings, Texts, grown
 from projections.entities import fact_entities
 from projections.errors import (
     FactAlreadyForgotten,
@@ -88,10 +90,10 @@ class FactColumns:
     """
 
     def __init__(self) -> None:
-        self.facts = FactTable()
+        self.table = FactTable()
         self.rows = RowTable()
         self.slot_of: npt.NDArray[np.int32] = np.full(16, -1, dtype=np.int32)  # seq -> slot
-        self.texts: list[str] = []
+        self.texts = Texts()
         self.namespaces = Strings()
         self.subjects = Strings()
         self.agents = Strings()  # source_agent
@@ -107,11 +109,12 @@ class FactColumns:
         self.episodes: dict[int, Episode] = {}
         self.sessions: dict[tuple[str, str], list[int]] = {}
         self.last_seq = 0
+        self.facts = FactsView(self)
 
     @property
     def n(self) -> int:
         """The number of facts."""
-        return self.facts.n
+        return self.table.n
 
     # ------------------------------------------------------------------ lookup
 
@@ -121,19 +124,27 @@ class FactColumns:
             return -1
         return int(self.slot_of[int(fact_id)])
 
-    def lookup(self, fact_id: int, namespace: str) -> int:
+    def slot_in(self, fact_id: int, namespace: str) -> int:
         """The slot of the fact with this id in this namespace; foreign ids are not found."""
         slot = self.slot(fact_id)
-        if slot < 0 or self.namespaces.values[self.facts.namespace[slot]] != namespace:
+        if slot < 0 or self.namespaces.values[self.table.namespace[slot]] != namespace:
             raise FactNotFound(fact_id, namespace)
         return slot
 
+    def lookup(self, fact_id: int, namespace: str) -> Fact:
+        """The fact with this id in this namespace; foreign ids are not found, not resolved."""
+        return self.fact_at(self.slot_in(fact_id, namespace))
+
+    def in_namespace(self, namespace: str) -> Iterator[Fact]:
+        """This namespace's facts in order of id, each made when it is reached."""
+        return map(self.fact_at, self.namespace_slots(namespace).tolist())
+
     def head_of(self, fact_id: int) -> int:
         """The newest version of the chain that ``fact_id`` belongs to."""
-        nxt = int(self.facts.superseded_by[self.slot(fact_id)])
+        nxt = int(self.table.superseded_by[self.slot(fact_id)])
         while nxt != NONE:
             fact_id = nxt
-            nxt = int(self.facts.superseded_by[self.slot(nxt)])
+            nxt = int(self.table.superseded_by[self.slot(nxt)])
         return fact_id
 
     # ------------------------------------------------------------------ validation
@@ -147,21 +158,21 @@ class FactColumns:
         """The checks that depend on the state (as ``FactState.check_applies``)."""
         if isinstance(ev, (FactRemembered, FactRevised)) and ev.derived_from:
             check_derived_from(ev, self._episode_namespace)
-        facts = self.facts
+        facts = self.table
         if isinstance(ev, FactRevised):
-            slot = self.lookup(ev.fact_id, ev.namespace)
+            slot = self.slot_in(ev.fact_id, ev.namespace)
             check_revisable(
                 ev, int(facts.ids[slot]), forgotten=int(facts.forgotten_seq[slot]) != NONE,
                 superseded=int(facts.superseded_by[slot]) != NONE, head_of=self.head_of,
                 open_valid_from=int(self.rows.valid_from[facts.last_row[slot]]),
             )
         elif isinstance(ev, FactForgotten):
-            slot = self.lookup(ev.fact_id, ev.namespace)
+            slot = self.slot_in(ev.fact_id, ev.namespace)
             check_forgettable(
                 int(facts.ids[slot]), forgotten=int(facts.forgotten_seq[slot]) != NONE
             )
         elif isinstance(ev, EmbeddingRecorded):
-            self.lookup(ev.fact_id, ev.namespace)
+            self.slot_in(ev.fact_id, ev.namespace)
         elif not isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
@@ -207,8 +218,8 @@ class FactColumns:
             return self._revise(ev, tx)
         if isinstance(ev, FactForgotten):
             slot = int(self.slot_of[ev.fact_id])
-            self._close(int(self.facts.last_row[slot]), seq, tx)
-            f = self.facts
+            self._close(int(self.table.last_row[slot]), seq, tx)
+            f = self.table
             f.forgotten_seq[slot], f.forgotten_at[slot] = seq, tx
             f.forget_reason[slot] = self.reasons.code(ev.reason)
             return [int(f.ids[slot])]
@@ -230,7 +241,7 @@ class FactColumns:
         raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
 
     def _revise(self, ev: FactRevised, tx: int) -> list[int]:
-        seq, f, r = ev.seq, self.facts, self.rows
+        seq, f, r = ev.seq, self.table, self.rows
         old = int(self.slot_of[ev.fact_id])
         open_row = int(f.last_row[old])
         self._close(open_row, seq, tx)
@@ -259,7 +270,7 @@ class FactColumns:
 
     def _link_row(self, slot: int, vf: int, vt: int, seq: int, tx: int) -> None:
         """A new row of fact ``slot``, after its others: ``[vf, vt) x [seq, open)``."""
-        r, f = self.rows, self.facts
+        r, f = self.rows, self.table
         i = r.n
         if i == len(r.slot):
             r.reserve(i + 1)
@@ -274,7 +285,7 @@ class FactColumns:
         f.last_row[slot] = i
 
     def _new_fact(self, ev: FactRemembered | FactRevised, subject: str, tx: int) -> int:
-        f = self.facts
+        f = self.table
         slot = f.n
         if slot == len(f.ids):
             f.reserve(slot + 1)
@@ -320,7 +331,11 @@ class FactColumns:
         slot = self.slot(fact_id)
         if slot < 0:
             raise KeyError(fact_id)
-        f, item = self.facts, int
+        return self.fact_at(slot)
+
+    def fact_at(self, slot: int) -> Fact:
+        """The fact in ``slot`` as a :class:`projections.state.Fact`."""
+        f, item = self.table, int
         rows = []
         r, i = self.rows, item(f.first_row[slot])
         while i >= 0:
@@ -364,26 +379,26 @@ class FactColumns:
 
     def ids(self) -> npt.NDArray[np.int64]:
         """Every fact's id, by slot (ascending)."""
-        return self.facts.ids[: self.n]
+        return self.table.ids[: self.n]
 
     def set_doc_len(self, fact_id: int, doc_len: int) -> None:
-        self.facts.doc_len[self.slot(fact_id)] = doc_len
+        self.table.doc_len[self.slot(fact_id)] = doc_len
 
     def namespace_slots(self, namespace: str) -> npt.NDArray[np.intp]:
         """The slots of this namespace's facts, ascending (so in order of id)."""
         code = self.namespaces.codes.get(namespace)
         if code is None:
             return np.zeros(0, dtype=np.intp)
-        return np.flatnonzero(self.facts.namespace[: self.n] == code)
+        return np.flatnonzero(self.table.namespace[: self.n] == code)
 
-    def in_namespace(self, namespace: str) -> npt.NDArray[np.int64]:
+    def ids_in(self, namespace: str) -> npt.NDArray[np.int64]:
         """The ids of this namespace's facts, ascending."""
-        return self.facts.ids[self.namespace_slots(namespace)]
+        return self.table.ids[self.namespace_slots(namespace)]
 
     def current_mask(self, namespace: str | None = None) -> npt.NDArray[np.bool_]:
         """By slot: the fact is believed now (a chain head, not forgotten), and in
         ``namespace`` if given."""
-        f, n = self.facts, self.n
+        f, n = self.table, self.n
         mask: npt.NDArray[np.bool_] = (f.superseded_by[:n] == NONE) & (
             f.forgotten_seq[:n] == NONE
         )
@@ -402,7 +417,29 @@ class FactColumns:
     def nbytes(self) -> int:
         """Bytes of the fact and row columns (texts and string tables not counted)."""
         return (
-            self.facts.nbytes() + self.rows.nbytes() + self.slot_of[: self.last_seq + 1].nbytes
+            self.table.nbytes() + self.rows.nbytes() + self.slot_of[: self.last_seq + 1].nbytes
             + self.entities.values[: self.entities.n].nbytes
             + self.derived.values[: self.derived.n].nbytes
         )
+
+
+class FactsView(Mapping[int, Fact]):
+    """``FactState.facts`` over the columns: id -> :class:`Fact`, each made when it is read
+    (a copy: changing it changes nothing stored)."""
+
+    __slots__ = ("_cols",)
+
+    def __init__(self, cols: FactColumns) -> None:
+        self._cols = cols
+
+    def __getitem__(self, fact_id: int) -> Fact:
+        return self._cols.fact(fact_id)
+
+    def __contains__(self, fact_id: object) -> bool:
+        return self._cols.slot(fact_id) >= 0
+
+    def __len__(self) -> int:
+        return self._cols.n
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._cols.ids().tolist())

@@ -147,17 +147,17 @@ class _Bulk:
 
     def _namespace_code(self, slot: int) -> int:
         if slot < self.base_slot:
-            return int(self.cols.facts.namespace[slot])
+            return int(self.cols.table.namespace[slot])
         return int(self.ns_codes[slot - self.base_slot])
 
     def _superseded(self, slot: int) -> bool:
         return slot in self.sup or (
-            slot < self.base_slot and int(self.cols.facts.superseded_by[slot]) != NONE
+            slot < self.base_slot and int(self.cols.table.superseded_by[slot]) != NONE
         )
 
     def _is_forgotten(self, slot: int) -> bool:
         return slot in self.forgotten or (
-            slot < self.base_slot and int(self.cols.facts.forgotten_seq[slot]) != NONE
+            slot < self.base_slot and int(self.cols.table.forgotten_seq[slot]) != NONE
         )
 
     def _open_row(self, slot: int) -> int:
@@ -166,7 +166,7 @@ class _Bulk:
             return row
         if slot >= self.base_slot:
             return self.base_row + slot - self.base_slot
-        row = int(self.cols.facts.last_row[slot])
+        row = int(self.cols.table.last_row[slot])
         return row if int(self.cols.rows.tx_to_seq[row]) == NONE else -1
 
     def _last_row(self, slot: int) -> int:
@@ -175,7 +175,7 @@ class _Bulk:
             return row
         if slot >= self.base_slot:
             return self.base_row + slot - self.base_slot
-        return int(self.cols.facts.last_row[slot])
+        return int(self.cols.table.last_row[slot])
 
     def _row_valid(self, row: int) -> tuple[int, int]:
         j = row - self.base_row
@@ -191,7 +191,7 @@ class _Bulk:
         while True:
             slot = int(self.slot_of[fact_id])
             nxt = self.sup[slot][0] if slot in self.sup else (
-                int(self.cols.facts.superseded_by[slot]) if slot < self.base_slot else NONE
+                int(self.cols.table.superseded_by[slot]) if slot < self.base_slot else NONE
             )
             if nxt == NONE:
                 return fact_id
@@ -261,14 +261,14 @@ class _Bulk:
 
     def _subject(self, slot: int) -> str:
         if slot < self.base_slot:
-            return self.cols.subjects.values[int(self.cols.facts.subject[slot])]
+            return self.cols.subjects.values[int(self.cols.table.subject[slot])]
         return str(self.subjects_[slot - self.base_slot])
 
     # ------------------------------------------------------------------ commit
 
     def commit(self) -> None:
         cols, made, base_slot, base_row = self.cols, self.made, self.base_slot, self.base_row
-        f, r, m = cols.facts, cols.rows, len(made)
+        f, r, m = cols.table, cols.rows, len(made)
         labels = cols.labels
         names = [
             e or fact_entities(s, t)

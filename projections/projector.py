@@ -19,14 +19,14 @@ from eventlog.events import (
 )
 from projections.columns import EventRow
 from projections.duck import DuckProjection
-from projections.errors import ProjectionError
 from projections.gc_pause import paused_gc
+from projections.index_build import build_indexes
 from projections.recall_index import NamespaceIndex
-from projections.state import Episode, Fact, FactState, Vector
+from projections.state import Episode, Vector
 from projections.text import tokenize
 from projections.timeutil import to_us
 
-__all__ = ["Projector", "BULK_FLUSH_EVENTS", "build_indexes", "index_counts", "index_text"]
+__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_counts", "index_text"]
 
 BULK_FLUSH_EVENTS = 50_000
 
@@ -96,6 +96,7 @@ class Projector:
             fact = self.state.facts[ev.seq]
             counts = index_counts(fact.subject, fact.text)
             fact.doc_len = sum(counts.values())
+            self.state.set_doc_len(fact.id, fact.doc_len)
             self._new.append((fact.id, counts))
             if indexes is not None:
                 index = indexes.get(fact.namespace)
@@ -154,42 +155,6 @@ class Projector:
         self._new_vectors = []
         self._new_episodes = []
         self._new_recalls = []
-
-
-def build_indexes(
-    state: FactState,
-    postings: tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray],
-) -> dict[str, NamespaceIndex]:
-    """The recall indexes that adding every fact in id order would build, in bulk: documents
-    from the fold state, the text index from the projection's postings (no text is tokenized
-    again)."""
-    keys, starts, fact_ids, tfs = postings
-    bounds = np.append(starts, len(fact_ids))
-    groups: dict[str, tuple[int, int]] = {}  # namespace -> its range of posting groups
-    for i, (namespace, _term) in enumerate(keys):
-        lo, _ = groups.get(namespace, (i, i))
-        groups[namespace] = (lo, i + 1)
-    facts: dict[str, list[Fact]] = {}
-    for fid in sorted(state.facts):
-        fact = state.facts[fid]
-        facts.setdefault(fact.namespace, []).append(fact)
-    indexes: dict[str, NamespaceIndex] = {}
-    for namespace, members in facts.items():
-        index = indexes[namespace] = NamespaceIndex()
-        index.add_documents(members)
-        g0, g1 = groups.pop(namespace, (0, 0))
-        lo, hi = int(bounds[g0]), int(bounds[g1])
-        ids = np.frombuffer(index.fact_ids, dtype=np.int64)
-        docs = np.searchsorted(ids, fact_ids[lo:hi])
-        if len(docs) and (docs.max() >= len(ids) or np.any(ids[docs] != fact_ids[lo:hi])):
-            raise ProjectionError(f"postings of namespace {namespace!r} name unknown facts")
-        index.text.load_postings(
-            np.fromiter((f.doc_len for f in members), dtype=np.int64, count=len(members)),
-            [term for _ns, term in keys[g0:g1]], starts[g0:g1] - lo, docs, tfs[lo:hi],
-        )
-    if groups:
-        raise ProjectionError(f"postings of namespaces without facts: {sorted(groups)}")
-    return indexes
 
 
 def _event_row(ev: Event, tx: int) -> EventRow:

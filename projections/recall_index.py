@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,12 +31,32 @@ from projections.dense import VECTOR_DTYPES, DocVectors
 from projections.state import Fact
 from projections.text import TextIndex
 
-__all__ = ["NamespaceIndex"]
+__all__ = ["NamespaceIndex", "DocColumns", "NEVER", "ROW_WIDTH", "source_position"]
 
-_NEVER = 2**63 - 1  # an open end, in seqs or microseconds
+NEVER = _NEVER = 2**63 - 1  # an open end, in seqs or microseconds
 _ROW_SLOTS = 2
 _ROW_FIELDS = 4  # tx_from_seq, tx_to_seq, valid_from, valid_to
-_ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
+ROW_WIDTH = _ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
+
+
+class DocColumns(NamedTuple):
+    """A namespace's documents as columns, for :meth:`NamespaceIndex.load_documents`: one entry
+    per document (in id order) in each array; ``heads`` and ``rows`` as the module docstring
+    describes them (n x 2, n x ROW_WIDTH); ``subject_keys`` the distinct keys in order of first
+    use, ``subject_codes`` each document's position in it; ``turns`` the documents with a source
+    position as ``(doc, session, turn)`` in document order."""
+
+    ids: np.ndarray
+    current: np.ndarray
+    recency: np.ndarray
+    confidence: np.ndarray
+    subject_keys: list[str]
+    subject_codes: np.ndarray
+    heads: np.ndarray
+    rows: np.ndarray
+    irregular: dict[int, Fact]
+    entity_docs: dict[str, array[int]]
+    turns: list[tuple[int, str, int]]
 
 
 class NamespaceIndex:
@@ -57,9 +78,8 @@ class NamespaceIndex:
         self.current = bytearray()  # 1 while the fact is a believed, unsuperseded head
         self.recency = array("q")  # valid_from of the fact's first row, microseconds
         self.confidence = array("f")
-        self.subject_keys: list[str] = []
-        self.subject_codes = array("q")  # subject_keys as small integers (see _subject_code)
-        self._subject_code: dict[str, int] = {}
+        self.subject_codes = array("q")  # per document its subject key's code
+        self._subject_code: dict[str, int] = {}  # subject key -> code, in order of first use
         self.heads = array("q")  # 2 per document: believed head for from <= seq < to
         self.rows = array("q")  # _ROW_WIDTH per document, see the module docstring
         self.irregular: dict[int, Fact] = {}  # doc -> fact, visibility checked in Python
@@ -93,7 +113,6 @@ class NamespaceIndex:
         self.recency.extend([f.rows[0].valid_from for f in facts])
         self.confidence.extend([f.confidence for f in facts])
         keys = [f.subject_key for f in facts]
-        self.subject_keys.extend(keys)
         codes = self._subject_code
         self.subject_codes.extend([codes.setdefault(key, len(codes)) for key in keys])
         self._unsynced.extend(facts)
@@ -108,6 +127,27 @@ class NamespaceIndex:
             place = source_position(fact.source_ref)
             if place is not None:
                 self._link_turn(doc, *place)
+
+    def load_documents(self, docs: DocColumns) -> None:
+        """Everything but the text of a namespace's facts, given as columns (a bulk build of an
+        empty index: what :meth:`add_documents` of the same facts in id order makes)."""
+        if len(self):
+            raise ValueError("load_documents builds an empty index")
+        self.fact_ids.frombytes(docs.ids.astype(np.int64).tobytes())
+        self.doc_of = dict(zip(docs.ids.tolist(), range(len(docs.ids)), strict=True))
+        self.current.extend(docs.current.astype(np.uint8).tobytes())
+        self.recency.frombytes(docs.recency.astype(np.int64).tobytes())
+        self.confidence.frombytes(docs.confidence.astype(np.float32).tobytes())
+        self._subject_code = {key: code for code, key in enumerate(docs.subject_keys)}
+        self.subject_codes.frombytes(docs.subject_codes.astype(np.int64).tobytes())
+        self.heads.frombytes(docs.heads.astype(np.int64).tobytes())
+        self.rows.frombytes(docs.rows.astype(np.int64).tobytes())
+        self.irregular = dict(docs.irregular)
+        self.entity_docs = dict(docs.entity_docs)
+        self.prev_doc.frombytes(np.full(len(docs.ids), -1, dtype=np.int64).tobytes())
+        self.next_doc.frombytes(np.full(len(docs.ids), -1, dtype=np.int64).tobytes())
+        for doc, session, turn in docs.turns:
+            self._link_turn(doc, session, turn)
 
     def _link_turn(self, doc: int, session: str, turn: int) -> None:
         turns = self._turns.setdefault(session, {})

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import duckdb
 
-from projections.state import FactState
+from projections.fact_columns import FactColumns
 from projections.timeutil import from_us
 from replay.views import Diff, Revision, fact_view
 
@@ -16,7 +16,7 @@ __all__ = ["diff"]
 
 def diff(
     con: duckdb.DuckDBPyConnection,
-    state: FactState,
+    state: FactColumns,
     namespace: str,
     since: int,
     until: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 
 from eventlog.log import EventLog
-from projections.state import FactState
+from projections.fact_columns import FactColumns
 from projections.timeutil import from_us
 from replay.views import SeenBy, Why, episode_view, fact_view
 
@@ -13,7 +13,7 @@ __all__ = ["why"]
 
 
 def why(
-    con: duckdb.DuckDBPyConnection, state: FactState, log: EventLog, namespace: str, fact_id: int
+    con: duckdb.DuckDBPyConnection, state: FactColumns, log: EventLog, namespace: str, fact_id: int
 ) -> Why:
     """The fact, its whole revision chain (oldest first), every event that touched the chain
     and, for extracted facts, the turns it was derived from."""

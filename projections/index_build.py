@@ -1,0 +1,175 @@
+"""Build every namespace's recall index in bulk from the columnar fold and DuckDB's postings.
+
+The result equals adding every fact in id order (tests/test_index_build.py holds them equal,
+field by field): per namespace, the document columns are slices of the fact columns, the
+time-travel arrays (``heads``, ``rows``: see projections/recall_index.py) are computed with array
+arithmetic over the version rows, and the text index is loaded from the postings, so no text is
+tokenized again and no Python object is made per fact (only per distinct subject, entity and
+source position, and per fact whose visibility does not fit the arrays).
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+import numpy.typing as npt
+
+from projections.column_store import NONE
+from projections.errors import ProjectionError
+from projections.fact_columns import FactColumns
+from projections.recall_index import NEVER, DocColumns, NamespaceIndex, source_position
+from projections.state import Fact, subject_key
+
+__all__ = ["build_indexes"]
+
+Postings = tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]
+
+assert NONE == NEVER  # the fold's "open" is the index's: values are copied as they are
+
+
+def build_indexes(cols: FactColumns, postings: Postings) -> dict[str, NamespaceIndex]:
+    """The recall indexes that adding every fact in id order would build: documents from the
+    fold's columns, the text index from the projection's postings."""
+    keys, starts, fact_ids, tfs = postings
+    bounds = np.append(starts, len(fact_ids))
+    groups: dict[str, tuple[int, int]] = {}  # namespace -> its range of posting groups
+    for i, (namespace, _term) in enumerate(keys):
+        lo, _ = groups.get(namespace, (i, i))
+        groups[namespace] = (lo, i + 1)
+    ns_of = cols.table.namespace[: cols.n]
+    indexes: dict[str, NamespaceIndex] = {}
+    for code in np.unique(ns_of).tolist():
+        namespace = cols.namespaces.values[code]
+        slots = np.flatnonzero(ns_of == code)
+        index = indexes[namespace] = NamespaceIndex()
+        index.load_documents(_documents(cols, slots))
+        g0, g1 = groups.pop(namespace, (0, 0))
+        lo, hi = int(bounds[g0]), int(bounds[g1])
+        ids = np.frombuffer(index.fact_ids, dtype=np.int64)
+        docs = np.searchsorted(ids, fact_ids[lo:hi])
+        if len(docs) and (docs.max() >= len(ids) or np.any(ids[docs] != fact_ids[lo:hi])):
+            raise ProjectionError(f"postings of namespace {namespace!r} name unknown facts")
+        index.text.load_postings(
+            cols.table.doc_len[slots].astype(np.int64),
+            [term for _ns, term in keys[g0:g1]], starts[g0:g1] - lo, docs, tfs[lo:hi],
+        )
+    if groups:
+        raise ProjectionError(f"postings of namespaces without facts: {sorted(groups)}")
+    return indexes
+
+
+def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:
+    f, r = cols.table, cols.rows
+    first = f.first_row[slots]
+    keys, key_codes = _subject_keys(cols, f.subject[slots])
+    heads, rows, irregular = _visibility(cols, slots)
+    return DocColumns(
+        ids=f.ids[slots],
+        current=(f.superseded_by[slots] == NONE) & (f.forgotten_seq[slots] == NONE),
+        recency=r.valid_from[first],
+        confidence=f.confidence[slots],
+        subject_keys=keys,
+        subject_codes=key_codes,
+        heads=heads,
+        rows=rows,
+        irregular=irregular,
+        entity_docs=_entity_docs(cols, slots),
+        turns=_turns(cols, f.source_ref[slots]),
+    )
+
+
+def _subject_keys(
+    cols: FactColumns, subjects: npt.NDArray[np.int32]
+) -> tuple[list[str], npt.NDArray[np.int64]]:
+    """(distinct subject keys in order of first use, each document's code among them)."""
+    distinct, inverse = np.unique(subjects, return_inverse=True)
+    key_of = [subject_key(cols.subjects.values[c]) for c in distinct.tolist()]
+    key_ids: dict[str, int] = {}
+    per_subject = np.array([key_ids.setdefault(k, len(key_ids)) for k in key_of], dtype=np.int64)
+    per_doc = per_subject[inverse] if len(subjects) else np.zeros(0, dtype=np.int64)
+    found, first_doc = np.unique(per_doc, return_index=True)
+    order = found[np.argsort(first_doc, kind="stable")]  # key ids by first use
+    code_of = np.empty(len(key_ids), dtype=np.int64)
+    code_of[order] = np.arange(len(order))
+    names = list(key_ids)
+    return [names[k] for k in order.tolist()], code_of[per_doc]
+
+
+def _visibility(
+    cols: FactColumns, slots: npt.NDArray[np.intp]
+) -> tuple[np.ndarray, np.ndarray, dict[int, Fact]]:
+    """(heads n x 2, rows n x 8, irregular doc -> Fact) as NamespaceIndex keeps them: the first
+    two version rows packed, and the seqs at which the fact is a believed head when they are
+    one period (a fact with more rows, or a head period in pieces, is irregular)."""
+    f, r = cols.table, cols.rows
+    n = len(slots)
+    r0 = f.first_row[slots].astype(np.int64)
+    r1 = r.next[r0].astype(np.int64)
+    two = r1 >= 0
+    r1c = np.where(two, r1, 0)
+    more = two & (r.next[r1c] >= 0)
+    rows = np.zeros((n, 8), dtype=np.int64)
+    for base, row, present in ((0, r0, np.ones(n, dtype=bool)), (4, r1c, two)):
+        for k, column in enumerate((r.tx_from_seq, r.tx_to_seq, r.valid_from, r.valid_to)):
+            rows[:, base + k] = np.where(present, column[row], 0)
+    stop = f.superseded_by[slots]
+    lo0, hi0 = rows[:, 0], np.minimum(stop, rows[:, 1])
+    lo1, hi1 = rows[:, 4], np.minimum(stop, rows[:, 5])
+    ok0, ok1 = lo0 < hi0, two & (lo1 < hi1)
+    # with two spans: sorted by (lo, hi), merged when they touch or overlap
+    swap = (lo1 < lo0) | ((lo1 == lo0) & (hi1 < hi0))
+    a_lo, a_hi = np.where(swap, lo1, lo0), np.where(swap, hi1, hi0)
+    b_lo, b_hi = np.where(swap, lo0, lo1), np.where(swap, hi0, hi1)
+    start = np.where(ok0, lo0, np.where(ok1, lo1, 0))
+    end = np.where(ok0, hi0, np.where(ok1, hi1, 0))
+    both = ok0 & ok1
+    start = np.where(both, a_lo, start)
+    end = np.where(both, np.maximum(a_hi, b_hi), end)
+    apart = both & (b_lo > a_hi)
+    bad = more | apart
+    heads = np.stack([np.where(bad, 0, start), np.where(bad, 0, end)], axis=1)
+    irregular: dict[int, Fact] = {
+        doc: cols.fact_at(int(slots[doc])) for doc in np.flatnonzero(bad).tolist()
+    }
+    return heads, rows, irregular
+
+
+def _entity_docs(cols: FactColumns, slots: npt.NDArray[np.intp]) -> dict[str, array[int]]:
+    """Entity -> the documents naming it, in document order (once per naming)."""
+    ends = cols.table.entities_end
+    stop = ends[slots]
+    begin = np.where(slots > 0, ends[np.maximum(slots - 1, 0)], 0)
+    lengths = stop - begin
+    total = int(lengths.sum())
+    if not total:
+        return {}
+    docs = np.repeat(np.arange(len(slots), dtype=np.int64), lengths)
+    offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    codes = cols.entities.values[np.repeat(begin, lengths) + offsets]
+    order = np.argsort(codes, kind="stable")
+    codes, docs = codes[order], docs[order]
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    names = cols.entity_names.values
+    out: dict[str, array[int]] = {}
+    for code, group in zip(
+        codes[np.append(0, cuts)].tolist(), np.split(docs, cuts), strict=True
+    ):
+        run = array("q")
+        run.frombytes(group.tobytes())
+        out[names[code]] = run
+    return out
+
+
+def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> list[tuple[int, str, int]]:
+    """(doc, session, turn) of every document whose source_ref names a turn, in doc order."""
+    with_ref = np.flatnonzero(refs >= 0)
+    if not len(with_ref):
+        return []
+    place = {c: source_position(cols.refs.values[c]) for c in np.unique(refs[with_ref]).tolist()}
+    out = []
+    for doc, code in zip(with_ref.tolist(), refs[with_ref].tolist(), strict=True):
+        got = place[code]
+        if got is not None:
+            out.append((doc, got[0], got[1]))
+    return out
