@@ -8,31 +8,24 @@ TIMESTAMPTZ on insert).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from itertools import chain
 from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
 
 from eventlog.events import RecallServed
-from projections.state import Episode, Fact, Vector, subject_key
+from projections.state import Episode, Vector
 from projections.timeutil import to_us
 
 __all__ = [
-    "FACT_COLUMNS",
-    "FACT_TIMES",
     "TIME_COLUMNS",
     "EventRow",
-    "entity_columns",
     "episode_columns",
     "event_columns",
-    "fact_columns",
-    "posting_columns",
     "recall_columns",
     "recall_hit_columns",
-    "row_columns",
     "vector_columns",
 ]
 
@@ -83,90 +76,6 @@ def event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
         "source_agent": _objects(cols[6]),
         "source_ref": _objects(cols[7]),
         "reason": _objects(cols[8]),
-    }
-
-
-_FACT_FIELDS = tuple(Fact.__struct_fields__)
-FACT_COLUMNS = tuple(name for name in _FACT_FIELDS if name != "rows")  # the facts table
-FACT_TIMES = ("created_at", "superseded_at", "forgotten_at")
-_INT64 = {"id", "created_at"}
-_NULLABLE_INT64 = {
-    "supersedes", "superseded_by", "superseded_at", "forgotten_seq", "forgotten_at", "importance",
-}
-
-
-def fact_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
-    columns = zip(*map(msgspec.structs.astuple, facts), strict=True)
-    cols: dict[str, np.ndarray] = {}
-    for name, column in zip(_FACT_FIELDS, columns, strict=True):
-        if name == "rows":
-            continue
-        if name in _INT64:
-            cols[name] = np.array(column, dtype=np.int64)
-        elif name in _NULLABLE_INT64:
-            cols[name] = _ints(column)
-        elif name == "confidence":
-            cols[name] = np.array(column, dtype=np.float64)
-        elif name == "doc_len":
-            cols[name] = np.array(column, dtype=np.int32)
-        elif name == "entities":
-            cols[name] = _objects([list(e) for e in column])
-        elif name == "derived_from":
-            cols[name] = _objects([[int(x) for x in e] for e in column])
-        else:
-            cols[name] = _objects(column)
-    cols["subject_key"] = _objects([subject_key(s) for s in cols["subject"]])
-    return cols
-
-
-def row_columns(facts: list[Fact]) -> dict[str, np.ndarray]:
-    counts = np.array([len(f.rows) for f in facts], dtype=np.int64)
-    rows = list(chain.from_iterable(f.rows for f in facts))
-    vf, vt, tfs, tf, tts, tt = zip(*map(msgspec.structs.astuple, rows), strict=True)
-    return {
-        "fact_id": np.repeat(np.array([f.id for f in facts], dtype=np.int64), counts),
-        "row_no": np.fromiter(
-            chain.from_iterable(range(len(f.rows)) for f in facts), dtype=np.int32,
-            count=len(rows),
-        ),
-        "namespace": np.repeat(_objects([f.namespace for f in facts]), counts),
-        "valid_from": np.array(vf, dtype=np.int64),
-        "valid_to": _ints(vt),
-        "tx_from_seq": np.array(tfs, dtype=np.int64),
-        "tx_from": np.array(tf, dtype=np.int64),
-        "tx_to_seq": _ints(tts),
-        "tx_to": _ints(tt),
-    }
-
-
-def posting_columns(
-    facts: Mapping[int, Fact], new_facts: Sequence[tuple[int, dict[str, int]]]
-) -> dict[str, np.ndarray]:
-    """Postings of the new facts (``facts``: at least those, by id)."""
-    lengths = np.array([len(counts) for _, counts in new_facts], dtype=np.int64)
-    ids = np.array([fid for fid, _ in new_facts], dtype=np.int64)
-    namespaces = _objects([facts[fid].namespace for fid, _ in new_facts])
-    return {
-        "namespace": np.repeat(namespaces, lengths),
-        "term": _objects(list(chain.from_iterable(counts for _, counts in new_facts))),
-        "fact_id": np.repeat(ids, lengths),
-        "tf": np.fromiter(
-            chain.from_iterable(counts.values() for _, counts in new_facts),
-            dtype=np.int32, count=int(lengths.sum()),
-        ),
-    }
-
-
-def entity_columns(
-    by_id: Mapping[int, Fact], new_facts: Sequence[tuple[int, dict[str, int]]]
-) -> dict[str, np.ndarray]:
-    """Entity rows of the new facts (``by_id``: at least those)."""
-    facts = [by_id[fid] for fid, _ in new_facts]
-    lengths = np.array([len(f.entities) for f in facts], dtype=np.int64)
-    return {
-        "namespace": np.repeat(_objects([f.namespace for f in facts]), lengths),
-        "entity": _objects(list(chain.from_iterable(f.entities for f in facts))),
-        "fact_id": np.repeat(np.array([f.id for f in facts], dtype=np.int64), lengths),
     }
 
 

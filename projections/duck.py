@@ -36,18 +36,15 @@ from projections.column_load import load_columns
 from projections.columns import (
     TIME_COLUMNS,
     EventRow,
-    entity_columns,
     episode_columns,
     event_columns,
-    fact_columns,
-    posting_columns,
     recall_columns,
     recall_hit_columns,
-    row_columns,
     vector_columns,
 )
 from projections.errors import ProjectionError
 from projections.fact_columns import FactColumns
+from projections.fact_rows import entity_rows, fact_rows, posting_rows, version_rows
 from projections.state import Episode, Vector
 
 __all__ = [
@@ -339,8 +336,6 @@ class DuckProjection:
         entities and vectors, and the cursor, in one transaction. Facts with ids up to
         ``written_seq`` are already in the tables: their rows are replaced."""
         ids = sorted(set(dirty))
-        facts = [state.facts[i] for i in ids]
-        by_id = dict(zip(ids, facts, strict=True))  # the new facts are dirty too
         old = [i for i in ids if i <= written_seq]
         con = self.con
         con.execute("BEGIN TRANSACTION")
@@ -351,12 +346,12 @@ class DuckProjection:
                 con.execute("DELETE FROM facts WHERE id IN (SELECT id FROM _dirty)")
                 con.execute("DELETE FROM fact_versions WHERE fact_id IN (SELECT id FROM _dirty)")
                 con.unregister("_dirty")
-            if facts:
-                self._insert("facts", fact_columns(facts))
-                self._insert("fact_versions", row_columns(facts))
+            if ids:
+                self._insert("facts", fact_rows(state, ids))
+                self._insert("fact_versions", version_rows(state, ids))
             if new_facts:
-                self._insert("postings", posting_columns(by_id, new_facts))
-                self._insert("entities", entity_columns(by_id, new_facts))
+                self._insert("postings", posting_rows(state, new_facts))
+                self._insert("entities", entity_rows(state, [fid for fid, _ in new_facts]))
             if new_vectors:
                 self._insert("vectors", vector_columns(new_vectors))
             if new_episodes:
