@@ -210,6 +210,18 @@ class Ragged:
         self.values[self.n:end] = flat
         self.n = end
 
+    def runs(self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]) -> list[list[Any]]:
+        """The runs of many slots (as :meth:`run` of each), sliced from one list."""
+        stop = ends[slots]
+        start = np.where(slots > 0, ends[np.maximum(slots - 1, 0)], 0)
+        lo, hi = (int(start.min()), int(stop.max())) if len(slots) else (0, 0)
+        if hi - lo > 4 * int((stop - start).sum()) + 4096:  # scattered: slice each run
+            return [self.values[a:b].tolist() for a, b in zip(start.tolist(), stop.tolist(),
+                                                                   strict=True)]
+        flat = self.values[lo:hi].tolist()
+        return [flat[a:b] for a, b in zip((start - lo).tolist(), (stop - lo).tolist(),
+                                           strict=True)]
+
     def run(self, ends: npt.NDArray[np.int64], slot: int) -> list[int]:
         start = int(ends[slot - 1]) if slot else 0
         return [int(v) for v in self.values[start:int(ends[slot])]]

@@ -37,8 +37,7 @@ def fact_rows(cols: FactColumns, ids: Sequence[int]) -> dict[str, np.ndarray]:
         "source_agent": _strings(cols.agents, f.source_agent[slots]),
         "source_ref": _strings(cols.refs, f.source_ref[slots]),
         "entities": _objects([
-            [entity_names[c] for c in cols.entities.run(f.entities_end, s)]
-            for s in slots.tolist()
+            [entity_names[c] for c in run] for run in cols.entities.runs(f.entities_end, slots)
         ]),
         "created_at": f.created_at[slots],
         "supersedes": _nullable(f.supersedes[slots]),
@@ -50,7 +49,7 @@ def fact_rows(cols: FactColumns, ids: Sequence[int]) -> dict[str, np.ndarray]:
         "forgotten_at": _nullable(f.forgotten_at[slots]),
         "forget_reason": _strings(cols.reasons, f.forget_reason[slots]),
         "doc_len": f.doc_len[slots],
-        "derived_from": _objects([cols.derived.run(f.derived_end, s) for s in slots.tolist()]),
+        "derived_from": _objects(cols.derived.runs(f.derived_end, slots)),
         "extractor": _strings(cols.labels, f.extractor[slots]),
         "prompt_version": _strings(cols.labels, f.prompt_version[slots]),
         "category": _strings(cols.labels, f.category[slots]),
@@ -113,7 +112,7 @@ def entity_rows(cols: FactColumns, ids: Sequence[int]) -> dict[str, np.ndarray]:
     """The ``entities`` rows (entity, fact, per namespace) of the facts ``ids``."""
     slots = cols.slot_of[np.asarray(ids, dtype=np.int64)].astype(np.int64)
     f, names = cols.table, cols.entity_names.values
-    runs = [cols.entities.run(f.entities_end, s) for s in slots.tolist()]
+    runs = cols.entities.runs(f.entities_end, slots)
     lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
     return {
         "namespace": np.repeat(_strings(cols.namespaces, f.namespace[slots]), lengths),

@@ -13,12 +13,14 @@ from eventlog.events import (
     EmbeddingRecorded,
     EpisodeRecorded,
     Event,
+    FactForgotten,
     FactRemembered,
     FactRevised,
     RecallServed,
 )
 from projections.columns import EventRow
 from projections.duck import DuckProjection
+from projections.fact_fold import fold_all
 from projections.gc_pause import paused_gc
 from projections.index_build import build_indexes
 from projections.recall_index import NamespaceIndex
@@ -93,12 +95,13 @@ class Projector:
         self._events.append(_event_row(ev, tx))
         indexes = self._indexes
         if isinstance(ev, (FactRemembered, FactRevised)):
-            fact = self.state.facts[ev.seq]
-            counts = index_counts(fact.subject, fact.text)
-            fact.doc_len = sum(counts.values())
-            self.state.set_doc_len(fact.id, fact.doc_len)
-            self._new.append((fact.id, counts))
+            state = self.state
+            subject = state.subjects.values[state.table.subject[state.n - 1]]
+            counts = index_counts(subject, ev.text)
+            state.set_doc_len(ev.seq, sum(counts.values()))
+            self._new.append((ev.seq, counts))
             if indexes is not None:
+                fact = state.facts[ev.seq]
                 index = indexes.get(fact.namespace)
                 if index is None:
                     index = indexes[fact.namespace] = NamespaceIndex()
@@ -123,7 +126,8 @@ class Projector:
             self.flush()
 
     def apply_all(self, events: Iterable[Event], *, bulk: bool = False) -> int:
-        """Apply events in order; ``bulk`` writes DuckDB in large batches and pauses the cyclic
+        """Apply events in order; ``bulk`` folds them in bulk (:func:`fold_all`, while the
+        recall indexes are not built yet), writes DuckDB in large batches and pauses the cyclic
         garbage collector (replay, catch-up)."""
         n = 0
         saved = self.flush_every
@@ -131,12 +135,56 @@ class Projector:
             self.flush_every = max(saved, BULK_FLUSH_EVENTS)
         try:
             with paused_gc() if bulk else nullcontext():
+                if bulk and self._indexes is None:
+                    batch = list(events)
+                    self._apply_bulk(batch)
+                    return len(batch)
                 for ev in events:
                     self.apply(ev)
                     n += 1
         finally:
             self.flush_every = saved
         return n
+
+    def _apply_bulk(self, events: list[Event]) -> None:
+        """Fold ``events`` with :func:`fold_all` and queue their rows; on a refused event, the
+        ones before it are folded and queued, then its ``ProjectionError`` is raised."""
+        state = self.state
+        base_seq, base_slot, base_vectors = state.last_seq, state.n, len(state.vectors)
+        try:
+            fold_all(events, into=state)
+        finally:
+            self._queue_folded(events[: state.last_seq - base_seq], base_slot, base_vectors)
+        if self.pending >= self.flush_every:
+            self.flush()
+
+    def _queue_folded(self, events: list[Event], base_slot: int, base_vectors: int) -> None:
+        """What :meth:`apply` records per event, for events already folded into the state."""
+        state = self.state
+        txs = [to_us(ev.tx_at) for ev in events]
+        self.tx_times.extend(txs)
+        self._events.extend(map(_event_row, events, txs))
+        subjects, table = state.subjects.values, state.table
+        made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]
+        counts = [
+            index_counts(subjects[code], ev.text)
+            for ev, code in zip(made, table.subject[base_slot:state.n].tolist(), strict=True)
+        ]
+        table.doc_len[base_slot:state.n] = [sum(c.values()) for c in counts]
+        self._new.extend(zip((ev.seq for ev in made), counts, strict=True))
+        dirty = self._dirty
+        for ev in events:
+            if isinstance(ev, FactRemembered):
+                dirty.add(ev.seq)
+            elif isinstance(ev, FactRevised):
+                dirty.update((ev.fact_id, ev.seq))
+            elif isinstance(ev, FactForgotten):
+                dirty.add(ev.fact_id)
+            elif isinstance(ev, EpisodeRecorded):
+                self._new_episodes.append(state.episodes[ev.seq])
+            elif isinstance(ev, RecallServed):
+                self._new_recalls.append(ev)
+        self._new_vectors.extend(state.vectors[base_vectors:])
 
     def flush(self) -> None:
         """Write everything applied so far to DuckDB, with the cursor, in one transaction."""

@@ -177,15 +177,20 @@ def test_incremental_and_bulk_columns_equal_the_fold(history):
 @given(histories, st.integers(0, 40))
 def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
     """What a reopen or a reader's checkpoint does (projections/column_load.py): the tables the
-    projector wrote (flushed at ``cut`` and at the end), loaded back in bulk, hold the state
-    the projector folded, document lengths included; and folding on from the loaded state
-    (a reader's tail) matches too."""
-    *_, accepted, _ = replay(history)
+    projector wrote (the first ``cut`` events folded in bulk, as replay does, the rest one by
+    one), loaded back in bulk, hold the state the projector folded, document lengths included;
+    and folding on from the loaded state (a reader's tail) matches too. The bulk part is the
+    fold of the same events one at a time (FactState, with document lengths)."""
+    state, _, accepted, _ = replay(history)
     cut = min(cut, len(accepted))
     db = DuckProjection(None)
     try:
         projector = Projector(db, lambda seq: seq.to_bytes(8, "big"), flush_every=10**6)
-        projector.apply_all(accepted[:cut])
+        projector.apply_all(accepted[:cut], bulk=True)
+        one_by_one = Projector(DuckProjection(None), projector.chain_at)
+        one_by_one.apply_all(accepted[:cut])
+        assert_same_state(projector.state, one_by_one.state, f"bulk fold of {cut}")
+        one_by_one.db.close()
         projector.flush()
         tail = Projector(db, projector.chain_at)
         assert_same_state(tail.state, projector.state, f"loaded at {cut}")
@@ -195,6 +200,34 @@ def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
         projector.flush()
         assert_same_state(tail.state, projector.state, "folded on from the loaded state")
         assert_same_state(db.load_state(), projector.state, "loaded at the end")
+        for fid in state.facts:
+            assert projector.state.fact(fid).rows == state.facts[fid].rows
+    finally:
+        db.close()
+
+
+@settings(max_examples=examples(dev=100, ci=600))
+@given(histories, st.integers(0, 40))
+def test_a_refused_event_in_a_bulk_replay_leaves_the_events_before_it_written(history, pick):
+    """Replay of a log holding an event the fold refuses: the projector raises its
+    ProjectionError, and what it writes holds every event before it (and nothing after)."""
+    _, _, accepted, refused = replay(history)
+    if not refused:
+        return
+    bad = refused[pick % len(refused)]
+    before = accepted[: bad.seq - 1]
+    db = DuckProjection(None)
+    try:
+        projector = Projector(db, lambda seq: seq.to_bytes(8, "big"))
+        with pytest.raises(ProjectionError):
+            projector.apply_all([*before, bad, *accepted[bad.seq - 1:]], bulk=True)
+        assert projector.last_seq == len(before)
+        projector.flush()
+        want = Projector(DuckProjection(None), projector.chain_at)
+        want.apply_all(before)  # one by one: document lengths included
+        assert_same_state(db.load_state(), want.state, "written before the refusal")
+        assert len(db.tx_times()) == len(before)
+        want.db.close()
     finally:
         db.close()
 
