@@ -384,27 +384,29 @@ class DuckProjection:
         """The in-memory fold state, loaded from the tables in bulk (fast reopen)."""
         return load_columns(self.con, self.cursor()[0])
 
-    def postings(self) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]:
-        """Every posting, grouped by (namespace, term) in that order, fact ids ascending within
-        a group: ``(keys, starts, fact_ids, tfs)`` where group ``i`` (``keys[i]``) is
+    def postings(self, namespace: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """The namespace's postings grouped by term (terms ascending), fact ids ascending within
+        a group: ``(terms, starts, fact_ids, tfs)`` where term ``i``'s postings are
         ``fact_ids[starts[i]:starts[i + 1]]``. Numbers only cross into Python as arrays."""
-        keys = [
-            (r[0], r[1]) for r in self.con.execute(
-                "SELECT DISTINCT namespace, term FROM postings ORDER BY namespace, term"
+        terms = [
+            r[0] for r in self.con.execute(
+                "SELECT DISTINCT term FROM postings WHERE namespace = ? ORDER BY term",
+                [namespace],
             ).fetchall()
         ]
         got = self.con.execute(
-            "WITH t AS (SELECT namespace, term, row_number() OVER (ORDER BY namespace, term) - 1 "
-            "AS code FROM (SELECT DISTINCT namespace, term FROM postings)) "
-            "SELECT t.code, p.fact_id, p.tf FROM postings p JOIN t USING (namespace, term) "
-            "ORDER BY t.code, p.fact_id"
+            "WITH p AS (SELECT term, fact_id, tf FROM postings WHERE namespace = $ns), "
+            "t AS (SELECT term, row_number() OVER (ORDER BY term) - 1 AS code "
+            "FROM (SELECT DISTINCT term FROM p)) "
+            "SELECT t.code, p.fact_id, p.tf FROM p JOIN t USING (term) ORDER BY t.code, p.fact_id",
+            {"ns": namespace},
         ).fetchnumpy()
         codes = np.asarray(got["code"], dtype=np.int64)
         starts = np.flatnonzero(np.diff(codes, prepend=-1))
-        if len(starts) != len(keys) or (len(codes) and codes[-1] != len(keys) - 1):
+        if len(starts) != len(terms) or (len(codes) and codes[-1] != len(terms) - 1):
             raise ProjectionError("the postings table changed while it was read")
         return (
-            keys, starts, np.asarray(got["fact_id"], dtype=np.int64),
+            terms, starts, np.asarray(got["fact_id"], dtype=np.int64),
             np.asarray(got["tf"], dtype=np.float32),
         )
 

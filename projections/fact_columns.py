@@ -391,6 +391,11 @@ class FactColumns:
             return np.zeros(0, dtype=np.intp)
         return np.flatnonzero(self.table.namespace[: self.n] == code)
 
+    def namespaces_with_facts(self) -> list[str]:
+        """The namespaces that have facts."""
+        codes = np.unique(self.table.namespace[: self.n])
+        return [self.namespaces.values[c] for c in codes.tolist()]
+
     def ids_in(self, namespace: str) -> npt.NDArray[np.int64]:
         """The ids of this namespace's facts, ascending."""
         return self.table.ids[self.namespace_slots(namespace)]

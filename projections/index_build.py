@@ -11,6 +11,7 @@ source position, and per fact whose visibility does not fit the arrays).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -21,42 +22,78 @@ from projections.fact_columns import FactColumns
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex, source_position
 from projections.state import Fact, subject_key
 
-__all__ = ["build_indexes"]
+__all__ = ["Indexes", "Postings", "build_index", "build_indexes"]
 
-Postings = tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]
+# A namespace's postings: (terms ascending, where each term's postings start, fact ids, tfs)
+Postings = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
 
 assert NONE == NEVER  # the fold's "open" is the index's: values are copied as they are
 
 
-def build_indexes(cols: FactColumns, postings: Postings) -> dict[str, NamespaceIndex]:
-    """The recall indexes that adding every fact in id order would build: documents from the
-    fold's columns, the text index from the projection's postings."""
-    keys, starts, fact_ids, tfs = postings
-    bounds = np.append(starts, len(fact_ids))
-    groups: dict[str, tuple[int, int]] = {}  # namespace -> its range of posting groups
-    for i, (namespace, _term) in enumerate(keys):
-        lo, _ = groups.get(namespace, (i, i))
-        groups[namespace] = (lo, i + 1)
-    ns_of = cols.table.namespace[: cols.n]
-    indexes: dict[str, NamespaceIndex] = {}
-    for code in np.unique(ns_of).tolist():
-        namespace = cols.namespaces.values[code]
-        slots = np.flatnonzero(ns_of == code)
-        index = indexes[namespace] = NamespaceIndex()
-        index.load_documents(_documents(cols, slots))
-        g0, g1 = groups.pop(namespace, (0, 0))
-        lo, hi = int(bounds[g0]), int(bounds[g1])
-        ids = np.frombuffer(index.fact_ids, dtype=np.int64)
-        docs = np.searchsorted(ids, fact_ids[lo:hi])
-        if len(docs) and (docs.max() >= len(ids) or np.any(ids[docs] != fact_ids[lo:hi])):
-            raise ProjectionError(f"postings of namespace {namespace!r} name unknown facts")
-        index.text.load_postings(
-            cols.table.doc_len[slots].astype(np.int64),
-            [term for _ns, term in keys[g0:g1]], starts[g0:g1] - lo, docs, tfs[lo:hi],
-        )
-    if groups:
-        raise ProjectionError(f"postings of namespaces without facts: {sorted(groups)}")
-    return indexes
+def build_index(cols: FactColumns, namespace: str, postings: Postings) -> NamespaceIndex:
+    """The recall index of ``namespace`` that adding its facts in id order would build:
+    documents from the fold's columns, the text index from the projection's postings."""
+    terms, starts, fact_ids, tfs = postings
+    slots = cols.namespace_slots(namespace)
+    index = NamespaceIndex()
+    index.load_documents(_documents(cols, slots))
+    ids = np.frombuffer(index.fact_ids, dtype=np.int64)
+    docs = np.searchsorted(ids, fact_ids)
+    if len(docs) and (docs.max() >= len(ids) or np.any(ids[docs] != fact_ids)):
+        raise ProjectionError(f"postings of namespace {namespace!r} name unknown facts")
+    index.text.load_postings(cols.table.doc_len[slots].astype(np.int64), terms, starts, docs, tfs)
+    return index
+
+
+def build_indexes(
+    cols: FactColumns, postings_of: Callable[[str], Postings]
+) -> dict[str, NamespaceIndex]:
+    """Every namespace's index (:func:`build_index`); ``postings_of(namespace)``."""
+    return {
+        namespace: build_index(cols, namespace, postings_of(namespace))
+        for namespace in cols.namespaces_with_facts()
+    }
+
+
+class Indexes(Mapping[str, NamespaceIndex]):
+    """The recall indexes by namespace, each built on first use (``build(namespace)``, None
+    for a namespace without facts) and kept; :meth:`built` is the index only if it exists."""
+
+    def __init__(
+        self, build: Callable[[str], NamespaceIndex | None], namespaces: Callable[[], list[str]]
+    ) -> None:
+        self._build, self._namespaces = build, namespaces
+        self._built: dict[str, NamespaceIndex] = {}
+
+    def built(self, namespace: str) -> NamespaceIndex | None:
+        return self._built.get(namespace)
+
+    def build_now(self, namespace: str) -> NamespaceIndex:
+        """The namespace's index, built now (empty for a namespace without facts yet: later
+        events then fill it one by one)."""
+        index = self._built.get(namespace)
+        if index is None:
+            index = self._build(namespace)
+            index = self._built[namespace] = NamespaceIndex() if index is None else index
+        return index
+
+    def any_built(self) -> bool:
+        return bool(self._built)
+
+    def __getitem__(self, namespace: str) -> NamespaceIndex:
+        index = self._built.get(namespace)
+        if index is None:
+            index = self._build(namespace)
+            if index is None:
+                raise KeyError(namespace)
+            self._built[namespace] = index
+        return index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._namespaces())
+
+    def __len__(self) -> int:
+        return len(self._namespaces())
 
 
 def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:

@@ -22,7 +22,7 @@ from projections.columns import EventRow
 from projections.duck import DuckProjection
 from projections.fact_fold import fold_all
 from projections.gc_pause import paused_gc
-from projections.index_build import build_indexes
+from projections.index_build import Indexes, build_index
 from projections.recall_index import NamespaceIndex
 from projections.state import Episode, Vector
 from projections.text import tokenize
@@ -55,7 +55,9 @@ class Projector:
         self.state = db.load_state()
         self.tx_times = array("q", db.tx_times().tobytes())
         self._db_seq = self.state.last_seq
-        self._indexes: dict[str, NamespaceIndex] | None = None
+        self._indexes: Indexes | None = None
+        self._vector_groups: dict[str, list[int]] = {}  # namespace -> positions in vectors
+        self._grouped = 0  # vectors grouped so far
         self._events: list[EventRow] = []
         self._dirty: set[int] = set()
         self._new: list[tuple[int, dict[str, int]]] = []
@@ -73,18 +75,33 @@ class Projector:
         return self.state.last_seq - self._db_seq
 
     @property
-    def indexes(self) -> dict[str, NamespaceIndex]:
-        """Per-namespace recall indexes, built on first use from the fold state and DuckDB's
-        postings (every event applied so far is written first); later events update them."""
+    def indexes(self) -> Indexes:
+        """Per-namespace recall indexes, each built on first use from the fold state and
+        DuckDB's postings (every event applied so far is written first); later events update
+        the ones built."""
         if self._indexes is None:
-            self.flush()
-            with paused_gc():
-                self._indexes = build_indexes(self.state, self.db.postings())
-            for vec in self.state.vectors:
-                self._indexes[vec.namespace].set_vector(
-                    vec.fact_id, vec.model, _floats(vec.vector)
-                )
+            self._indexes = Indexes(self._build_index, self.state.namespaces_with_facts)
         return self._indexes
+
+    def _build_index(self, namespace: str) -> NamespaceIndex | None:
+        if not len(self.state.namespace_slots(namespace)):
+            return None
+        self.flush()
+        with paused_gc():
+            index = build_index(self.state, namespace, self.db.postings(namespace))
+        vectors = self.state.vectors
+        for i in self._vectors_in(namespace):
+            vec = vectors[i]
+            index.set_vector(vec.fact_id, vec.model, _floats(vec.vector))
+        return index
+
+    def _vectors_in(self, namespace: str) -> list[int]:
+        """Positions in ``state.vectors`` of this namespace's vectors, in order."""
+        vectors, groups = self.state.vectors, self._vector_groups
+        for i in range(self._grouped, len(vectors)):
+            groups.setdefault(vectors[i].namespace, []).append(i)
+        self._grouped = len(vectors)
+        return groups.get(namespace, [])
 
     def apply(self, ev: Event, *, validated: bool = False) -> None:
         """Fold one event. It is validated against the state first (unless ``validated``), so
@@ -100,27 +117,27 @@ class Projector:
             counts = index_counts(subject, ev.text)
             state.set_doc_len(ev.seq, sum(counts.values()))
             self._new.append((ev.seq, counts))
-            if indexes is not None:
-                fact = state.facts[ev.seq]
-                index = indexes.get(fact.namespace)
-                if index is None:
-                    index = indexes[fact.namespace] = NamespaceIndex()
+            # a namespace whose index is not built yet gets it from the state when it is
+            index = None if indexes is None else indexes.built(ev.namespace)
+            if index is not None:
                 for fid in changed:
-                    if fid != fact.id:
-                        index.update(self.state.facts[fid])
-                index.add(fact, counts)
+                    if fid != ev.seq:
+                        index.update(state.facts[fid])
+                index.add(state.facts[ev.seq], counts)
         elif isinstance(ev, EmbeddingRecorded):
             self._new_vectors.append(self.state.vectors[-1])
-            if indexes is not None:
-                indexes[ev.namespace].set_vector(ev.fact_id, ev.model, _floats(ev.vector))
+            index = None if indexes is None else indexes.built(ev.namespace)
+            if index is not None:
+                index.set_vector(ev.fact_id, ev.model, _floats(ev.vector))
         elif isinstance(ev, EpisodeRecorded):
             self._new_episodes.append(self.state.episodes[ev.seq])  # not a fact: no index
         elif isinstance(ev, RecallServed):
             self._new_recalls.append(ev)  # a read: tables only
         elif indexes is not None:
-            for fid in changed:
-                other = self.state.facts[fid]
-                indexes[other.namespace].update(other)
+            index = indexes.built(ev.namespace)  # forget: the fact is in the event's namespace
+            if index is not None:
+                for fid in changed:
+                    index.update(self.state.facts[fid])
         self._dirty.update(changed)
         if self.pending >= self.flush_every:
             self.flush()
@@ -135,7 +152,7 @@ class Projector:
             self.flush_every = max(saved, BULK_FLUSH_EVENTS)
         try:
             with paused_gc() if bulk else nullcontext():
-                if bulk and self._indexes is None:
+                if bulk and (self._indexes is None or not self._indexes.any_built()):
                     batch = list(events)
                     self._apply_bulk(batch)
                     return len(batch)

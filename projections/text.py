@@ -85,7 +85,13 @@ def _idf(df: int, n: int) -> float:
 
 
 class TextIndex:
-    """BM25 over documents numbered 0, 1, 2... in the order they were added; append-only."""
+    """BM25 over documents numbered 0, 1, 2... in the order they were added; append-only.
+
+    Postings loaded in bulk (:meth:`load_postings`) stay as three flat arrays (documents, term
+    frequencies, each term's bounds) with a term -> position dict, not an object per term;
+    documents added one by one afterwards get an object per term of their own, and a term's
+    postings are the loaded ones followed by those.
+    """
 
     def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1 = k1
@@ -93,6 +99,10 @@ class TextIndex:
         self._terms: dict[str, _Postings] = {}
         self._doc_len = array("f")
         self._total_len = 0.0
+        self._loaded: dict[str, int] = {}  # term -> its group in the loaded postings
+        self._bounds = np.zeros(1, dtype=np.int64)
+        self._docs = np.zeros(0, dtype=np.int32)
+        self._tfs = np.zeros(0, dtype=np.float32)
 
     def __len__(self) -> int:
         return len(self._doc_len)
@@ -127,22 +137,45 @@ class TextIndex:
         if len(self._doc_len):
             raise ValueError("load_postings fills an empty index only")
         self._doc_len = array("f", np.asarray(doc_len, dtype=np.float32).tobytes())
-        self._total_len = float(sum(int(n) for n in doc_len))
-        docs32 = np.asarray(docs, dtype=np.int32).tobytes()
-        tfs32 = np.asarray(tfs, dtype=np.float32).tobytes()
-        bounds = np.append(starts, len(docs)).tolist()
-        for term, lo, hi in zip(terms, bounds, bounds[1:], strict=False):
-            p = self._terms[term] = _Postings()
-            p.docs.frombytes(docs32[4 * lo : 4 * hi])
-            p.tfs.frombytes(tfs32[4 * lo : 4 * hi])
+        self._total_len = float(np.asarray(doc_len, dtype=np.int64).sum())
+        self._loaded = dict(zip(terms, range(len(terms)), strict=True))
+        self._bounds = np.append(np.asarray(starts, dtype=np.int64), len(docs))
+        self._docs = np.asarray(docs, dtype=np.int32)
+        self._tfs = np.asarray(tfs, dtype=np.float32)
+
+    def doc_len(self, doc: int) -> float:
+        """The number of index tokens of document ``doc``."""
+        return self._doc_len[doc]
+
+    @property
+    def total_len(self) -> float:
+        """The number of index tokens of all documents (BM25's average length is this / n)."""
+        return self._total_len
+
+    def terms(self) -> list[str]:
+        """Every term with a posting, sorted."""
+        return sorted(self._loaded.keys() | self._terms.keys())
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents ascending, term frequencies) of ``term``; None if no document has it."""
+        group = self._loaded.get(term)
+        added = self._terms.get(term)
+        if group is None:
+            return None if added is None else added.arrays()
+        lo, hi = int(self._bounds[group]), int(self._bounds[group + 1])
+        docs, tfs = self._docs[lo:hi], self._tfs[lo:hi]
+        if added is None:
+            return docs, tfs
+        more_docs, more_tfs = added.arrays()
+        return np.concatenate([docs, more_docs]), np.concatenate([tfs, more_tfs])
 
     def idf(self, term: str) -> float:
         """BM25's inverse document frequency of ``term`` (0 for a term no document has)."""
-        p = self._terms.get(term)
+        p = self.postings(term)
         n = len(self._doc_len)
         if p is None or not n:
             return 0.0
-        return _idf(len(p.docs), n)
+        return _idf(len(p[0]), n)
 
     def score(
         self, query_tokens: list[str] | dict[str, float], *, base: np.ndarray | None = None
@@ -154,7 +187,8 @@ class TextIndex:
             weights = query_tokens
         else:
             weights = dict.fromkeys(query_tokens, 1.0)
-        postings = [(self._terms[t], w) for t, w in weights.items() if t in self._terms]
+        found = [(self.postings(t), w) for t, w in weights.items()]
+        postings = [(p, w) for p, w in found if p is not None]
         scores = np.zeros(n, dtype=np.float32) if base is None else base.copy()
         if not n or not (postings or base is not None):
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
@@ -167,20 +201,22 @@ class TextIndex:
     def term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """``score([term])`` without a pass over every document: the term's postings (doc
         numbers ascending) and their BM25 scores, the same float32 values."""
-        p = self._terms.get(term)
+        p = self.postings(term)
         n = len(self._doc_len)
         if p is None or not n:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         docs, contribution = self._contribution(p, 1.0, n)
         scores: np.ndarray = np.float32(0) + contribution  # what score() adds to its zeros
-        return docs, scores
+        return docs.astype(np.int64), scores
 
-    def _contribution(self, p: _Postings, weight: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def _contribution(
+        self, p: tuple[np.ndarray, np.ndarray], weight: float, n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """A term's postings and what it adds to each of their BM25 scores."""
         avgdl = self._total_len / n or 1.0
         doc_len = np.frombuffer(self._doc_len, dtype=np.float32, count=n)
         k1, b = self.k1, self.b
-        docs, tfs = p.arrays()
+        docs, tfs = p
         idf = weight * _idf(len(docs), n)
         norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl)
         contribution: np.ndarray = idf * tfs * (k1 + 1.0) / (tfs + norm)

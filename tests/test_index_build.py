@@ -76,11 +76,9 @@ def fields(index: NamespaceIndex) -> dict[str, object]:
     index.visible_mask(np.arange(len(index)), 1, None)  # fills heads / rows
     text = index.text
     return {
-        "terms": {
-            t: (list(p.docs), list(p.tfs)) for t, p in sorted(text._terms.items())
-        },
-        "doc_len": list(text._doc_len),
-        "total_len": text._total_len,
+        "terms": {t: tuple(map(list, text.postings(t))) for t in text.terms()},
+        "doc_len": [text.doc_len(d) for d in range(len(text))],
+        "total_len": text.total_len,
         "fact_ids": list(index.fact_ids),
         "doc_of": index.doc_of,
         "current": bytes(index.current),
@@ -110,11 +108,12 @@ def test_bulk_built_indexes_equal_incrementally_built_ones(history):
     with tempfile.TemporaryDirectory() as tmp:
         with Memory(Path(tmp) / "s", clock=StepClock(START, STEP), embedder=None) as m:
             projector = m.store.projector
-            assert projector.indexes == {}  # built now: every event below goes through add()
+            for ns in ("a", "b"):  # built now: every event below goes through add()
+                assert len(projector.indexes.build_now(ns)) == 0
             play(m, history)
             incremental = {ns: fields(ix) for ns, ix in projector.indexes.items()}
             projector.flush()
-            bulk = build_indexes(projector.state, projector.db.postings())
+            bulk = build_indexes(projector.state, projector.db.postings)
             for vec in projector.state.vectors:
                 bulk[vec.namespace].set_vector(
                     vec.fact_id, vec.model, np.frombuffer(vec.vector, dtype="<f4")
@@ -184,7 +183,7 @@ def test_bulk_visibility_equals_the_per_fact_one_for_any_rows(facts):
             r.next[row] = nxt
     empty = ([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
              np.zeros(0, dtype=np.float32))
-    bulk = build_indexes(cols, empty)["default"]
+    bulk = build_indexes(cols, lambda namespace: empty)["default"]
     one_by_one = NamespaceIndex()
     one_by_one.add_documents([cols.fact_at(slot) for slot in range(len(facts))])
     for index in (bulk, one_by_one):
