@@ -9,25 +9,12 @@ Two ways in: :meth:`FactColumns.apply`, one event (live writes), and
 Vectors and episodes are kept as FactState keeps them (lists and dicts of structs) in this
 slice: they are a small part of a store's objects.
 
-How this replaces FactState (slice 2: wiring). What reads ``projector.state`` today:
-
-* the write path (hmem/store.py ``append_batch``; hmem/extract_plan.py): ``validate``,
-  ``check_applies``, ``check_dims``, ``lookup`` -- all here, with the same errors (``lookup``
-  returns the fact's slot; ``fact(id)`` gives the struct where a reader needs one).
-* the projector (projections/projector.py): ``apply`` -> the changed ids (same here), then
-  ``facts[id]`` for the index -> ``fact(id)``; ``doc_len`` is set with :meth:`set_doc_len`; the
-  recall indexes are built from all facts -> build them from the columns
-  (:meth:`namespace_slots`, ``texts``, the subject codes) instead of a loop over structs.
-* DuckDB (projections/duck.py ``write``/``load_state``, projections/columns.py): columns of
-  facts, rows, entities -> slices of these arrays (no per-fact loop); ``load_state`` -> the
-  checkpoint of slice 3 (these arrays saved as they are, plus the string tables).
-* readers: hmem/reads.py (``lookup``, ``in_namespace``, ``episodes_in``, ``vectors``),
-  hmem/ranking.py (``facts[id]`` for hits, feedback and context -> ``fact(id)`` of the few
-  candidates, visibility as column masks), hmem/embed_worker.py and hmem/writes.py (ids of a
-  namespace without a vector -> :meth:`in_namespace` ids), hmem/background.py
-  (``vector_dims``), hmem/extract.py (``sessions``, ``episodes``), replay/why.py
-  (``lookup``, ``head_of``, ``facts[id].supersedes`` -> ``fact``), replay/diff.py
-  (``facts[id]`` -> ``fact``).
+This is the projector's state (``projector.state``). Readers that want a fact get a
+:class:`Fact` made on demand (``facts[id]``, :meth:`lookup`, :meth:`in_namespace`: the same
+surface FactState offers, so callers did not change); the write path's checks read the columns;
+the tables are written from the columns (projections/fact_rows.py) and loaded back into them in
+bulk (projections/column_load.py); the recall indexes are built from them
+(projections/index_build.py). Still per object: vectors, episodes and the distinct strings.
 """
 
 from __future__ import annotations
