@@ -15,13 +15,14 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from projections.column_store import NONE, Strings
+from projections.column_store import NONE, Strings, UniqueStrings
 from projections.fact_columns import FactColumns
 from projections.state import Episode, Vector
 
 __all__ = ["load_columns"]
 
 _NULL = f"{NONE}::BIGINT"  # an int column's None, as the fold keeps it
+_CHUNK = 65_536
 
 
 def load_columns(con: duckdb.DuckDBPyConnection, last_seq: int) -> FactColumns:
@@ -52,7 +53,7 @@ def load_columns(con: duckdb.DuckDBPyConnection, last_seq: int) -> FactColumns:
     codes = _coded(con, cols.namespaces, ["namespace"])
     codes |= _coded(con, cols.subjects, ["subject"])
     codes |= _coded(con, cols.agents, ["source_agent"])
-    codes |= _coded(con, cols.refs, ["source_ref"])
+    codes["source_ref"] = _unshared(con, cols.refs, "source_ref")
     codes |= _coded(con, cols.labels, ["extractor", "prompt_version", "category"])
     codes |= _coded(con, cols.reasons, ["reason", "forget_reason"])
     for name, column in codes.items():
@@ -64,7 +65,9 @@ def load_columns(con: duckdb.DuckDBPyConnection, last_seq: int) -> FactColumns:
         "SELECT unnest(derived_from) AS d FROM facts ORDER BY id"
     ).fetchnumpy()["d"]
     cols.derived.extend(np.asarray(derived, dtype=np.int64))
-    cols.texts.extend(con.execute("SELECT text FROM facts ORDER BY id").fetchnumpy()["text"])
+    texts = con.execute("SELECT text FROM facts ORDER BY id")
+    while chunk := texts.fetchmany(_CHUNK):  # a str per fact only for a chunk at a time
+        cols.texts.extend([row[0] for row in chunk])
     cols.slot_of = np.full(max(last_seq + 1, 16), -1, dtype=np.int32)
     cols.slot_of[ids] = np.arange(n, dtype=np.int32)
     _rows(con, cols)
@@ -104,6 +107,21 @@ def _coded(
         f"SELECT {select} FROM facts {joins} ORDER BY facts.id"
     ).fetchnumpy()
     return {c: np.asarray(got[c], dtype=np.int32) for c in columns}
+
+
+def _unshared(
+    con: duckdb.DuckDBPyConnection, strings: UniqueStrings, column: str
+) -> npt.NDArray[np.int32]:
+    """Fill ``strings`` with a column's values in id order, a chunk at a time; returns the
+    codes by slot (-1 for NULL)."""
+    given = con.execute(f"SELECT {column} IS NOT NULL AS given FROM facts ORDER BY id").fetchnumpy()
+    mask = np.asarray(given["given"], dtype=bool)
+    codes = np.full(len(mask), -1, dtype=np.int32)
+    codes[mask] = np.arange(int(mask.sum()), dtype=np.int32)
+    values = con.execute(f"SELECT {column} FROM facts WHERE {column} IS NOT NULL ORDER BY id")
+    while chunk := values.fetchmany(_CHUNK):
+        strings.extend([row[0] for row in chunk])
+    return codes
 
 
 def _entities(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:

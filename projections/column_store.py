@@ -24,7 +24,10 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts", "grown"]
+__all__ = [
+    "NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts", "UniqueStrings",
+    "grown",
+]
 
 NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
 
@@ -266,3 +269,32 @@ class Texts:
 
     def nbytes(self) -> int:
         return len(self.blob) + self.ends[: self.n].nbytes
+
+
+class UniqueStrings(Texts):
+    """A string table without sharing, for values that are nearly all distinct (source refs
+    like "D3:12"): each value gets a new code and is kept as bytes, with no dict from value to
+    code (which would cost more than the values). Same surface as :class:`Strings`."""
+
+    __slots__ = ()
+
+    @property
+    def values(self) -> UniqueStrings:
+        return self
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        self.append(value)
+        return self.n - 1
+
+    def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
+        codes = np.full(len(values), -1, dtype=np.int32)
+        given = [i for i, v in enumerate(values) if v is not None]
+        if given:
+            codes[given] = np.arange(self.n, self.n + len(given), dtype=np.int32)
+            self.extend([values[i] for i in given])  # type: ignore[misc]
+        return codes
+
+    def get(self, code: int) -> str | None:
+        return None if code < 0 else self[code]

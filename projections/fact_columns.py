@@ -41,7 +41,16 @@ from projections.checks import (
     check_forgettable,
     check_revisable,
 )
-from projections.column_store import NONE, FactTable, Ragged, RowTable, Strings, Texts, grown
+from projections.column_store import (
+    NONE,
+    FactTable,
+    Ragged,
+    RowTable,
+    Strings,
+    Texts,
+    UniqueStrings,
+    grown,
+)
 from projections.entities import fact_entities
 from projections.errors import (
     FactAlreadyForgotten,
@@ -84,7 +93,7 @@ class FactColumns:
         self.namespaces = Strings()
         self.subjects = Strings()
         self.agents = Strings()  # source_agent
-        self.refs = Strings()  # source_ref
+        self.refs = UniqueStrings()  # source_ref: mostly one per fact
         self.labels = Strings()  # extractor, prompt_version, category
         self.reasons = Strings()  # reason, forget_reason
         self.entity_names = Strings()

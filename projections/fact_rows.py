@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from projections.column_store import NONE, Strings
+from projections.column_store import NONE, Strings, UniqueStrings
 from projections.fact_columns import REVISION_KINDS, FactColumns
 from projections.state import subject_key
 
@@ -121,7 +121,7 @@ def entity_rows(cols: FactColumns, ids: Sequence[int]) -> dict[str, np.ndarray]:
     }
 
 
-def _strings(strings: Strings, codes: npt.NDArray[Any]) -> np.ndarray:
+def _strings(strings: Strings | UniqueStrings, codes: npt.NDArray[Any]) -> np.ndarray:
     values = strings.values
     return _objects([None if c < 0 else values[c] for c in codes.tolist()])
 

@@ -173,7 +173,7 @@ def test_incremental_and_bulk_columns_equal_the_fold(history):
     assert_same_state(fold_all(accepted), state, "bulk")
 
 
-@settings(max_examples=examples(dev=150, ci=1000))
+@settings(max_examples=examples(dev=150, ci=300))
 @given(histories, st.integers(0, 40))
 def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
     """What a reopen or a reader's checkpoint does (projections/column_load.py): the tables the
@@ -206,7 +206,7 @@ def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
         db.close()
 
 
-@settings(max_examples=examples(dev=100, ci=600))
+@settings(max_examples=examples(dev=100, ci=300))
 @given(histories, st.integers(0, 40))
 def test_a_refused_event_in_a_bulk_replay_leaves_the_events_before_it_written(history, pick):
     """Replay of a log holding an event the fold refuses: the projector raises its
