@@ -65,11 +65,9 @@ def load_columns(con: duckdb.DuckDBPyConnection, last_seq: int) -> FactColumns:
         "SELECT unnest(derived_from) AS d FROM facts ORDER BY id"
     ).fetchnumpy()["d"]
     cols.derived.extend(np.asarray(derived, dtype=np.int64))
-    texts = con.execute("SELECT text FROM facts ORDER BY id")
-    while chunk := texts.fetchmany(_CHUNK):  # a str per fact only for a chunk at a time
-        cols.texts.extend([row[0] for row in chunk])
     cols.slot_of = np.full(max(last_seq + 1, 16), -1, dtype=np.int32)
     cols.slot_of[ids] = np.arange(n, dtype=np.int32)
+    _texts(con, cols)
     _rows(con, cols)
     _vectors_and_episodes(con, cols)
     cols.last_seq = last_seq
@@ -107,6 +105,15 @@ def _coded(
         f"SELECT {select} FROM facts {joins} ORDER BY facts.id"
     ).fetchnumpy()
     return {c: np.asarray(got[c], dtype=np.int32) for c in columns}
+
+
+def _texts(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:
+    """The texts, in the table's own order (no sort of every text by id) and a chunk at a
+    time (a str per fact only for a chunk), each put at its fact's slot."""
+    texts = con.execute("SELECT id, text FROM facts")
+    while chunk := texts.fetchmany(_CHUNK):
+        ids, values = zip(*chunk, strict=True)
+        cols.texts.place(cols.slot_of[np.array(ids, dtype=np.int64)], values)
 
 
 def _unshared(

@@ -231,44 +231,52 @@ class Ragged:
 
 
 class Texts:
-    """Strings by slot as one UTF-8 buffer and the end of each, not a ``str`` object each (a
-    fact's text costs its bytes plus 8). Lone surrogates round-trip ("surrogatepass")."""
+    """Strings by slot as one UTF-8 buffer and where each starts and ends in it, not a ``str``
+    object each (a fact's text costs its bytes plus 16). Lone surrogates round-trip
+    ("surrogatepass"). Appended in slot order, or placed at given slots in any order
+    (:meth:`place`: a bulk load that need not sort the texts)."""
 
-    __slots__ = ("blob", "ends", "n")
+    __slots__ = ("blob", "starts", "ends", "n")
 
     def __init__(self) -> None:
         self.blob = bytearray()
+        self.starts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.ends: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.n = 0
 
     def append(self, text: str) -> None:
-        self.blob += text.encode("utf-8", "surrogatepass")
-        self.ends = grown(self.ends, self.n + 1)
-        self.ends[self.n] = len(self.blob)
-        self.n += 1
+        self.extend([text])
 
     def extend(self, texts: Iterable[str]) -> None:
+        texts = list(texts)
+        self.place(np.arange(self.n, self.n + len(texts)), texts)
+
+    def place(self, slots: npt.NDArray[Any], texts: Sequence[str]) -> None:
+        """Put ``texts[i]`` at slot ``slots[i]``; ``n`` becomes one past the highest slot set
+        (a slot below it that was never set reads as "")."""
+        if not len(texts):
+            return
         encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        if not encoded:
-            return
-        start = len(self.blob)
+        ends = len(self.blob) + np.cumsum(lengths)
         self.blob += b"".join(encoded)
-        self.ends = grown(self.ends, self.n + len(encoded))
-        self.ends[self.n:self.n + len(encoded)] = start + np.cumsum(lengths)
-        self.n += len(encoded)
+        need = int(slots.max()) + 1
+        self.starts, self.ends = grown(self.starts, need), grown(self.ends, need)
+        self.starts[slots], self.ends[slots] = ends - lengths, ends
+        self.n = max(self.n, need)
 
     def __getitem__(self, slot: int) -> str:
         if not 0 <= slot < self.n:
             raise IndexError(slot)
-        start = int(self.ends[slot - 1]) if slot else 0
-        return self.blob[start:int(self.ends[slot])].decode("utf-8", "surrogatepass")
+        return self.blob[int(self.starts[slot]):int(self.ends[slot])].decode(
+            "utf-8", "surrogatepass"
+        )
 
     def __len__(self) -> int:
         return self.n
 
     def nbytes(self) -> int:
-        return len(self.blob) + self.ends[: self.n].nbytes
+        return len(self.blob) + self.starts[: self.n].nbytes + self.ends[: self.n].nbytes
 
 
 class UniqueStrings(Texts):
