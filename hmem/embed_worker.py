@@ -39,9 +39,9 @@ def unembedded_tail(state: FactColumns, namespace: str, model: str) -> list[Pend
     have = {v.fact_id for v in state.vectors if v.namespace == namespace and v.model == model}
     if not have:
         return []
-    newest = max(have)
-    tail = (f for f in state.in_namespace(namespace) if f.id > newest)
-    return [(f.id, f.subject, f.text) for f in sorted(tail, key=lambda f: f.id)]
+    ids = state.ids_in(namespace)  # ascending
+    tail = (state.fact(fid) for fid in ids[ids > max(have)].tolist())
+    return [(f.id, f.subject, f.text) for f in tail]
 
 
 class EmbedWorker:

@@ -121,11 +121,7 @@ class Plan:
 
     def build(self, request: ExtractionRequest) -> None:
         ns = self.namespace
-        texts = {
-            normalise(f.text): f.id
-            for f in self.state.in_namespace(ns)
-            if f.superseded_by is None and f.forgotten_seq is None
-        }
+        texts = {normalise(text): fid for fid, text in self.state.current_texts(ns)}
         seen: dict[str, None] = {}
         claimed: set[int] = set()
         near = self._similar_vectors(request)

@@ -208,7 +208,7 @@ class ReadMethods(StoreHandle):
         """Counts for this namespace and the state of the log and projection."""
         with self.reading() as store:
             state = store.projector.state
-            facts = list(state.in_namespace(self.namespace))
+            counts = state.counts(self.namespace)
             workers = [w for w in store.embed_workers if w.namespace == self.namespace]
             head = store.log.head()
             con = store.connection()
@@ -225,11 +225,7 @@ class ReadMethods(StoreHandle):
             return Stats(
                 path=str(store.root),
                 namespace=self.namespace,
-                facts=len(facts),
-                current=sum(f.superseded_by is None and f.forgotten_seq is None for f in facts),
-                superseded=sum(f.superseded_by is not None for f in facts),
-                forgotten=sum(f.forgotten_seq is not None for f in facts),
-                subjects=len({f.subject_key for f in facts}),
+                **counts,
                 entities=n_entities,
                 vectors=sum(v.namespace == self.namespace for v in state.vectors),
                 namespace_events=ns_events,

@@ -59,7 +59,7 @@ from projections.errors import (
     InvalidInput,
     ProjectionError,
 )
-from projections.state import Episode, Fact, Row, Vector
+from projections.state import Episode, Fact, Row, Vector, subject_key
 from projections.timeutil import to_us
 
 __all__ = ["FactColumns", "REVISION_KINDS", "opt"]
@@ -386,6 +386,26 @@ class FactColumns:
         if code is None:
             return np.zeros(0, dtype=np.intp)
         return np.flatnonzero(self.table.namespace[: self.n] == code)
+
+    def counts(self, namespace: str) -> dict[str, int]:
+        """This namespace's facts, current / superseded / forgotten ones and distinct subject
+        keys, counted over the columns (no fact is made)."""
+        slots = self.namespace_slots(namespace)
+        f = self.table
+        superseded = f.superseded_by[slots] != NONE
+        forgotten = f.forgotten_seq[slots] != NONE
+        keys = {subject_key(self.subjects.values[c]) for c in np.unique(f.subject[slots]).tolist()}
+        return {
+            "facts": len(slots), "current": int((~superseded & ~forgotten).sum()),
+            "superseded": int(superseded.sum()), "forgotten": int(forgotten.sum()),
+            "subjects": len(keys),
+        }
+
+    def current_texts(self, namespace: str) -> list[tuple[int, str]]:
+        """(id, text) of this namespace's current beliefs, in order of id."""
+        slots = np.flatnonzero(self.current_mask(namespace)).tolist()
+        ids = self.table.ids
+        return [(int(ids[s]), self.texts[s]) for s in slots]
 
     def namespaces_with_facts(self) -> list[str]:
         """The namespaces that have facts."""

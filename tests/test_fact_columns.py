@@ -112,6 +112,17 @@ def assert_same_state(cols: FactColumns, state: FactState, what: str) -> None:
     assert cols.sessions == state.sessions, what
     for name in NAMESPACES:
         assert cols.ids_in(name).tolist() == [f.id for f in state.in_namespace(name)]
+        facts = list(state.in_namespace(name))
+        assert cols.counts(name) == {
+            "facts": len(facts),
+            "current": sum(f.superseded_by is None and f.forgotten_seq is None for f in facts),
+            "superseded": sum(f.superseded_by is not None for f in facts),
+            "forgotten": sum(f.forgotten_seq is not None for f in facts),
+            "subjects": len({f.subject_key for f in facts}),
+        }, what
+        assert cols.current_texts(name) == [
+            (f.id, f.text) for f in facts if f.superseded_by is None and f.forgotten_seq is None
+        ], what
         current = cols.ids()[cols.current_mask(name)].tolist()
         assert current == [f.id for f in state.in_namespace(name)
                            if f.superseded_by is None and f.forgotten_seq is None]
