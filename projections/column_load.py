@@ -93,8 +93,7 @@ def _coded(
         f"SELECT {c} AS v FROM facts WHERE {c} IS NOT NULL" for c in columns
     ) + ")"
     values = [r[0] for r in con.execute(f"SELECT v FROM ({union}) ORDER BY v").fetchall()]
-    strings.values = values
-    strings.codes = {None: -1, **{v: i for i, v in enumerate(values)}}
+    _fill(strings, values)
     if not values:
         n = int(con.execute("SELECT count(*) FROM facts").fetchone()[0])  # type: ignore[index]
         return {c: np.full(n, -1, dtype=np.int32) for c in columns}
@@ -105,6 +104,12 @@ def _coded(
         f"SELECT {select} FROM facts {joins} ORDER BY facts.id"
     ).fetchnumpy()
     return {c: np.asarray(got[c], dtype=np.int32) for c in columns}
+
+
+def _fill(strings: Strings, values: list[str]) -> None:
+    """Set a string table to ``values`` (distinct, in code order)."""
+    strings.values = values
+    strings.codes = {None: -1, **{v: i for i, v in enumerate(values)}}
 
 
 def _texts(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:
@@ -137,9 +142,7 @@ def _entities(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:
             "SELECT DISTINCT unnest(entities) AS e FROM facts ORDER BY e"
         ).fetchall()
     ]
-    strings = cols.entity_names
-    strings.values = names
-    strings.codes = {None: -1, **{v: i for i, v in enumerate(names)}}
+    _fill(cols.entity_names, names)
     if not names:
         return
     got = con.execute(

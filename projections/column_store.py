@@ -213,17 +213,21 @@ class Ragged:
         self.values[self.n:end] = flat
         self.n = end
 
-    def runs(self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]) -> list[list[Any]]:
-        """The runs of many slots (as :meth:`run` of each), sliced from one list."""
+    def gather(
+        self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]
+    ) -> tuple[Array, npt.NDArray[np.int64]]:
+        """(the runs of ``slots`` one after another, each run's length)."""
         stop = ends[slots]
         start = np.where(slots > 0, ends[np.maximum(slots - 1, 0)], 0)
-        lo, hi = (int(start.min()), int(stop.max())) if len(slots) else (0, 0)
-        if hi - lo > 4 * int((stop - start).sum()) + 4096:  # scattered: slice each run
-            return [self.values[a:b].tolist() for a, b in zip(start.tolist(), stop.tolist(),
-                                                                   strict=True)]
-        flat = self.values[lo:hi].tolist()
-        return [flat[a:b] for a, b in zip((start - lo).tolist(), (stop - lo).tolist(),
-                                           strict=True)]
+        lengths = stop - start
+        offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return self.values[np.repeat(start, lengths) + offsets], lengths
+
+    def runs(self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]) -> list[list[Any]]:
+        """The runs of many slots (as :meth:`run` of each), gathered at once."""
+        flat, lengths = self.gather(ends, slots)
+        items, bounds = flat.tolist(), np.cumsum(lengths).tolist()
+        return [items[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
     def run(self, ends: npt.NDArray[np.int64], slot: int) -> list[int]:
         start = int(ends[slot - 1]) if slot else 0

@@ -20,6 +20,7 @@ from projections.state import Episode, Vector
 from projections.timeutil import to_us
 
 __all__ = [
+    "object_column",
     "TIME_COLUMNS",
     "EventRow",
     "episode_columns",
@@ -30,7 +31,8 @@ __all__ = [
 ]
 
 
-def _objects(values: Sequence[Any]) -> np.ndarray:
+def object_column(values: Sequence[Any]) -> np.ndarray:
+    """A column of Python objects (strings, lists, None) for DuckDB."""
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr
@@ -68,24 +70,24 @@ def event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
     )
     return {
         "seq": np.array(cols[0], dtype=np.int64),
-        "type": _objects(cols[1]),
+        "type": object_column(cols[1]),
         "tx_at": np.array(cols[2], dtype=np.int64),
-        "namespace": _objects(cols[3]),
+        "namespace": object_column(cols[3]),
         "fact_id": np.array(cols[4], dtype=np.int64),
         "target_id": _ints(cols[5]),
-        "source_agent": _objects(cols[6]),
-        "source_ref": _objects(cols[7]),
-        "reason": _objects(cols[8]),
+        "source_agent": object_column(cols[6]),
+        "source_ref": object_column(cols[7]),
+        "reason": object_column(cols[8]),
     }
 
 
 def vector_columns(vectors: Sequence[Vector]) -> dict[str, np.ndarray]:
     return {
         "fact_id": np.array([v.fact_id for v in vectors], dtype=np.int64),
-        "namespace": _objects([v.namespace for v in vectors]),
-        "model": _objects([v.model for v in vectors]),
+        "namespace": object_column([v.namespace for v in vectors]),
+        "model": object_column([v.model for v in vectors]),
         "dims": np.array([v.dims for v in vectors], dtype=np.int32),
-        "vector": _objects([np.frombuffer(v.vector, dtype="<f4").tolist() for v in vectors]),
+        "vector": object_column([np.frombuffer(v.vector, dtype="<f4").tolist() for v in vectors]),
         "seq": np.array([v.seq for v in vectors], dtype=np.int64),
     }
 
@@ -98,7 +100,7 @@ def episode_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
         if name in ("seq", "turn", "observed_at", "recorded_at"):
             out[name] = np.array(column, dtype=np.int64)
         else:
-            out[name] = _objects(column)
+            out[name] = object_column(column)
     return out
 
 
@@ -110,19 +112,19 @@ def recall_columns(recalls: Sequence[RecallServed]) -> dict[str, np.ndarray]:
 
     return {
         "seq": np.array([r.seq for r in recalls], dtype=np.int64),
-        "namespace": _objects([r.namespace for r in recalls]),
+        "namespace": object_column([r.namespace for r in recalls]),
         "served_at": us([r.tx_at for r in recalls]),
-        "query": _objects([r.query for r in recalls]),
+        "query": object_column([r.query for r in recalls]),
         "hit_limit": np.array([r.limit for r in recalls], dtype=np.int64),
         "max_tokens": np.array([r.max_tokens for r in recalls], dtype=np.int64),
         "as_of_seq": _ints([r.as_of_seq for r in recalls]),
         "valid_at": us([r.valid_at for r in recalls]),
-        "subject": _objects([r.subject for r in recalls]),
+        "subject": object_column([r.subject for r in recalls]),
         "reference_at": us([r.reference_time for r in recalls]),
-        "config": _objects([r.config for r in recalls]),
-        "model": _objects([r.model for r in recalls]),
-        "source_agent": _objects([r.source_agent for r in recalls]),
-        "source_ref": _objects([r.source_ref for r in recalls]),
+        "config": object_column([r.config for r in recalls]),
+        "model": object_column([r.model for r in recalls]),
+        "source_agent": object_column([r.source_agent for r in recalls]),
+        "source_ref": object_column([r.source_ref for r in recalls]),
         "hit_count": np.array([len(r.hits) for r in recalls], dtype=np.int64),
     }
 
@@ -137,7 +139,7 @@ def recall_hit_columns(recalls: Sequence[RecallServed]) -> dict[str, np.ndarray]
     cols: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[]] * 5
     return {
         "seq": np.array(cols[0], dtype=np.int64),
-        "namespace": _objects(cols[1]),
+        "namespace": object_column(cols[1]),
         "fact_id": np.array(cols[2], dtype=np.int64),
         "rank": np.array(cols[3], dtype=np.int64),
         "score": np.array(cols[4], dtype=np.float64),

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from projections.column_store import NONE, Strings, UniqueStrings
+from projections.columns import object_column
 from projections.fact_columns import REVISION_KINDS, FactColumns
 from projections.state import subject_key
 
@@ -31,17 +32,17 @@ def fact_rows(cols: FactColumns, ids: Sequence[int]) -> dict[str, np.ndarray]:
         "id": f.ids[slots],
         "namespace": _strings(cols.namespaces, f.namespace[slots]),
         "subject": subjects,
-        "subject_key": _objects([subject_key(s) for s in subjects]),
-        "text": _objects([cols.texts[s] for s in slots.tolist()]),
+        "subject_key": object_column([subject_key(s) for s in subjects]),
+        "text": object_column([cols.texts[s] for s in slots.tolist()]),
         "confidence": f.confidence[slots],
         "source_agent": _strings(cols.agents, f.source_agent[slots]),
         "source_ref": _strings(cols.refs, f.source_ref[slots]),
-        "entities": _objects([
+        "entities": object_column([
             [entity_names[c] for c in run] for run in cols.entities.runs(f.entities_end, slots)
         ]),
         "created_at": f.created_at[slots],
         "supersedes": _nullable(f.supersedes[slots]),
-        "revision": _objects([REVISION_KINDS[k] for k in f.revision[slots].tolist()]),
+        "revision": object_column([REVISION_KINDS[k] for k in f.revision[slots].tolist()]),
         "reason": _strings(cols.reasons, f.reason[slots]),
         "superseded_by": _nullable(f.superseded_by[slots]),
         "superseded_at": _nullable(f.superseded_at[slots]),
@@ -49,7 +50,7 @@ def fact_rows(cols: FactColumns, ids: Sequence[int]) -> dict[str, np.ndarray]:
         "forgotten_at": _nullable(f.forgotten_at[slots]),
         "forget_reason": _strings(cols.reasons, f.forget_reason[slots]),
         "doc_len": f.doc_len[slots],
-        "derived_from": _objects(cols.derived.runs(f.derived_end, slots)),
+        "derived_from": object_column(cols.derived.runs(f.derived_end, slots)),
         "extractor": _strings(cols.labels, f.extractor[slots]),
         "prompt_version": _strings(cols.labels, f.prompt_version[slots]),
         "category": _strings(cols.labels, f.category[slots]),
@@ -99,7 +100,7 @@ def posting_rows(
     namespaces = _strings(cols.namespaces, cols.table.namespace[cols.slot_of[ids]])
     return {
         "namespace": np.repeat(namespaces, lengths),
-        "term": _objects(list(chain.from_iterable(counts for _, counts in new_facts))),
+        "term": object_column(list(chain.from_iterable(counts for _, counts in new_facts))),
         "fact_id": np.repeat(ids, lengths),
         "tf": np.fromiter(
             chain.from_iterable(counts.values() for _, counts in new_facts),
@@ -116,14 +117,14 @@ def entity_rows(cols: FactColumns, ids: Sequence[int]) -> dict[str, np.ndarray]:
     lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
     return {
         "namespace": np.repeat(_strings(cols.namespaces, f.namespace[slots]), lengths),
-        "entity": _objects([names[c] for c in chain.from_iterable(runs)]),
+        "entity": object_column([names[c] for c in chain.from_iterable(runs)]),
         "fact_id": np.repeat(f.ids[slots], lengths),
     }
 
 
 def _strings(strings: Strings | UniqueStrings, codes: npt.NDArray[Any]) -> np.ndarray:
     values = strings.values
-    return _objects([None if c < 0 else values[c] for c in codes.tolist()])
+    return object_column([None if c < 0 else values[c] for c in codes.tolist()])
 
 
 def _nullable(values: npt.NDArray[np.int64]) -> np.ndarray:
@@ -136,9 +137,3 @@ def _importance(cols: FactColumns, slots: npt.NDArray[np.int64]) -> np.ndarray:
     for i in np.flatnonzero(code < 0).tolist():
         code[i] = cols.odd[int(slots[i])]
     return np.ma.masked_array(code, mask=code == 0)
-
-
-def _objects(values: Sequence[Any]) -> np.ndarray:
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr

@@ -71,11 +71,11 @@ class Indexes(Mapping[str, NamespaceIndex]):
     def build_now(self, namespace: str) -> NamespaceIndex:
         """The namespace's index, built now (empty for a namespace without facts yet: later
         events then fill it one by one)."""
-        index = self._built.get(namespace)
-        if index is None:
-            index = self._build(namespace)
-            index = self._built[namespace] = NamespaceIndex() if index is None else index
-        return index
+        try:
+            return self[namespace]
+        except KeyError:
+            index = self._built[namespace] = NamespaceIndex()
+            return index
 
     def any_built(self) -> bool:
         return bool(self._built)
@@ -174,16 +174,10 @@ def _visibility(
 
 def _entity_docs(cols: FactColumns, slots: npt.NDArray[np.intp]) -> dict[str, array[int]]:
     """Entity -> the documents naming it, in document order (once per naming)."""
-    ends = cols.table.entities_end
-    stop = ends[slots]
-    begin = np.where(slots > 0, ends[np.maximum(slots - 1, 0)], 0)
-    lengths = stop - begin
-    total = int(lengths.sum())
-    if not total:
+    codes, lengths = cols.entities.gather(cols.table.entities_end, slots)
+    if not len(codes):
         return {}
     docs = np.repeat(np.arange(len(slots), dtype=np.int64), lengths)
-    offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    codes = cols.entities.values[np.repeat(begin, lengths) + offsets]
     order = np.argsort(codes, kind="stable")
     codes, docs = codes[order], docs[order]
     cuts = np.flatnonzero(np.diff(codes)) + 1
