@@ -59,7 +59,9 @@ class EventLog:
     """An append-only log of events in segment files under ``directory``.
 
     Open a writer with ``EventLog(dir)`` (takes the store's writer lock) or a reader with
-    ``EventLog(dir, read_only=True)`` (no lock; never modifies files).
+    ``EventLog(dir, read_only=True)`` (no lock; never modifies files). A reader with
+    ``lazy=True`` scans only the last segment at open and each sealed one when it first reads
+    from it (see :mod:`eventlog.segments`).
     """
 
     def __init__(
@@ -73,9 +75,15 @@ class EventLog:
         batch_interval: float = 1.0,
         lock_label: str | None = None,
         io: FileIO = OS,
+        lazy: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, not {fsync!r}")
+        if segment_bytes <= fmt.SEGMENT_HEADER_SIZE:
+            raise ValueError(
+                f"segment_bytes must exceed a segment's {fmt.SEGMENT_HEADER_SIZE}-byte header "
+                f"(the default is {64 * 1024 * 1024:,}), not {segment_bytes!r}"
+            )
         self.directory = Path(directory)
         self.read_only = read_only
         self.fsync_policy: FsyncPolicy = fsync
@@ -83,6 +91,7 @@ class EventLog:
         self.batch_events = batch_events
         self.batch_interval = batch_interval
         self.io = io
+        self.lazy = lazy
         self.segments = Segments(self.directory, read_only=read_only, io=io)
         self._last_tx_at: datetime = EPOCH
         self._fd: int | None = None
@@ -156,7 +165,7 @@ class EventLog:
     def _load(self) -> None:
         assert self._append_lock is not None
         with self._append_lock.held(shared=True):
-            self.segments.load()
+            self.segments.load(lazy=self.lazy)
         self._read_last_tx()
 
     def _read_last_tx(self) -> None:

@@ -4,6 +4,13 @@
 holds, and what the writer (:class:`eventlog.log.EventLog`) appends behind. Loading is recovery:
 a torn final record is truncated (unless read-only) and reported in :attr:`Segments.recovery`;
 a damaged record anywhere else raises :class:`LogCorrupted` naming the segment and offset.
+
+A reader may load *lazily* (``load(lazy=True)``): only the last segment is scanned at open; a
+sealed one (every segment but the last never changes again) is taken from the segment headers
+(the next header names the seq it starts at and the chain before it, so the sealed one's last
+seq and final chain are known without reading it) and scanned, with every check, the first
+time one of its records is read. Damage there raises then, not at open. The writer, ``hmem log
+verify`` and a reader without a checkpoint (which reads every record anyway) check everything.
 """
 
 from __future__ import annotations
@@ -86,18 +93,29 @@ def _is_hex(text: str) -> bool:
 
 
 class Segment:
-    """One segment file: its first seq, the offset of every valid record, where they end."""
+    """One segment file: its first seq, the offset of every valid record, where they end.
 
-    __slots__ = ("path", "first_seq", "offsets", "end")
+    A sealed segment loaded lazily is not scanned yet: ``sealed`` holds what the next segment's
+    header says it must hold (its last seq and the chain after it), and ``offsets`` is empty
+    until :meth:`Segments.scanned` reads it."""
 
-    def __init__(self, path: Path, first_seq: int, end: int) -> None:
+    __slots__ = ("path", "first_seq", "offsets", "end", "prev_chain", "sealed")
+
+    def __init__(
+        self, path: Path, first_seq: int, end: int, prev_chain: bytes = fmt.ZERO_CHAIN,
+        sealed: tuple[int, bytes] | None = None,
+    ) -> None:
         self.path = path
         self.first_seq = first_seq
         self.offsets = array("Q")
         self.end = end
+        self.prev_chain = prev_chain
+        self.sealed = sealed
 
     @property
     def last_seq(self) -> int:
+        if self.sealed is not None:
+            return self.sealed[0]
         return self.first_seq + len(self.offsets) - 1
 
 
@@ -151,11 +169,71 @@ class Segments:
             return []
         return sorted(p for p in self.directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
 
-    def load(self) -> None:
-        """Scan every segment file (once, on open)."""
+    def load(self, *, lazy: bool = False) -> None:
+        """Scan every segment file (once, on open); with ``lazy`` (read-only), scan only the
+        last one and take the sealed ones from the headers (see the module docstring)."""
         files = self.files()
+        if lazy and self.read_only:
+            files = self._load_sealed(files)
         for i, path in enumerate(files):
             self._load(path, is_last=i == len(files) - 1, start_from=None)
+
+    def _load_sealed(self, files: list[Path]) -> list[Path]:
+        """Take every segment but the tail from the headers; returns the files left to scan."""
+        headers: list[fmt.SegmentHeader] = []
+        for i, path in enumerate(files):
+            with open(path, "rb") as f:
+                data = f.read(fmt.SEGMENT_HEADER_SIZE)
+            header = fmt.unpack_segment_header(data)
+            if isinstance(header, str):
+                if i == len(files) - 1 and (len(data) < fmt.SEGMENT_HEADER_SIZE or not any(data)):
+                    break  # an unfinished new segment: a reader ignores it, as _load does
+                raise LogCorrupted(str(path), 0, header)
+            self._check_version(path, header)
+            headers.append(header)
+        tail = len(headers) - 1
+        for i in range(tail):
+            header, after = headers[i], headers[i + 1]
+            self._check_continues(files[i], header)
+            seg = Segment(
+                files[i], header.first_seq, files[i].stat().st_size, header.prev_chain,
+                sealed=(after.first_seq - 1, after.prev_chain),
+            )
+            if seg.last_seq < seg.first_seq - 1:
+                raise LogCorrupted(
+                    str(files[i + 1]), 0,
+                    f"segment starts at seq {after.first_seq}, before the segment ahead of it "
+                    f"(seq {header.first_seq}): segments are reordered or replaced",
+                )
+            self.list.append(seg)
+            self.chain = after.prev_chain
+        return files[max(tail, 0):]
+
+    def scanned(self, seg: Segment) -> Segment:
+        """``seg`` with its records found and checked (a lazily loaded sealed segment is
+        scanned now; its end must be what the next segment's header says)."""
+        if seg.sealed is None:
+            return seg
+        last_seq, chain = seg.sealed
+        data = seg.path.read_bytes()
+        result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, seg.prev_chain)
+        if result.stop is fmt.Stop.CORRUPT:
+            raise LogCorrupted(str(seg.path), result.end, result.detail)
+        if result.stop is fmt.Stop.TORN:
+            raise LogCorrupted(
+                str(seg.path), result.end, f"{result.detail}, but later segments exist"
+            )
+        if seg.first_seq + len(result.offsets) - 1 != last_seq or result.chain != chain:
+            raise LogCorrupted(
+                str(seg.path), result.end,
+                f"segment ends at seq {seg.first_seq + len(result.offsets) - 1} but the next "
+                f"starts at seq {last_seq + 1}, or its chain does not continue into the next "
+                f"(a segment is missing, reordered or replaced)",
+            )
+        seg.offsets.extend(result.offsets)
+        seg.end = result.end
+        seg.sealed = None
+        return seg
 
     def refresh(self) -> None:
         """Pick up records appended (and segments created) since the last load or refresh."""
@@ -181,20 +259,9 @@ class Segments:
                     self._drop_unfinished(path)
                     return False
                 raise LogCorrupted(str(path), 0, header)
-            if header.version > fmt.FORMAT_VERSION:
-                raise UnsupportedFormat(
-                    f"{path} was written in log format {header.version}; this hmem reads up to "
-                    f"format {fmt.FORMAT_VERSION}. Upgrade hmem (pip install -U hmem)"
-                )
-            expected_first = self.last_seq + 1
-            if header.first_seq != expected_first or header.prev_chain != self.chain:
-                raise LogCorrupted(
-                    str(path), 0,
-                    f"segment starts at seq {header.first_seq} but seq {expected_first} was "
-                    f"expected, or its chain does not continue the previous segment "
-                    f"(a segment is missing, reordered or replaced)",
-                )
-            seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE)
+            self._check_version(path, header)
+            self._check_continues(path, header)
+            seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE, header.prev_chain)
             self.list.append(seg)
             base = 0
             result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, self.chain)
@@ -216,6 +283,25 @@ class Segments:
             if not self.read_only:
                 self._truncate_tail(seg, base + len(data) - seg.end, result.detail)
         return True
+
+    @staticmethod
+    def _check_version(path: Path, header: fmt.SegmentHeader) -> None:
+        if header.version > fmt.FORMAT_VERSION:
+            raise UnsupportedFormat(
+                f"{path} was written in log format {header.version}; this hmem reads up to "
+                f"format {fmt.FORMAT_VERSION}. Upgrade hmem (pip install -U hmem)"
+            )
+
+    def _check_continues(self, path: Path, header: fmt.SegmentHeader) -> None:
+        """The segment must start where the ones before it end."""
+        expected_first = self.last_seq + 1
+        if header.first_seq != expected_first or header.prev_chain != self.chain:
+            raise LogCorrupted(
+                str(path), 0,
+                f"segment starts at seq {header.first_seq} but seq {expected_first} was "
+                f"expected, or its chain does not continue the previous segment "
+                f"(a segment is missing, reordered or replaced)",
+            )
 
     def _drop_unfinished(self, path: Path) -> None:
         if self.read_only:
@@ -246,7 +332,7 @@ class Segments:
                 lo = mid
             else:
                 hi = mid - 1
-        return self.list[lo]
+        return self.scanned(self.list[lo])
 
     def get(self, seq: int) -> Event:
         """The event with this seq."""
@@ -265,6 +351,9 @@ class Segments:
 
     def chain_at(self, seq: int) -> bytes:
         """The hash chain value after the event with this seq (identifies the whole prefix)."""
+        for seg in self.list:  # the end of a sealed segment not scanned yet: its next header's
+            if seg.sealed is not None and seg.sealed[0] == seq >= seg.first_seq:
+                return seg.sealed[1]
         seg = self.segment_of(seq)
         with open(seg.path, "rb") as f:
             f.seek(seg.offsets[seq - seg.first_seq])
@@ -273,8 +362,9 @@ class Segments:
     def read(self, from_seq: int, to_seq: int) -> Iterator[Event]:
         """Events with ``from_seq <= seq <= to_seq``."""
         for seg in list(self.list):
-            if seg.last_seq < from_seq or seg.first_seq > to_seq or not seg.offsets:
+            if seg.last_seq < from_seq or seg.first_seq > to_seq or seg.last_seq < seg.first_seq:
                 continue
+            seg = self.scanned(seg)
             with open(seg.path, "rb") as f:
                 data = f.read(seg.end)
             lo = max(from_seq, seg.first_seq) - seg.first_seq

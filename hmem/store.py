@@ -5,6 +5,7 @@ Layout of a store directory::
     log/                 segment files (*.hlog) and the writer LOCK: the source of truth
     projection.duckdb    the writer's projection (disposable; rebuilt from the log when needed)
     checkpoint.duckdb    the writer's last published copy of it, for readers (disposable)
+    checkpoint.columns   the fold's columns at that checkpoint, read back on open (disposable)
     backups/             what `hmem log repair` cut off
 
 DuckDB lets only one process open a database file while it is written, so a reader (another
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from eventlog.events import (
     EmbeddingRecorded,
@@ -45,6 +47,7 @@ from hmem.timeparse import TimeLike
 from hmem.when import Now, parse_when
 from projections import checkpoint
 from projections.checks import check_fields
+from projections.column_file import COLUMNS_FILE, load_column_file, save_column_file
 from projections.duck import DuckProjection, from_log, is_lock_conflict
 from projections.projector import Projector
 from projections.timeutil import to_us
@@ -114,6 +117,7 @@ class Store:
             segment_bytes=segment_bytes,
             lock_label=f"store {self.root}",
             io=io,
+            lazy=read_only,  # a reader from a checkpoint reads only the log's tail
         )
         try:
             if not self.log.recovery.clean:
@@ -138,7 +142,11 @@ class Store:
                 self.notes.append(db.recreated)
             if not self.read_only:
                 self._check_cursor(db)
-            self.projector = Projector(db, self.log.chain_at, flush_every=flush_every)
+            stamp = db.cursor()
+            loaded = load_column_file(self.columns_path, stamp) if stamp[0] else None
+            self.projector = Projector(
+                db, self.log.chain_at, flush_every=flush_every, loaded=loaded
+            )
             self.catch_up()
             if not self.read_only:
                 self.projector.flush()
@@ -151,6 +159,10 @@ class Store:
     @property
     def checkpoint_path(self) -> Path:
         return self.root / checkpoint.CHECKPOINT_FILE
+
+    @property
+    def columns_path(self) -> Path:
+        return self.root / COLUMNS_FILE
 
     def _reader_copy(self) -> DuckProjection:
         """A reader's projection: its private copy of the checkpoint, or an empty in-memory one
@@ -186,7 +198,10 @@ class Store:
         disk) is a note, not an error: readers then fold a longer tail of the log."""
         self.projector.flush()
         try:
-            self.checkpoint_seq = checkpoint.publish(self.db, self.checkpoint_path)[0]
+            stamp = checkpoint.publish(self.db, self.checkpoint_path)
+            self.checkpoint_seq = stamp[0]
+            tx_times = np.frombuffer(self.projector.tx_times, dtype=np.int64)
+            save_column_file(self.columns_path, self.projector.state, tx_times, stamp)
         except (OSError, duckdb.Error) as e:
             self.notes.append(f"checkpoint not published ({e}); readers replay more of the log")
         return self.checkpoint_seq
