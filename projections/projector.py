@@ -18,6 +18,7 @@ from eventlog.events import (
     FactRevised,
     RecallServed,
 )
+from projections.column_file import LoadedColumns
 from projections.columns import EventRow
 from projections.duck import DuckProjection
 from projections.fact_fold import fold_all
@@ -36,6 +37,9 @@ BULK_FLUSH_EVENTS = 50_000
 class Projector:
     """The projection of one store: fold state + recall indexes in memory, tables in DuckDB.
 
+    The fold state is loaded from the tables, or given as ``loaded`` (read from the column file
+    beside the checkpoint: projections/column_file.py) when it holds the projection's seq.
+
     Events are applied to memory at once and written to DuckDB in batches of ``flush_every``
     events (and whenever a reader needs the tables: call :meth:`flush`). The cursor is written
     in the same transaction as the rows, so a crash between batches only means the next open
@@ -48,12 +52,16 @@ class Projector:
         chain_at: Callable[[int], bytes],
         *,
         flush_every: int = 256,
+        loaded: LoadedColumns | None = None,
     ) -> None:
         self.db = db
         self.chain_at = chain_at
         self.flush_every = flush_every
-        self.state = db.load_state()
-        self.tx_times = array("q", db.tx_times().tobytes())
+        if loaded is not None and loaded[0].last_seq != db.cursor()[0]:
+            raise ValueError("the loaded columns are not the fold of this projection")
+        state, tx_times = loaded or (db.load_state(), db.tx_times())
+        self.state = state
+        self.tx_times = array("q", tx_times.tobytes())
         self._db_seq = self.state.last_seq
         self._indexes: Indexes | None = None
         self._vector_groups: dict[str, list[int]] = {}  # namespace -> positions in vectors

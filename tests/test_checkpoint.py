@@ -24,6 +24,7 @@ from hmem import Memory
 from hmem.demo import StepClock
 from hmem.store import Store
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
+from projections.column_file import COLUMNS_FILE
 
 # The stores' clock: a step forward each time it is read.
 START, STEP = datetime(2025, 1, 1, tzinfo=timezone.utc), timedelta(minutes=1)
@@ -300,3 +301,49 @@ def test_a_copy_left_by_a_dead_reader_is_swept_by_the_next(tmp_path, monkeypatch
     with Memory(path, read_only=True, embedder=None) as r:
         assert r.store.checkpoint_seq == r.last_seq
     assert not left.exists() and alive.exists()
+
+
+def _tables_never_loaded(monkeypatch) -> None:
+    def refuse(self):
+        raise AssertionError("the fold was loaded from the tables, not from the column file")
+
+    monkeypatch.setattr("projections.duck.DuckProjection.load_state", refuse)
+
+
+@pytest.mark.parametrize("every", [1, 40])
+def test_readers_and_the_writers_reopen_read_the_column_file(tmp_path, monkeypatch, every):
+    path = tmp_path / "s"
+    w = writer(path, every)
+    write_history(w, 90, seed=every)
+    close(w)
+    expected = replayed(path)
+    with monkeypatch.context() as patch:
+        _tables_never_loaded(patch)
+        with Memory(path, read_only=True, embedder=None) as r:
+            assert state_of(r) == expected
+        w = writer(path, every)  # closed cleanly: the projection is at the checkpoint's seq
+        assert state_of(w) == expected
+        w.remember("late", "one more")
+        close(w)
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert state_of(r) == replayed(path)
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated", "flipped", "stale"])
+def test_a_damaged_or_stale_column_file_falls_back_to_the_tables(tmp_path, how):
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 60, seed=3)
+    close(w)
+    columns = path / COLUMNS_FILE
+    if how == "stale":  # from an earlier checkpoint: another stamp
+        old = columns.read_bytes()
+        w = writer(path, 10**6)
+        w.remember("x", "one more")
+        close(w)
+        columns.write_bytes(old)
+    else:
+        damage(columns, how, random.Random(7))
+    expected = replayed(path)
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert state_of(r) == expected and r.notes == []

@@ -9,9 +9,12 @@ and every event FactState refuses is refused by FactColumns with the same error.
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import msgspec
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +27,12 @@ from eventlog.events import (
     FactRevised,
     decode,
     encode,
+)
+from projections.column_file import (
+    COLUMNS_FILE,
+    LoadedColumns,
+    load_column_file,
+    save_column_file,
 )
 from projections.duck import DuckProjection
 from projections.errors import HmemError, ProjectionError
@@ -205,16 +214,54 @@ def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
         projector.flush()
         tail = Projector(db, projector.chain_at)
         assert_same_state(tail.state, projector.state, f"loaded at {cut}")
+        from_file = Projector(db, projector.chain_at, loaded=through_column_file(projector, db))
+        assert_same_state(from_file.state, projector.state, f"column file at {cut}")
+        assert from_file.tx_times == projector.tx_times
         for ev in accepted[cut:]:
             projector.apply(ev)
             tail.apply(ev)
+            from_file.apply(ev)
         projector.flush()
         assert_same_state(tail.state, projector.state, "folded on from the loaded state")
+        assert_same_state(from_file.state, projector.state, "folded on from the column file")
         assert_same_state(db.load_state(), projector.state, "loaded at the end")
         for fid in state.facts:
             assert projector.state.fact(fid).rows == state.facts[fid].rows
     finally:
         db.close()
+
+
+def through_column_file(projector: Projector, db: DuckProjection) -> LoadedColumns:
+    """The projector's fold saved to a column file at ``db``'s stamp and loaded back (a file
+    is refused for another stamp)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / COLUMNS_FILE
+        stamp_ = db.cursor()
+        save_column_file(path, projector.state, np.frombuffer(projector.tx_times, "<i8"), stamp_)
+        assert load_column_file(path, (stamp_[0] + 1, stamp_[1])) is None
+        assert load_column_file(path, (stamp_[0], stamp_[1] + "0")) is None
+        loaded = load_column_file(path, stamp_)
+        assert loaded is not None
+        return loaded
+
+
+@settings(max_examples=examples(dev=60, ci=300))
+@given(histories, st.floats(0, 1), st.integers(0, 7))
+def test_a_damaged_column_file_is_refused_never_misread(history, where, bit):
+    """Any flipped bit of the file: the load is refused (None), or (a flip in padding) the
+    state loaded is still the fold."""
+    state, cols, _, _ = replay(history)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / COLUMNS_FILE
+        tx_times = np.arange(cols.last_seq, dtype=np.int64)
+        save_column_file(path, cols, tx_times, (cols.last_seq, "ab"))
+        raw = bytearray(path.read_bytes())
+        raw[min(int(where * len(raw)), len(raw) - 1)] ^= 1 << bit
+        path.write_bytes(bytes(raw))
+        loaded = load_column_file(path, (cols.last_seq, "ab"))
+    if loaded is not None:
+        assert_same_state(loaded[0], state, "loaded despite a flipped bit")
+        assert loaded[1].tolist() == tx_times.tolist()
 
 
 @settings(max_examples=examples(dev=100, ci=300))

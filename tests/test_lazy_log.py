@@ -21,7 +21,11 @@ from tests.test_log_properties import write_events
 
 
 @settings(max_examples=examples(dev=40, ci=300))
-@given(n=st.integers(0, 40), seed=st.integers(0, 2**32), segment_bytes=st.integers(fmt.SEGMENT_HEADER_SIZE + 1, 900))
+@given(
+    n=st.integers(0, 40),
+    seed=st.integers(0, 2**32),
+    segment_bytes=st.integers(fmt.SEGMENT_HEADER_SIZE + 1, 900),
+)
 def test_a_lazy_reader_serves_what_an_eager_one_does(n, seed, segment_bytes):
     with tempfile.TemporaryDirectory() as d:
         directory = Path(d) / "log"
