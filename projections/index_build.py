@@ -19,7 +19,7 @@ import numpy.typing as npt
 from projections.column_store import NONE
 from projections.errors import ProjectionError
 from projections.fact_columns import FactColumns
-from projections.recall_index import NEVER, DocColumns, NamespaceIndex, source_position
+from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns, source_position
 from projections.state import Fact, subject_key
 
 __all__ = ["Indexes", "Postings", "build_index", "build_indexes"]
@@ -37,9 +37,11 @@ def build_index(cols: FactColumns, namespace: str, postings: Postings) -> Namesp
     slots = cols.namespace_slots(namespace)
     index = NamespaceIndex()
     index.load_documents(_documents(cols, slots))
-    ids = np.frombuffer(index.fact_ids, dtype=np.int64)
-    docs = np.searchsorted(ids, fact_ids)
-    if len(docs) and (docs.max() >= len(ids) or np.any(ids[docs] != fact_ids)):
+    doc_of_slot = np.full(cols.n + 1, -1, dtype=np.int64)  # the last entry: unknown ids
+    doc_of_slot[slots] = np.arange(len(slots))
+    known = (fact_ids > 0) & (fact_ids < len(cols.slot_of))
+    docs = doc_of_slot[np.where(known, cols.slot_of[np.where(known, fact_ids, 0)], -1)]
+    if len(docs) and docs.min() < 0:
         raise ProjectionError(f"postings of namespace {namespace!r} name unknown facts")
     index.text.load_postings(cols.table.doc_len[slots].astype(np.int64), terms, starts, docs, tfs)
     return index
@@ -192,15 +194,14 @@ def _entity_docs(cols: FactColumns, slots: npt.NDArray[np.intp]) -> dict[str, ar
     return out
 
 
-def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> list[tuple[int, str, int]]:
-    """(doc, session, turn) of every document whose source_ref names a turn, in doc order."""
+def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> Turns:
+    """The documents whose source_ref names a turn (ascending), with their sessions and turns."""
     with_ref = np.flatnonzero(refs >= 0)
-    if not len(with_ref):
-        return []
-    place = {c: source_position(cols.refs.values[c]) for c in np.unique(refs[with_ref]).tolist()}
-    out = []
-    for doc, code in zip(with_ref.tolist(), refs[with_ref].tolist(), strict=True):
-        got = place[code]
+    docs, sessions, turns = [], [], []
+    for doc, ref in zip(with_ref.tolist(), cols.refs.many(refs[with_ref]), strict=True):
+        got = source_position(ref)
         if got is not None:
-            out.append((doc, got[0], got[1]))
-    return out
+            docs.append(doc)
+            sessions.append(got[0])
+            turns.append(got[1])
+    return np.array(docs, dtype=np.int64), sessions, turns

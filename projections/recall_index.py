@@ -30,8 +30,9 @@ import numpy as np
 from projections.dense import VECTOR_DTYPES, DocVectors
 from projections.state import Fact
 from projections.text import TextIndex
+from projections.turn_links import link_turns
 
-__all__ = ["NamespaceIndex", "DocColumns", "NEVER", "ROW_WIDTH", "source_position"]
+__all__ = ["NamespaceIndex", "DocColumns", "NEVER", "ROW_WIDTH", "Turns", "source_position"]
 
 NEVER = _NEVER = 2**63 - 1  # an open end, in seqs or microseconds
 _ROW_SLOTS = 2
@@ -39,12 +40,15 @@ _ROW_FIELDS = 4  # tx_from_seq, tx_to_seq, valid_from, valid_to
 ROW_WIDTH = _ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
 
 
+Turns = tuple[np.ndarray, list[str], list[int]]  # (documents, their sessions, their turns)
+
+
 class DocColumns(NamedTuple):
     """A namespace's documents as columns, for :meth:`NamespaceIndex.load_documents`: one entry
     per document (in id order) in each array; ``heads`` and ``rows`` as the module docstring
     describes them (n x 2, n x ROW_WIDTH); ``subject_keys`` the distinct keys in order of first
     use, ``subject_codes`` each document's position in it; ``turns`` the documents with a source
-    position as ``(doc, session, turn)`` in document order."""
+    position (ascending) with their sessions and turn numbers."""
 
     ids: np.ndarray
     current: np.ndarray
@@ -56,7 +60,7 @@ class DocColumns(NamedTuple):
     rows: np.ndarray
     irregular: dict[int, Fact]
     entity_docs: dict[str, array[int]]
-    turns: list[tuple[int, str, int]]
+    turns: Turns
 
 
 class NamespaceIndex:
@@ -144,10 +148,9 @@ class NamespaceIndex:
         self.rows.frombytes(docs.rows.astype(np.int64).tobytes())
         self.irregular = dict(docs.irregular)
         self.entity_docs = dict(docs.entity_docs)
-        self.prev_doc.frombytes(np.full(len(docs.ids), -1, dtype=np.int64).tobytes())
-        self.next_doc.frombytes(np.full(len(docs.ids), -1, dtype=np.int64).tobytes())
-        for doc, session, turn in docs.turns:
-            self._link_turn(doc, session, turn)
+        prev_doc, next_doc, self._turns = link_turns(len(docs.ids), *docs.turns)
+        self.prev_doc.frombytes(prev_doc.tobytes())
+        self.next_doc.frombytes(next_doc.tobytes())
 
     def _link_turn(self, doc: int, session: str, turn: int) -> None:
         turns = self._turns.setdefault(session, {})
@@ -269,12 +272,13 @@ _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 
 def source_position(source_ref: str | None) -> tuple[str, int] | None:
     """(session, turn number) of a source_ref like 'D3:12' or 's1:t3' (split at the last ':'
-    and the number that ends it), or None: then the fact has no neighbouring turns."""
+    and the number, of at most 18 digits, that ends it), or None: then the fact has no
+    neighbouring turns."""
     if not source_ref or ":" not in source_ref:
         return None
     session, _, turn = source_ref.rpartition(":")
     m = _TRAILING_NUMBER.match(turn)
-    if m is None:
+    if m is None or len(m.group(2)) > 18:  # a longer number is no turn number (nor an int64)
         return None
     return f"{session}:{m.group(1)}", int(m.group(2))
 

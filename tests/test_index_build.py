@@ -17,7 +17,8 @@ from hmem.demo import StepClock
 from projections.column_store import NONE
 from projections.fact_fold import fold_all
 from projections.index_build import build_indexes
-from projections.recall_index import NamespaceIndex
+from projections.recall_index import NamespaceIndex, source_position
+from projections.turn_links import link_turns
 from tests.conftest import examples
 from tests.test_fact_columns import stamp
 
@@ -192,3 +193,37 @@ def test_bulk_visibility_equals_the_per_fact_one_for_any_rows(facts):
     assert list(bulk.rows) == list(one_by_one.rows)
     assert sorted(bulk.irregular) == sorted(one_by_one.irregular)
     assert bytes(bulk.current) == bytes(one_by_one.current)
+
+
+def _linked_one_by_one(n, positions):
+    """What NamespaceIndex.add_documents does for each document in turn (the model)."""
+    prev_doc, next_doc, first = [-1] * n, [-1] * n, {}
+    for doc, (session, turn) in positions:
+        known = first.setdefault(session, {})
+        known.setdefault(turn, doc)
+        before, after = known.get(turn - 1), known.get(turn + 1)
+        if before is not None:
+            prev_doc[doc], next_doc[before] = before, doc
+        if after is not None:
+            next_doc[doc], prev_doc[after] = after, doc
+    return prev_doc, next_doc, first
+
+
+@settings(max_examples=examples(dev=300, ci=3000))
+@given(st.lists(st.none() | st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-2, 6)),
+                max_size=30))
+def test_turns_linked_in_bulk_equal_turns_linked_one_by_one(places):
+    """Repeated turns, turns arriving before or after their neighbours, several sessions."""
+    positions = [(doc, place) for doc, place in enumerate(places) if place is not None]
+    docs = np.array([d for d, _ in positions], dtype=np.int64)
+    prev_doc, next_doc, first = link_turns(
+        len(places), docs, [p[0] for _, p in positions], [p[1] for _, p in positions]
+    )
+    want = _linked_one_by_one(len(places), positions)
+    assert (prev_doc.tolist(), next_doc.tolist(), first) == want
+
+
+def test_a_turn_number_too_long_for_int64_is_no_position():
+    assert source_position("s1:t" + "9" * 18) == ("s1:t", 10**18 - 1)
+    assert source_position("s1:t" + "9" * 19) is None
+    assert source_position("s1:" + "1" * 40) is None
