@@ -276,14 +276,6 @@ class Texts:
             "utf-8", "surrogatepass"
         )
 
-    def many(self, slots: npt.NDArray[Any]) -> list[str]:
-        """The strings at ``slots`` (each must be below ``n``), decoded in one pass."""
-        blob = bytes(self.blob)
-        return [
-            blob[a:b].decode("utf-8", "surrogatepass")
-            for a, b in zip(self.starts[slots].tolist(), self.ends[slots].tolist(), strict=True)
-        ]
-
     def __len__(self) -> int:
         return self.n
 

@@ -19,7 +19,8 @@ import numpy.typing as npt
 from projections.column_store import NONE
 from projections.errors import ProjectionError
 from projections.fact_columns import FactColumns
-from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns, source_position
+from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
+from projections.source_positions import source_positions
 from projections.state import Fact, subject_key
 
 __all__ = ["Indexes", "Postings", "build_index", "build_indexes"]
@@ -197,11 +198,8 @@ def _entity_docs(cols: FactColumns, slots: npt.NDArray[np.intp]) -> dict[str, ar
 def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> Turns:
     """The documents whose source_ref names a turn (ascending), with their sessions and turns."""
     with_ref = np.flatnonzero(refs >= 0)
-    docs, sessions, turns = [], [], []
-    for doc, ref in zip(with_ref.tolist(), cols.refs.many(refs[with_ref]), strict=True):
-        got = source_position(ref)
-        if got is not None:
-            docs.append(doc)
-            sessions.append(got[0])
-            turns.append(got[1])
-    return np.array(docs, dtype=np.int64), sessions, turns
+    codes = refs[with_ref]
+    named, sessions, turns = source_positions(
+        cols.refs.blob, cols.refs.starts[codes], cols.refs.ends[codes]
+    )
+    return with_ref[named].astype(np.int64), sessions, turns

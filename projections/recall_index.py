@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -30,7 +30,7 @@ import numpy as np
 from projections.dense import VECTOR_DTYPES, DocVectors
 from projections.state import Fact
 from projections.text import TextIndex
-from projections.turn_links import link_turns
+from projections.turn_links import FirstDocs, link_turns
 
 __all__ = ["NamespaceIndex", "DocColumns", "NEVER", "ROW_WIDTH", "Turns", "source_position"]
 
@@ -91,7 +91,8 @@ class NamespaceIndex:
         self.entity_docs: dict[str, array[int]] = {}  # entity -> documents mentioning it
         self.prev_doc = array("q")  # the document of the previous turn of the same source, or -1
         self.next_doc = array("q")
-        self._turns: dict[str, dict[int, int]] = {}  # source session -> turn number -> doc
+        self._turns: FirstDocs = {}  # source session -> turn number -> its first doc
+        self._turns_later: Callable[[], FirstDocs] | None = None  # a bulk build's, made on use
         # link_pairs' cache, by (n, documents): links change only when documents are added
         self._pairs: dict[str, tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
         self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
@@ -148,12 +149,19 @@ class NamespaceIndex:
         self.rows.frombytes(docs.rows.astype(np.int64).tobytes())
         self.irregular = dict(docs.irregular)
         self.entity_docs = dict(docs.entity_docs)
-        prev_doc, next_doc, self._turns = link_turns(len(docs.ids), *docs.turns)
+        prev_doc, next_doc, self._turns_later = link_turns(len(docs.ids), *docs.turns)
         self.prev_doc.frombytes(prev_doc.tobytes())
         self.next_doc.frombytes(next_doc.tobytes())
 
+    @property
+    def turns(self) -> FirstDocs:
+        """Source session -> turn number -> the first document at that turn."""
+        if self._turns_later is not None:
+            self._turns, self._turns_later = self._turns_later(), None
+        return self._turns
+
     def _link_turn(self, doc: int, session: str, turn: int) -> None:
-        turns = self._turns.setdefault(session, {})
+        turns = self.turns.setdefault(session, {})
         turns.setdefault(turn, doc)
         before, after = turns.get(turn - 1), turns.get(turn + 1)
         if before is not None:

@@ -12,25 +12,27 @@ the result equal to adding the documents one by one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TurnLinks", "link_turns"]
+__all__ = ["FirstDocs", "TurnLinks", "link_turns"]
 
 I64 = npt.NDArray[np.int64]
-TurnLinks = tuple[I64, I64, dict[str, dict[int, int]]]  # (prev_doc, next_doc, first docs)
+FirstDocs = dict[str, dict[int, int]]  # session -> turn -> its first document
+# (prev_doc, next_doc, the first documents: made when called, only if a later add needs them)
+TurnLinks = tuple[I64, I64, Callable[[], FirstDocs]]
 
 
 def link_turns(n: int, docs: I64, sessions: Sequence[str], turns: Sequence[int]) -> TurnLinks:
-    """``prev_doc`` and ``next_doc`` (length ``n``, -1 where there is no link) and the first
-    document of each (session, turn), for documents ``docs`` (ascending) at positions
-    ``(sessions[i], turns[i])``."""
+    """``prev_doc`` and ``next_doc`` (length ``n``, -1 where there is no link) and a function
+    giving the first document of each (session, turn), for documents ``docs`` (ascending) at
+    positions ``(sessions[i], turns[i])``."""
     prev_doc = np.full(n, -1, dtype=np.int64)
     next_doc = np.full(n, -1, dtype=np.int64)
     if not len(docs):
-        return prev_doc, next_doc, {}
+        return prev_doc, next_doc, dict
     codes: dict[str, int] = {}
     sess = np.fromiter((codes.setdefault(s, len(codes)) for s in sessions), np.int64, len(docs))
     turn = np.asarray(turns, dtype=np.int64)
@@ -62,11 +64,14 @@ def link_turns(n: int, docs: I64, sessions: Sequence[str], turns: Sequence[int])
     _last_writes(next_doc, [
         (first_prev[cp], docs[cp], step[cp] + 2), (docs[cn], first_next[cn], step[cn] + 3),
     ])
-    names = list(codes)
-    first: dict[str, dict[int, int]] = {}
-    for s, t, d in zip(g_sess.tolist(), g_turn.tolist(), g_first.tolist(), strict=True):
-        first.setdefault(names[s], {})[t] = d
-    return prev_doc, next_doc, first
+    def first_docs() -> FirstDocs:
+        names = list(codes)
+        first: FirstDocs = {}
+        for s, t, d in zip(g_sess.tolist(), g_turn.tolist(), g_first.tolist(), strict=True):
+            first.setdefault(names[s], {})[t] = d
+        return first
+
+    return prev_doc, next_doc, first_docs
 
 
 def _last_writes(out: I64, writes: list[tuple[I64, I64, I64]]) -> None:

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from eventlog.events import FactRemembered
 from hmem import Memory
 from hmem.demo import StepClock
-from projections.column_store import NONE
+from projections.column_store import NONE, Texts
 from projections.fact_fold import fold_all
 from projections.index_build import build_indexes
 from projections.recall_index import NamespaceIndex, source_position
+from projections.source_positions import source_positions
 from projections.turn_links import link_turns
 from tests.conftest import examples
 from tests.test_fact_columns import stamp
@@ -93,7 +94,7 @@ def fields(index: NamespaceIndex) -> dict[str, object]:
         "entity_docs": {k: list(v) for k, v in index.entity_docs.items()},
         "prev_doc": list(index.prev_doc),
         "next_doc": list(index.next_doc),
-        "turns": index._turns,
+        "turns": index.turns,
         "vectors": {
             model: (
                 v.dims, v.size, v.count, v._matrix[: v.size].tolist(), v._has[: v.size].tolist()
@@ -216,14 +217,58 @@ def test_turns_linked_in_bulk_equal_turns_linked_one_by_one(places):
     """Repeated turns, turns arriving before or after their neighbours, several sessions."""
     positions = [(doc, place) for doc, place in enumerate(places) if place is not None]
     docs = np.array([d for d, _ in positions], dtype=np.int64)
-    prev_doc, next_doc, first = link_turns(
+    prev_doc, next_doc, first_docs = link_turns(
         len(places), docs, [p[0] for _, p in positions], [p[1] for _, p in positions]
     )
     want = _linked_one_by_one(len(places), positions)
-    assert (prev_doc.tolist(), next_doc.tolist(), first) == want
+    assert (prev_doc.tolist(), next_doc.tolist(), first_docs()) == want
 
 
 def test_a_turn_number_too_long_for_int64_is_no_position():
     assert source_position("s1:t" + "9" * 18) == ("s1:t", 10**18 - 1)
     assert source_position("s1:t" + "9" * 19) is None
     assert source_position("s1:" + "1" * 40) is None
+
+
+refs = st.text(alphabet=st.sampled_from(list("ab:s0123456789\n٣é:")), max_size=30) | st.from_regex(
+    r"\A[A-Za-z]{0,3}\d{0,3}:[a-z]{0,2}\d{0,22}\Z"
+)
+
+
+@settings(max_examples=examples(dev=300, ci=3000))
+@given(st.lists(refs, max_size=20))
+def test_source_positions_read_in_bulk_equal_one_by_one(values):
+    """ASCII refs read from their bytes, others (Unicode digits, newlines) by the regex: the
+    same (session, turn) or none as source_position gives each."""
+    texts = Texts()
+    texts.extend(values)
+    got_index, sessions, turns = source_positions(texts.blob, texts.starts[: texts.n],
+                                                  texts.ends[: texts.n])
+    got = {i: (s, t) for i, s, t in zip(got_index.tolist(), sessions, turns, strict=True)}
+    want = {i: p for i, v in enumerate(values) if (p := source_position(v)) is not None}
+    assert got == want
+
+
+@settings(max_examples=examples(dev=30, ci=200))
+@given(history=histories, cut=st.integers(0, 25))
+def test_an_index_built_in_bulk_then_added_to_equals_one_built_one_by_one(history, cut):
+    """The writer reopens (its indexes built in bulk from the columns, the turns' first
+    documents made only when an add needs them) and goes on writing: the same index as a
+    writer whose indexes saw every event."""
+    cut = min(cut, len(history))
+    with tempfile.TemporaryDirectory() as tmp:
+        with Memory(Path(tmp) / "one", clock=StepClock(START, STEP), embedder=None) as m:
+            for ns in ("a", "b"):
+                m.store.projector.indexes.build_now(ns)
+            play(m, history[:cut])
+            play(m, history[cut:])
+            want = {ns: fields(ix) for ns, ix in m.store.projector.indexes.items()}
+        clock = StepClock(START, STEP)
+        with Memory(Path(tmp) / "two", clock=clock, embedder=None) as m:
+            play(m, history[:cut])
+        with Memory(Path(tmp) / "two", clock=clock, embedder=None) as m:
+            for ns in ("a", "b"):
+                m.store.projector.indexes.build_now(ns)  # in bulk, from the columns
+            play(m, history[cut:])
+            got = {ns: fields(ix) for ns, ix in m.store.projector.indexes.items()}
+    assert got == want
