@@ -48,7 +48,8 @@ from projections.fact_rows import entity_rows, fact_rows, posting_rows, version_
 from projections.state import Episode, Vector
 
 __all__ = [
-    "SCHEMA_VERSION", "DuckProjection", "TABLES", "check_readable", "from_log", "is_lock_conflict",
+    "MEMORY_LIMIT", "SCHEMA_VERSION", "DuckProjection", "TABLES", "check_readable", "from_log",
+    "is_lock_conflict",
     "one_row",
 ]
 
@@ -169,6 +170,14 @@ def is_lock_conflict(error: BaseException) -> bool:
     return "Could not set lock on file" in text or "Conflicting lock is held" in text
 
 
+# DuckDB's memory for a projection on disk (its buffer pool and its queries' working memory;
+# more spills to a temporary directory beside the file). The projection's own queries are
+# bulk loads and index reads that run once; without a bound DuckDB keeps up to 80% of RAM and
+# its allocator holds on to what a large query used (about 800 MiB after a 500k-fact
+# namespace's postings were read). `m.sql` runs on its own in-memory copy: not bound by this.
+MEMORY_LIMIT = "256MB"
+
+
 def check_readable(con: duckdb.DuckDBPyConnection) -> None:
     """Read every block of every table (DuckDB checks each block's checksum as it reads): a
     damaged file raises ``duckdb.Error`` here, at open, instead of in a later query."""
@@ -245,6 +254,7 @@ class DuckProjection:
             _owner_only(self.path)
             try:
                 con.execute("SET TimeZone = 'UTC'")
+                con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
                 check_readable(con)
             except BaseException:
                 con.close()
