@@ -233,7 +233,7 @@ class Plan:
         out = []
         for known in request.existing_facts:
             fact = self.state.facts.get(known.id)
-            doc = index.doc_of.get(known.id)
+            doc = index.doc(known.id)
             if fact is None or doc is None or fact.superseded_by is not None:
                 continue
             if fact.forgotten_seq is not None:

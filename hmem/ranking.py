@@ -264,7 +264,7 @@ def _context(
 ) -> tuple[ContextTurn, ...]:
     """Up to ``turns`` visible neighbouring turns on each side of a hit, nearest first."""
     out: list[ContextTurn] = []
-    doc0 = index.doc_of[fact_id]
+    doc0 = index.doc_at(fact_id)
     for links, sign in ((index.prev_doc, -1), (index.next_doc, 1)):
         doc = doc0
         for step in range(1, turns + 1):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -78,7 +79,6 @@ class NamespaceIndex:
         self.vector_dtype = vector_dtype
         self.text = TextIndex()
         self.fact_ids = array("q")
-        self.doc_of: dict[int, int] = {}
         self.current = bytearray()  # 1 while the fact is a believed, unsuperseded head
         self.recency = array("q")  # valid_from of the fact's first row, microseconds
         self.confidence = array("f")
@@ -112,8 +112,10 @@ class NamespaceIndex:
         fills the text index (:meth:`add`, or a bulk build: ``text.load_postings``)."""
         base = len(self.fact_ids)
         ids = [f.id for f in facts]
+        last = self.fact_ids[-1] if self.fact_ids else 0
+        if any(b <= a for a, b in zip([last, *ids], ids, strict=False)):
+            raise ValueError("documents are added in ascending fact id order")
         self.fact_ids.extend(ids)
-        self.doc_of.update(zip(ids, range(base, base + len(ids)), strict=True))
         self.current.extend(map(_is_current, facts))
         self.recency.extend([f.rows[0].valid_from for f in facts])
         self.confidence.extend([f.confidence for f in facts])
@@ -138,8 +140,9 @@ class NamespaceIndex:
         empty index: what :meth:`add_documents` of the same facts in id order makes)."""
         if len(self):
             raise ValueError("load_documents builds an empty index")
+        if len(docs.ids) > 1 and not bool(np.all(np.diff(docs.ids) > 0)):
+            raise ValueError("documents are loaded in ascending fact id order")
         self.fact_ids.frombytes(docs.ids.astype(np.int64).tobytes())
-        self.doc_of = dict(zip(docs.ids.tolist(), range(len(docs.ids)), strict=True))
         self.current.extend(docs.current.astype(np.uint8).tobytes())
         self.recency.frombytes(docs.recency.astype(np.int64).tobytes())
         self.confidence.frombytes(docs.confidence.astype(np.float32).tobytes())
@@ -176,11 +179,24 @@ class NamespaceIndex:
         vectors = self.vectors.get(model)
         if vectors is None:
             vectors = self.vectors[model] = DocVectors(model, len(vector), self.vector_dtype)
-        if not vectors.set(self.doc_of[fact_id], vector):
+        if not vectors.set(self.doc_at(fact_id), vector):
             self.ignored_vectors += 1
 
+    def doc(self, fact_id: int) -> int | None:
+        """The document of fact ``fact_id`` (None if it is not one of this index's): documents
+        are numbered in ascending fact id order, so a binary search finds it."""
+        doc = bisect_left(self.fact_ids, fact_id)
+        return doc if doc < len(self.fact_ids) and self.fact_ids[doc] == fact_id else None
+
+    def doc_at(self, fact_id: int) -> int:
+        """:meth:`doc` of a fact that must be here (KeyError if not)."""
+        doc = self.doc(fact_id)
+        if doc is None:
+            raise KeyError(fact_id)
+        return doc
+
     def update(self, fact: Fact) -> None:
-        doc = self.doc_of[fact.id]
+        doc = self.doc_at(fact.id)
         self.current[doc] = _is_current(fact)
         synced = len(self.heads) // 2
         if doc >= synced:

@@ -82,7 +82,7 @@ def fields(index: NamespaceIndex) -> dict[str, object]:
         "doc_len": [text.doc_len(d) for d in range(len(text))],
         "total_len": text.total_len,
         "fact_ids": list(index.fact_ids),
-        "doc_of": index.doc_of,
+        "doc": [index.doc(i) for i in index.fact_ids],
         "current": bytes(index.current),
         "recency": list(index.recency),
         "confidence": list(index.confidence),

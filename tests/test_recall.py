@@ -112,7 +112,7 @@ def _brute(fact: Fact, seq: int, valid_at: int | None) -> bool:
 
 
 def _check_grid(index: NamespaceIndex, facts: list[Fact]) -> None:
-    docs = np.array([index.doc_of[f.id] for f in facts], dtype=np.int64)
+    docs = np.array([index.doc_at(f.id) for f in facts], dtype=np.int64)
     seqs, times = _grid(facts)
     for seq, valid_at in itertools.product(seqs, times):
         got = index.visible_mask(docs, seq, valid_at).tolist()
