@@ -94,6 +94,12 @@ class Store:
         io: FileIO = OS,
         checkpoint_every: int = 1000,
     ) -> None:
+        for name, value, what in (
+            ("flush_every", flush_every, "events the tables may lag behind the log in memory"),
+            ("checkpoint_every", checkpoint_every, "events between checkpoints for readers"),
+        ):
+            if type(value) is not int or value < 1:
+                raise InvalidInput(f"{name} must be a whole number >= 1 ({what}), not {value!r}")
         self.root = Path(root)
         self.read_only = read_only
         self.checkpoint_every = checkpoint_every

@@ -335,3 +335,13 @@ def test_snapshot_at_a_world_time_holds_what_was_true_then(mem):
         assert got == want, when
         assert got == [b.id for b in mem.as_of(mem.last_seq, valid_at=when)], when
     assert [r[0] for r in mem.snapshot().order("id").fetchall()] == [old, new]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"flush_every": 0}, {"flush_every": -5}, {"flush_every": "10"}, {"flush_every": 2.5},
+    {"flush_every": True},
+])
+def test_bad_store_settings_are_refused_before_anything_is_created(tmp_path, kwargs):
+    with pytest.raises(errors.InvalidInput, match=next(iter(kwargs))):
+        Memory(tmp_path / "s", embedder=None, **kwargs)
+    assert not (tmp_path / "s").exists()
