@@ -113,12 +113,13 @@ def load_column_file(path: Path, stamp: Stamp) -> LoadedColumns | None:
             if (manifest.seq, manifest.chain) != tuple(stamp):
                 return None
             start = _aligned(_HEAD.size + size)
-            arrays = {}
+            arrays: dict[str, Any] = {}
             for column in manifest.columns:
-                arr = _read(f, start + column.offset, column)
-                if arr is None:
+                into = _buffer(column)
+                f.seek(start + column.offset)
+                if f.readinto(into) != len(into) or zlib.crc32(into) != column.crc:
                     return None
-                arrays[column.name] = arr
+                arrays[column.name] = into if isinstance(into, bytearray) else into.obj
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
         return _columns(arrays, extra), arrays["tx_times"]
     except (OSError, ValueError, KeyError, msgspec.DecodeError, struct.error):
@@ -151,7 +152,7 @@ def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
     return out
 
 
-def _columns(arrays: dict[str, npt.NDArray[Any]], extra: _Extra) -> FactColumns:
+def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
     cols = FactColumns()
     for prefix, table in (("table", cols.table), ("rows", cols.rows)):
         _fill_table(table, {c: arrays[f"{prefix}.{c}"] for c in table.COLUMNS})
@@ -160,7 +161,7 @@ def _columns(arrays: dict[str, npt.NDArray[Any]], extra: _Extra) -> FactColumns:
         raise ValueError("slot_of does not cover the stamp's seqs")
     for name in _TEXTS:
         texts: Texts = getattr(cols, name)
-        texts.blob = bytearray(_raw(arrays[f"{name}.blob"]))
+        texts.blob = arrays[f"{name}.blob"]
         texts.starts, texts.ends = arrays[f"{name}.starts"], arrays[f"{name}.ends"]
         texts.n = len(texts.ends)
     for name in _STRING_TABLES:
@@ -193,13 +194,12 @@ def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any]]) -> None:
     table.n = counts.pop()
 
 
-def _read(f: Any, offset: int, column: _Column) -> npt.NDArray[Any] | None:
-    arr = np.empty(column.count, dtype=np.dtype(column.dtype))
-    f.seek(offset)
-    raw = _raw(arr)
-    if f.readinto(raw) != arr.nbytes or zlib.crc32(raw) != column.crc:
-        return None
-    return arr
+def _buffer(column: _Column) -> bytearray | memoryview:
+    """Where a column is read to: a text buffer straight into the bytearray Texts keep (no
+    copy), any other column into a new array (its bytes; ``.obj`` is the array)."""
+    if column.name.endswith(".blob") and column.name.split(".")[0] in _TEXTS:
+        return bytearray(column.count)
+    return _raw(np.empty(column.count, dtype=np.dtype(column.dtype)))
 
 
 def _raw(arr: npt.NDArray[Any]) -> memoryview:
