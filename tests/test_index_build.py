@@ -235,7 +235,7 @@ refs = st.text(alphabet=st.sampled_from(list("ab:s0123456789\n٣é:")), max_size
 )
 
 
-@settings(max_examples=examples(dev=300, ci=3000))
+@settings(max_examples=examples(dev=300, ci=1000))
 @given(st.lists(refs, max_size=20))
 def test_source_positions_read_in_bulk_equal_one_by_one(values):
     """ASCII refs read from their bytes, others (Unicode digits, newlines) by the regex: the
@@ -249,7 +249,7 @@ def test_source_positions_read_in_bulk_equal_one_by_one(values):
     assert got == want
 
 
-@settings(max_examples=examples(dev=30, ci=200))
+@settings(max_examples=examples(dev=30, ci=100))
 @given(history=histories, cut=st.integers(0, 25))
 def test_an_index_built_in_bulk_then_added_to_equals_one_built_one_by_one(history, cut):
     """The writer reopens (its indexes built in bulk from the columns, the turns' first
