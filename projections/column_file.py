@@ -168,17 +168,15 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
         strings: Strings = getattr(cols, name)
         blob, ends = arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist()
         starts = [0, *ends][: len(ends)]
-        strings.values = [
+        strings.fill([
             blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends, strict=True)
-        ]
-        strings.codes = {None: -1, **{v: i for i, v in enumerate(strings.values)}}
+        ])
     for name in ("entities", "derived"):
         ragged = getattr(cols, name)
         ragged.values, ragged.n = arrays[name], len(arrays[name])
     cols.odd = extra.odd
     for vec in extra.vectors:
-        cols.vectors.append(vec)
-        cols.vector_dims.setdefault((vec.namespace, vec.model), vec.dims)
+        cols.add_vector(vec)
     for episode in extra.episodes:
         cols.add_episode(episode)
     cols.last_seq = extra.last_seq

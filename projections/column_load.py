@@ -93,7 +93,7 @@ def _coded(
         f"SELECT {c} AS v FROM facts WHERE {c} IS NOT NULL" for c in columns
     ) + ")"
     values = [r[0] for r in con.execute(f"SELECT v FROM ({union}) ORDER BY v").fetchall()]
-    _fill(strings, values)
+    strings.fill(values)
     if not values:
         n = int(con.execute("SELECT count(*) FROM facts").fetchone()[0])  # type: ignore[index]
         return {c: np.full(n, -1, dtype=np.int32) for c in columns}
@@ -104,12 +104,6 @@ def _coded(
         f"SELECT {select} FROM facts {joins} ORDER BY facts.id"
     ).fetchnumpy()
     return {c: np.asarray(got[c], dtype=np.int32) for c in columns}
-
-
-def _fill(strings: Strings, values: list[str]) -> None:
-    """Set a string table to ``values`` (distinct, in code order)."""
-    strings.values = values
-    strings.codes = {None: -1, **{v: i for i, v in enumerate(values)}}
 
 
 def _texts(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:
@@ -142,7 +136,7 @@ def _entities(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:
             "SELECT DISTINCT unnest(entities) AS e FROM facts ORDER BY e"
         ).fetchall()
     ]
-    _fill(cols.entity_names, names)
+    cols.entity_names.fill(names)
     if not names:
         return
     got = con.execute(
@@ -187,8 +181,7 @@ def _vectors_and_episodes(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> 
         "SELECT fact_id, namespace, model, dims, vector, seq FROM vectors ORDER BY seq"
     ).fetchall():
         vec = np.asarray(r[4], dtype="<f4").tobytes()
-        cols.vectors.append(Vector(r[0], r[1], r[2], r[3], vec, r[5]))
-        cols.vector_dims.setdefault((r[1], r[2]), r[3])
+        cols.add_vector(Vector(r[0], r[1], r[2], r[3], vec, r[5]))
     for r in con.execute(
         "SELECT seq, namespace, session_id, turn, role, speaker, text, epoch_us(observed_at), "
         "epoch_us(recorded_at), source_agent, source_ref FROM episodes ORDER BY seq"

@@ -76,6 +76,11 @@ class Strings:
     def get(self, code: int) -> str | None:
         return None if code < 0 else self.values[code]
 
+    def fill(self, values: list[str]) -> None:
+        """Set the table to ``values`` (distinct, in code order), replacing what it held."""
+        self.values = values
+        self.codes = {None: -1, **{v: i for i, v in enumerate(values)}}
+
     def __len__(self) -> int:
         return len(self.values)
 

@@ -220,10 +220,7 @@ class FactColumns:
             f.forget_reason[slot] = self.reasons.code(ev.reason)
             return [int(f.ids[slot])]
         if isinstance(ev, EmbeddingRecorded):
-            self.vectors.append(
-                Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq)
-            )
-            self.vector_dims.setdefault((ev.namespace, ev.model), ev.dims)
+            self.add_vector(Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq))
             return []
         if isinstance(ev, EpisodeRecorded):
             self.add_episode(Episode(
@@ -309,6 +306,11 @@ class FactColumns:
         return slot
 
     # ------------------------------------------------------------------ episodes
+
+    def add_vector(self, vec: Vector) -> None:
+        """Keep a recorded vector; the first of a (namespace, model) sets its dimensions."""
+        self.vectors.append(vec)
+        self.vector_dims.setdefault((vec.namespace, vec.model), vec.dims)
 
     def add_episode(self, episode: Episode) -> None:
         self.episodes[episode.seq] = episode

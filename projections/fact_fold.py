@@ -328,8 +328,7 @@ class _Bulk:
         cols.slot_of = self.slot_of
         cols.last_seq = self.base_seq + len(self.events)
         for vec in self.vectors:
-            cols.vectors.append(vec)
-            cols.vector_dims.setdefault((vec.namespace, vec.model), vec.dims)
+            cols.add_vector(vec)
         for episode in self.episodes.values():
             cols.add_episode(episode)
 

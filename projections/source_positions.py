@@ -56,12 +56,11 @@ def source_positions(
         turn = np.where(take, turn * 10 + digit, turn)
     positions: dict[int, tuple[str, int]] = {}
     plain = named & ~odd
-    data = bytes(blob)
     for i, a, z, t in zip(np.flatnonzero(plain).tolist(), starts[plain].tolist(),
                           run_start[plain].tolist(), turn[plain].tolist(), strict=True):
-        positions[i] = (data[a:z].decode("ascii"), t)
+        positions[i] = (blob[a:z].decode("ascii"), t)
     for i in np.flatnonzero(odd).tolist():
-        got = source_position(data[starts[i]:ends[i]].decode("utf-8", "surrogatepass"))
+        got = source_position(blob[starts[i]:ends[i]].decode("utf-8", "surrogatepass"))
         if got is not None:
             positions[i] = got
     order = sorted(positions)
