@@ -49,7 +49,8 @@ from projections import checkpoint
 from projections.checks import check_fields
 from projections.column_file import COLUMNS_FILE, load_column_file, save_column_file
 from projections.duck import DuckProjection, from_log, is_lock_conflict
-from projections.projector import Projector
+from projections.errors import DamagedProjection
+from projections.projector import BULK_FLUSH_EVENTS, Projector
 from projections.timeutil import to_us
 from replay.asof import seq_at
 from replay.rebuild import Progress, rebuild_projection
@@ -130,6 +131,8 @@ class Store:
                 self.notes.append(f"log recovery: {self.log.recovery}")
             try:
                 self._open_projection(flush_every)
+            except DamagedProjection as e:  # a reader's copy of the checkpoint, checked late
+                self._replay_instead(e, flush_every)
             except duckdb.Error as e:
                 if read_only or is_lock_conflict(e):
                     raise ProjectionError(f"the projection could not be opened: {e}") from e
@@ -141,8 +144,19 @@ class Store:
             self.log.close()
             raise
 
-    def _open_projection(self, flush_every: int) -> None:
-        db = self._reader_copy() if self.read_only else DuckProjection(self.root / PROJECTION_FILE)
+    def _open_projection(self, flush_every: int, *, replay: bool = False) -> None:
+        """Open the projection and fold the log's tail; ``replay``: a reader replays the whole
+        log into memory (no checkpoint)."""
+        if not self.read_only:
+            db = DuckProjection(self.root / PROJECTION_FILE)
+        elif replay:
+            self.checkpoint_seq = 0
+            db = DuckProjection(None)
+        else:
+            db = self._reader_copy()
+            # a reader's tables are its private copy, read only through connection() (which
+            # writes what is pending first): until then they need not be written, nor read
+            flush_every = max(flush_every, BULK_FLUSH_EVENTS)
         try:
             if db.recreated:
                 self.notes.append(db.recreated)
@@ -232,7 +246,12 @@ class Store:
         """Apply events the projection has not seen (a reader first looks for new ones)."""
         if self.read_only:
             self.log.refresh()
-        return self.projector.apply_all(self.log.read(self.projector.last_seq + 1), bulk=True)
+        seq = self.projector.last_seq
+        try:
+            return self.projector.apply_all(self.log.read(seq + 1), bulk=True)
+        except DamagedProjection as e:  # a large tail written to a reader's damaged copy
+            self._replay_instead(e, self.projector.flush_every)
+            return self.projector.last_seq - seq
 
     def append(self, event: EventBase) -> Event:
         """Validate, log (durably, per the fsync policy) and apply one event."""
@@ -292,8 +311,23 @@ class Store:
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The projection's DuckDB connection, with every applied event written to it."""
-        self.projector.flush()
-        return self.db.con
+        try:
+            self.projector.flush()
+            return self.db.con
+        except DamagedProjection as e:
+            self._replay_instead(e, self.projector.flush_every)
+            return self.connection()
+
+    def _replay_instead(self, damage: DamagedProjection, flush_every: int) -> None:
+        """A reader whose copy of the checkpoint turned out damaged replays the log instead
+        (what it does at open when the checkpoint is unusable)."""
+        if not self.read_only:
+            raise damage
+        self.notes.append(f"{damage}; replayed the log")
+        old = getattr(self, "projector", None)
+        self._open_projection(flush_every, replay=True)
+        if old is not None:
+            old.db.close()
 
     def tx_seq_or_now(self, point: TimeLike | int | None, label: str, now: Now = None) -> int:
         """:meth:`tx_seq` of ``point``, or the last seq applied when it is None (now)."""

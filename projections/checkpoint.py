@@ -38,6 +38,7 @@ from pathlib import Path
 import duckdb
 
 from projections.duck import SCHEMA_VERSION, DuckProjection, from_log
+from projections.errors import ProjectionError
 
 __all__ = ["CHECKPOINT_FILE", "Stamp", "open_copy", "publish", "read_stamp"]
 
@@ -99,7 +100,7 @@ def open_copy(
     try:
         copy = scratch / CHECKPOINT_FILE
         shutil.copyfile(path, copy)  # one open file: the old checkpoint or the new, not a mix
-        db = DuckProjection(copy, scratch=scratch)
+        db = DuckProjection(copy, scratch=scratch, check_later=True)
         stamp = db.cursor()
         note = None
         if db.recreated:
@@ -109,7 +110,7 @@ def open_copy(
                     "replayed the log")
         if note is None and stamp[0] > 0:
             return db, None
-    except duckdb.Error as e:
+    except (duckdb.Error, ProjectionError) as e:
         note = f"checkpoint {path} is unreadable ({e}); replayed the log"
     if db is not None:
         db.close()

@@ -27,7 +27,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from projections.column_store import Strings, Table, Texts
+from projections.column_store import Ragged, Strings, Table, Texts
 from projections.fact_columns import FactColumns
 from projections.state import Episode, Vector
 
@@ -35,14 +35,17 @@ __all__ = ["COLUMNS_FILE", "LoadedColumns", "load_column_file", "save_column_fil
 
 COLUMNS_FILE = "checkpoint.columns"
 MAGIC = b"HMEMCOLS"
-VERSION = 1
+VERSION = 2  # 2: index tokens and terms
 _HEAD = struct.Struct("<8sIQI")
 _ALIGN = 64
 
 Stamp = tuple[int, str]
 LoadedColumns = tuple[FactColumns, npt.NDArray[np.int64]]  # (the fold, tx_times)
 
-_STRING_TABLES = ("namespaces", "subjects", "agents", "labels", "reasons", "entity_names")
+_STRING_TABLES = (
+    "namespaces", "subjects", "agents", "labels", "reasons", "entity_names", "terms"
+)
+_RAGGED = ("entities", "derived", "tokens")
 _TEXTS = ("texts", "refs")
 
 
@@ -56,6 +59,7 @@ class _Column(msgspec.Struct, array_like=True):
 
 class _Extra(msgspec.Struct):
     last_seq: int
+    tokened: int
     odd: dict[int, int]
     vectors: list[Vector]
     episodes: list[Episode]
@@ -75,7 +79,7 @@ def save_column_file(
     arrays = dict(_arrays(cols))
     arrays["tx_times"] = np.asarray(tx_times, dtype=np.int64)
     extra = msgspec.msgpack.encode(_Extra(
-        cols.last_seq, cols.odd, cols.vectors, list(cols.episodes.values())
+        cols.last_seq, cols.tokened, cols.odd, cols.vectors, list(cols.episodes.values())
     ))
     columns, offset = [], 0
     for name, arr in arrays.items():
@@ -145,10 +149,9 @@ def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
             (f"{name}.blob", np.frombuffer(b"".join(encoded), dtype=np.uint8)),
             (f"{name}.ends", np.cumsum(lengths)),
         ]
-    out += [
-        ("entities", cols.entities.values[: cols.entities.n]),
-        ("derived", cols.derived.values[: cols.derived.n]),
-    ]
+    for name in _RAGGED:
+        ragged: Ragged = getattr(cols, name)
+        out.append((name, ragged.values[: ragged.n]))
     return out
 
 
@@ -171,10 +174,13 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
         strings.fill([
             blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends, strict=True)
         ])
-    for name in ("entities", "derived"):
+    for name in _RAGGED:
         ragged = getattr(cols, name)
         ragged.values, ragged.n = arrays[name], len(arrays[name])
     cols.odd = extra.odd
+    cols.tokened = extra.tokened
+    if not 0 <= cols.tokened <= cols.n:
+        raise ValueError("more facts with index tokens than facts")
     for vec in extra.vectors:
         cols.add_vector(vec)
     for episode in extra.episodes:

@@ -68,6 +68,7 @@ def load_columns(con: duckdb.DuckDBPyConnection, last_seq: int) -> FactColumns:
     cols.slot_of = np.full(max(last_seq + 1, 16), -1, dtype=np.int32)
     cols.slot_of[ids] = np.arange(n, dtype=np.int32)
     _texts(con, cols)
+    _tokens(con, cols)
     _rows(con, cols)
     _vectors_and_episodes(con, cols)
     cols.last_seq = last_seq
@@ -146,6 +147,24 @@ def _entities(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:
         "SELECT n.code FROM e JOIN n USING (v) ORDER BY e.id, e.k"
     ).fetchnumpy()
     cols.entities.extend(np.asarray(got["code"], dtype=np.int32))
+
+
+def _tokens(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:
+    """Each fact's index tokens (projections/fact_tokens.py) from the ``postings`` table: a
+    term repeated ``tf`` times, terms coded in sorted order."""
+    terms = "SELECT DISTINCT term FROM postings"
+    cols.terms.fill([r[0] for r in con.execute(f"{terms} ORDER BY term").fetchall()])
+    got = con.execute(
+        f"WITH d AS (SELECT term, row_number() OVER (ORDER BY term) - 1 AS code FROM ({terms})) "
+        "SELECT p.fact_id, d.code, p.tf FROM postings p JOIN d USING (term) "
+        "ORDER BY p.fact_id, d.code"
+    ).fetchnumpy()
+    tfs = np.asarray(got["tf"], dtype=np.int64)
+    cols.tokens.extend(np.repeat(np.asarray(got["code"], dtype=np.int32), tfs))
+    slots = cols.slot_of[np.asarray(got["fact_id"], dtype=np.int64)]
+    n = cols.n
+    cols.table.tokens_end[:n] = np.cumsum(np.bincount(slots, weights=tfs, minlength=n)[:n])
+    cols.tokened = n
 
 
 def _rows(con: duckdb.DuckDBPyConnection, cols: FactColumns) -> None:

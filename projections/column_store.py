@@ -12,8 +12,8 @@ tables, and the fact and version-row tables.
 * Version rows are a second table in order of creation; ``first_row[slot]`` is a fact's first
   row, ``row_next[row]`` the fact's next one (-1: none) and ``last_row[slot]`` its last, which is
   the open row if it has one. A fact has one or two rows (two after a world change).
-* Ragged per-fact lists (entities, derived_from): one flat values column and ``end[slot]``, the
-  end of the fact's run (it starts at the previous slot's end).
+* Ragged per-fact lists (entities, derived_from, index tokens): one flat values column and
+  ``end[slot]``, the end of the fact's run (it starts at the previous slot's end).
 """
 
 from __future__ import annotations
@@ -160,6 +160,7 @@ class FactTable(Table):
         "doc_len": ("int32", 0),
         "entities_end": ("int64", 0),
         "derived_end": ("int64", 0),
+        "tokens_end": ("int64", 0),
         "extractor": ("int32", -1),
         "prompt_version": ("int32", -1),
         "category": ("int32", -1),
@@ -185,6 +186,7 @@ class FactTable(Table):
     doc_len: npt.NDArray[np.int32]
     entities_end: npt.NDArray[np.int64]
     derived_end: npt.NDArray[np.int64]
+    tokens_end: npt.NDArray[np.int64]
     extractor: npt.NDArray[np.int32]
     prompt_version: npt.NDArray[np.int32]
     category: npt.NDArray[np.int32]
@@ -225,8 +227,10 @@ class Ragged:
         stop = ends[slots]
         start = np.where(slots > 0, ends[np.maximum(slots - 1, 0)], 0)
         lengths = stop - start
-        offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return self.values[np.repeat(start, lengths) + offsets], lengths
+        # a run's k-th item is at start + k: (start - where the run lands) + its place out
+        where = np.repeat(start - (np.cumsum(lengths) - lengths), lengths)
+        where += np.arange(len(where))
+        return self.values[where], lengths
 
     def runs(self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]) -> list[list[Any]]:
         """The runs of many slots (as :meth:`run` of each), gathered at once."""

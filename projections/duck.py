@@ -42,7 +42,7 @@ from projections.columns import (
     recall_hit_columns,
     vector_columns,
 )
-from projections.errors import ProjectionError
+from projections.errors import DamagedProjection, ProjectionError
 from projections.fact_columns import FactColumns
 from projections.fact_rows import entity_rows, fact_rows, posting_rows, version_rows
 from projections.state import Episode, Vector
@@ -229,21 +229,36 @@ class DuckProjection:
     """A DuckDB database holding the projection (a file, or in memory when ``path`` is None)."""
 
     def __init__(
-        self, path: str | os.PathLike[str] | None, *, scratch: Path | None = None
+        self, path: str | os.PathLike[str] | None, *, scratch: Path | None = None,
+        check_later: bool = False,
     ) -> None:
         """``scratch``: a directory holding ``path`` that is removed on :meth:`close` (a
-        reader's private copy of the checkpoint)."""
+        reader's private copy of the checkpoint). ``check_later``: read every block
+        (:func:`check_readable`) at the first use of :attr:`con`, not now; a damaged block
+        then raises ``ProjectionError`` there (a reader that may never query its tables)."""
         self.path = None if path is None else Path(path)
         self.scratch = scratch
         self.recreated = ""
         self._attached: tuple[str, duckdb.DuckDBPyConnection] | None = None
-        self.con = self._connect()
+        self._check_later = check_later and self.path is not None
+        self._con = self._connect()
         try:
-            self.con.execute("SET TimeZone = 'UTC'")
+            self._con.execute("SET TimeZone = 'UTC'")
             self._ensure_schema()
         except BaseException:
             self.close()  # release the file, so it can be moved aside and recreated
             raise
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The connection (every block read and checked first, if that was left for later)."""
+        if self._check_later:
+            try:
+                check_readable(self._con)
+            except duckdb.Error as e:
+                raise DamagedProjection(f"the projection {self.path} is damaged ({e})") from e
+            self._check_later = False
+        return self._con
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         if self.path is None:
@@ -255,7 +270,8 @@ class DuckProjection:
             try:
                 con.execute("SET TimeZone = 'UTC'")
                 con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-                check_readable(con)
+                if not self._check_later:
+                    check_readable(con)
             except BaseException:
                 con.close()
                 raise
@@ -282,7 +298,7 @@ class DuckProjection:
         return aside
 
     def _ensure_schema(self) -> None:
-        con = self.con
+        con = self._con  # the catalog and meta only: no need to check every block first
         has_meta = one_row(
             con,
             "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta' "
@@ -314,7 +330,7 @@ class DuckProjection:
 
     def cursor(self) -> tuple[int, str]:
         """(last applied seq, hex of the log's chain at that seq)."""
-        rows = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+        rows = dict(self._con.execute("SELECT key, value FROM meta").fetchall())
         return int(rows.get("last_seq", "0")), rows.get("chain", "")
 
     def set_cursor(self, seq: int, chain: str) -> None:
@@ -394,32 +410,6 @@ class DuckProjection:
         """The in-memory fold state, loaded from the tables in bulk (fast reopen)."""
         return load_columns(self.con, self.cursor()[0])
 
-    def postings(self, namespace: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        """The namespace's postings grouped by term (terms ascending), fact ids ascending within
-        a group: ``(terms, starts, fact_ids, tfs)`` where term ``i``'s postings are
-        ``fact_ids[starts[i]:starts[i + 1]]``. Numbers only cross into Python as arrays."""
-        terms = [
-            r[0] for r in self.con.execute(
-                "SELECT DISTINCT term FROM postings WHERE namespace = ? ORDER BY term",
-                [namespace],
-            ).fetchall()
-        ]
-        got = self.con.execute(
-            "WITH p AS (SELECT term, fact_id, tf FROM postings WHERE namespace = $ns), "
-            "t AS (SELECT term, row_number() OVER (ORDER BY term) - 1 AS code "
-            "FROM (SELECT DISTINCT term FROM p)) "
-            "SELECT t.code, p.fact_id, p.tf FROM p JOIN t USING (term) ORDER BY t.code, p.fact_id",
-            {"ns": namespace},
-        ).fetchnumpy()
-        codes = np.asarray(got["code"], dtype=np.int64)
-        starts = np.flatnonzero(np.diff(codes, prepend=-1))
-        if len(starts) != len(terms) or (len(codes) and codes[-1] != len(terms) - 1):
-            raise ProjectionError("the postings table changed while it was read")
-        return (
-            terms, starts, np.asarray(got["fact_id"], dtype=np.int64),
-            np.asarray(got["tf"], dtype=np.float32),
-        )
-
     def tx_times(self) -> np.ndarray:
         """tx_at (microseconds) of every applied event, indexed by seq - 1."""
         got = self.con.execute("SELECT epoch_us(tx_at) AS t FROM events ORDER BY seq").fetchnumpy()
@@ -436,7 +426,7 @@ class DuckProjection:
         }
 
     def close(self) -> None:
-        self.con.close()
+        self._con.close()
         if self._attached is not None:
             _detach_memory_db(self._attached[0])
             self._attached = None

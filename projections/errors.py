@@ -11,6 +11,7 @@ __all__ = [
     "FactAlreadyForgotten",
     "FactSuperseded",
     "ProjectionError",
+    "DamagedProjection",
 ]
 
 
@@ -54,3 +55,8 @@ class FactSuperseded(HmemError):
 
 class ProjectionError(HmemError):
     """The DuckDB projection could not be read or written; it can be rebuilt from the log."""
+
+
+class DamagedProjection(ProjectionError):
+    """A block of a reader's copy of the checkpoint is damaged (found at its first query, the
+    copy being checked only then); the reader replays the log instead."""

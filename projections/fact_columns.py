@@ -99,6 +99,11 @@ class FactColumns:
         self.entity_names = Strings()
         self.entities = Ragged("int32")  # codes into entity_names; ends: facts.entities_end
         self.derived = Ragged("int64")  # derived_from seqs; ends: facts.derived_end
+        self.terms = Strings()  # the text index's terms
+        # each fact's index tokens, codes into terms (projections/fact_tokens.py; the projector
+        # sets them): ends facts.tokens_end, set for the first ``tokened`` slots
+        self.tokens = Ragged("int32")
+        self.tokened = 0
         self.odd: dict[int, int] = {}  # slot -> an importance the int8 column cannot hold
         self.vectors: list[Vector] = []
         self.vector_dims: dict[tuple[str, str], int] = {}
@@ -379,9 +384,6 @@ class FactColumns:
         """Every fact's id, by slot (ascending)."""
         return self.table.ids[: self.n]
 
-    def set_doc_len(self, fact_id: int, doc_len: int) -> None:
-        self.table.doc_len[self.slot(fact_id)] = doc_len
-
     def namespace_slots(self, namespace: str) -> npt.NDArray[np.intp]:
         """The slots of this namespace's facts, ascending (so in order of id)."""
         code = self.namespaces.codes.get(namespace)
@@ -443,6 +445,7 @@ class FactColumns:
             self.table.nbytes() + self.rows.nbytes() + self.slot_of[: self.last_seq + 1].nbytes
             + self.entities.values[: self.entities.n].nbytes
             + self.derived.values[: self.derived.n].nbytes
+            + self.tokens.values[: self.tokens.n].nbytes
         )
 
 

@@ -1,11 +1,12 @@
-"""Build every namespace's recall index in bulk from the columnar fold and DuckDB's postings.
+"""Build every namespace's recall index in bulk from the columnar fold.
 
 The result equals adding every fact in id order (tests/test_index_build.py holds them equal,
 field by field): per namespace, the document columns are slices of the fact columns, the
 time-travel arrays (``heads``, ``rows``: see projections/recall_index.py) are computed with array
-arithmetic over the version rows, and the text index is loaded from the postings, so no text is
-tokenized again and no Python object is made per fact (only per distinct subject, entity and
-source position, and per fact whose visibility does not fit the arrays).
+arithmetic over the version rows, and the text index is loaded from the postings the facts'
+index tokens make (projections/fact_tokens.py), so no text is tokenized again and no Python
+object is made per fact (only per distinct subject, entity and source position, and per fact
+whose visibility does not fit the arrays).
 """
 
 from __future__ import annotations
@@ -17,45 +18,31 @@ import numpy as np
 import numpy.typing as npt
 
 from projections.column_store import NONE
-from projections.errors import ProjectionError
 from projections.fact_columns import FactColumns
+from projections.fact_tokens import namespace_postings
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
 from projections.source_positions import source_positions
 from projections.state import Fact, subject_key
 
-__all__ = ["Indexes", "Postings", "build_index", "build_indexes"]
-
-# A namespace's postings: (terms ascending, where each term's postings start, fact ids, tfs)
-Postings = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
+__all__ = ["Indexes", "build_index", "build_indexes"]
 
 assert NONE == NEVER  # the fold's "open" is the index's: values are copied as they are
 
 
-def build_index(cols: FactColumns, namespace: str, postings: Postings) -> NamespaceIndex:
+def build_index(cols: FactColumns, namespace: str) -> NamespaceIndex:
     """The recall index of ``namespace`` that adding its facts in id order would build:
-    documents from the fold's columns, the text index from the projection's postings."""
-    terms, starts, fact_ids, tfs = postings
+    documents from the fold's columns, the text index from the facts' index tokens."""
     slots = cols.namespace_slots(namespace)
     index = NamespaceIndex()
     index.load_documents(_documents(cols, slots))
-    doc_of_slot = np.full(cols.n + 1, -1, dtype=np.int64)  # the last entry: unknown ids
-    doc_of_slot[slots] = np.arange(len(slots))
-    known = (fact_ids > 0) & (fact_ids < len(cols.slot_of))
-    docs = doc_of_slot[np.where(known, cols.slot_of[np.where(known, fact_ids, 0)], -1)]
-    if len(docs) and docs.min() < 0:
-        raise ProjectionError(f"postings of namespace {namespace!r} name unknown facts")
+    terms, starts, docs, tfs = namespace_postings(cols, slots)
     index.text.load_postings(cols.table.doc_len[slots].astype(np.int64), terms, starts, docs, tfs)
     return index
 
 
-def build_indexes(
-    cols: FactColumns, postings_of: Callable[[str], Postings]
-) -> dict[str, NamespaceIndex]:
-    """Every namespace's index (:func:`build_index`); ``postings_of(namespace)``."""
-    return {
-        namespace: build_index(cols, namespace, postings_of(namespace))
-        for namespace in cols.namespaces_with_facts()
-    }
+def build_indexes(cols: FactColumns) -> dict[str, NamespaceIndex]:
+    """Every namespace's index (:func:`build_index`)."""
+    return {namespace: build_index(cols, namespace) for namespace in cols.namespaces_with_facts()}
 
 
 class Indexes(Mapping[str, NamespaceIndex]):
@@ -199,7 +186,7 @@ def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> Turns:
     """The documents whose source_ref names a turn (ascending), with their sessions and turns."""
     with_ref = np.flatnonzero(refs >= 0)
     codes = refs[with_ref]
-    named, sessions, turns = source_positions(
+    named, sessions, names, turns = source_positions(
         cols.refs.blob, cols.refs.starts[codes], cols.refs.ends[codes]
     )
-    return with_ref[named].astype(np.int64), sessions, turns
+    return with_ref[named].astype(np.int64), sessions, names, turns

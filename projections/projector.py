@@ -22,6 +22,7 @@ from projections.column_file import LoadedColumns
 from projections.columns import EventRow
 from projections.duck import DuckProjection
 from projections.fact_fold import fold_all
+from projections.fact_tokens import set_tokens
 from projections.gc_pause import paused_gc
 from projections.index_build import Indexes, build_index
 from projections.recall_index import NamespaceIndex
@@ -84,9 +85,8 @@ class Projector:
 
     @property
     def indexes(self) -> Indexes:
-        """Per-namespace recall indexes, each built on first use from the fold state and
-        DuckDB's postings (every event applied so far is written first); later events update
-        the ones built."""
+        """Per-namespace recall indexes, each built on first use from the fold state (its
+        columns and index tokens); later events update the ones built."""
         if self._indexes is None:
             self._indexes = Indexes(self._build_index, self.state.namespaces_with_facts)
         return self._indexes
@@ -94,9 +94,8 @@ class Projector:
     def _build_index(self, namespace: str) -> NamespaceIndex | None:
         if not len(self.state.namespace_slots(namespace)):
             return None
-        self.flush()
         with paused_gc():
-            index = build_index(self.state, namespace, self.db.postings(namespace))
+            index = build_index(self.state, namespace)
         vectors = self.state.vectors
         for i in self._vectors_in(namespace):
             vec = vectors[i]
@@ -123,7 +122,7 @@ class Projector:
             state = self.state
             subject = state.subjects.values[state.table.subject[state.n - 1]]
             counts = index_counts(subject, ev.text)
-            state.set_doc_len(ev.seq, sum(counts.values()))
+            set_tokens(state, state.n - 1, [counts])
             self._new.append((ev.seq, counts))
             # a namespace whose index is not built yet gets it from the state when it is
             index = None if indexes is None else indexes.built(ev.namespace)
@@ -195,7 +194,7 @@ class Projector:
             index_counts(subjects[code], ev.text)
             for ev, code in zip(made, table.subject[base_slot:state.n].tolist(), strict=True)
         ]
-        table.doc_len[base_slot:state.n] = [sum(c.values()) for c in counts]
+        set_tokens(state, base_slot, counts)
         self._new.extend(zip((ev.seq for ev in made), counts, strict=True))
         dirty = self._dirty
         for ev in events:

@@ -41,7 +41,8 @@ _ROW_FIELDS = 4  # tx_from_seq, tx_to_seq, valid_from, valid_to
 ROW_WIDTH = _ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
 
 
-Turns = tuple[np.ndarray, list[str], list[int]]  # (documents, their sessions, their turns)
+# (documents, their sessions as codes into the list of session names, the names, their turns)
+Turns = tuple[np.ndarray, np.ndarray, list[str], np.ndarray]
 
 
 class DocColumns(NamedTuple):

@@ -5,8 +5,9 @@
 namespace's index reads every ref of the namespace; :func:`source_positions` reads them from the
 bytes they are kept in (:class:`projections.column_store.Texts`) with array arithmetic. A ref
 with a non-ASCII byte or a newline (where the regex's Unicode digits and its ``$`` differ from
-plain bytes) is read one by one by ``source_position``. tests/test_index_build.py holds the two
-equal.
+plain bytes) is read one by one by ``source_position``. Sessions come back as codes into a list
+of the distinct ones (one ``np.unique`` over fixed-width values, no ``str`` per ref).
+tests/test_index_build.py holds the two equal.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ __all__ = ["source_positions"]
 
 I64 = npt.NDArray[np.int64]
 _MAX_DIGITS = 18
+_MAX_SESSION = 64  # bytes of a session compared as a fixed-width value; longer: one by one
 _COLON, _NEWLINE, _ZERO, _NINE = ord(":"), ord("\n"), ord("0"), ord("9")
 
 
 def source_positions(
     blob: bytes | bytearray, starts: I64, ends: I64
-) -> tuple[I64, list[str], list[int]]:
-    """(indexes of the refs that name a position, ascending; their sessions; their turns) for
-    the refs ``blob[starts[i]:ends[i]]`` (UTF-8)."""
+) -> tuple[I64, I64, list[str], I64]:
+    """(indexes of the refs that name a position, ascending; their sessions as codes into the
+    list of distinct sessions that comes next; their turns) for the refs
+    ``blob[starts[i]:ends[i]]`` (UTF-8)."""
     b = np.frombuffer(blob, dtype=np.uint8)
     starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
     m = len(starts)
@@ -47,25 +50,41 @@ def source_positions(
         np.zeros(m, dtype=bool)
     )
     named = has_colon & (run >= 1) & (run <= _MAX_DIGITS)
-    odd_bytes = np.flatnonzero((b >= 0x80) | (b == _NEWLINE))
+    # read one by one: non-ASCII, newlines, NULs (a fixed-width bytes value drops trailing
+    # ones) and sessions too long to compare as fixed-width values
+    odd_bytes = np.flatnonzero((b >= 0x80) | (b == _NEWLINE) | (b == 0))
     odd = np.searchsorted(odd_bytes, starts) != np.searchsorted(odd_bytes, ends)
+    odd |= named & (run_start - starts > _MAX_SESSION)
     turn = np.zeros(m, dtype=np.int64)
     for k in range(_MAX_DIGITS):
         take = named & (k < run)
         digit = b[np.where(take, run_start + k, 0)].astype(np.int64) - _ZERO if len(b) else 0
         turn = np.where(take, turn * 10 + digit, turn)
-    positions: dict[int, tuple[str, int]] = {}
-    plain = named & ~odd
-    for i, a, z, t in zip(np.flatnonzero(plain).tolist(), starts[plain].tolist(),
-                          run_start[plain].tolist(), turn[plain].tolist(), strict=True):
-        positions[i] = (blob[a:z].decode("ascii"), t)
+    plain = np.flatnonzero(named & ~odd)
+    codes = np.full(m, -1, dtype=np.int64)
+    names = _code_sessions(b, starts[plain], run_start[plain], plain, codes)
+    code_of = {name: code for code, name in enumerate(names)}
     for i in np.flatnonzero(odd).tolist():
         got = source_position(blob[starts[i]:ends[i]].decode("utf-8", "surrogatepass"))
         if got is not None:
-            positions[i] = got
-    order = sorted(positions)
-    return (
-        np.array(order, dtype=np.int64),
-        [positions[i][0] for i in order],
-        [positions[i][1] for i in order],
-    )
+            codes[i] = code_of.setdefault(got[0], len(code_of))
+            turn[i] = got[1]
+    found = np.flatnonzero(codes >= 0)
+    return found, codes[found], list(code_of), turn[found]
+
+
+def _code_sessions(b: npt.NDArray[np.uint8], starts: I64, stops: I64, which: I64,
+                   codes: I64) -> list[str]:
+    """Code the sessions ``b[starts[i]:stops[i]]`` (ASCII, no NUL) of refs ``which``: compared
+    as fixed-width byte strings, one sort for all; returns the distinct ones in code order."""
+    if not len(which):
+        return []
+    lengths = stops - starts
+    width = max(int(lengths.max()), 1)
+    cells = np.arange(width)
+    inside = cells < lengths[:, None]
+    padded = np.zeros((len(which), width), dtype=np.uint8)
+    padded[inside] = b[(starts[:, None] + cells)[inside]]
+    distinct, inverse = np.unique(padded.view(f"S{width}").ravel(), return_inverse=True)
+    codes[which] = inverse.ravel()
+    return [value.decode("ascii") for value in distinct.tolist()]

@@ -25,16 +25,15 @@ FirstDocs = dict[str, dict[int, int]]  # session -> turn -> its first document
 TurnLinks = tuple[I64, I64, Callable[[], FirstDocs]]
 
 
-def link_turns(n: int, docs: I64, sessions: Sequence[str], turns: Sequence[int]) -> TurnLinks:
+def link_turns(n: int, docs: I64, sessions: I64, names: Sequence[str], turns: I64) -> TurnLinks:
     """``prev_doc`` and ``next_doc`` (length ``n``, -1 where there is no link) and a function
     giving the first document of each (session, turn), for documents ``docs`` (ascending) at
-    positions ``(sessions[i], turns[i])``."""
+    positions ``(names[sessions[i]], turns[i])`` (distinct codes name distinct sessions)."""
     prev_doc = np.full(n, -1, dtype=np.int64)
     next_doc = np.full(n, -1, dtype=np.int64)
     if not len(docs):
         return prev_doc, next_doc, dict
-    codes: dict[str, int] = {}
-    sess = np.fromiter((codes.setdefault(s, len(codes)) for s in sessions), np.int64, len(docs))
+    sess = np.asarray(sessions, dtype=np.int64)
     turn = np.asarray(turns, dtype=np.int64)
     order = np.lexsort((docs, turn, sess))  # by session, turn, then document
     s_sorted, t_sorted = sess[order], turn[order]
@@ -65,7 +64,6 @@ def link_turns(n: int, docs: I64, sessions: Sequence[str], turns: Sequence[int])
         (first_prev[cp], docs[cp], step[cp] + 2), (docs[cn], first_next[cn], step[cn] + 3),
     ])
     def first_docs() -> FirstDocs:
-        names = list(codes)
         first: FirstDocs = {}
         for s, t, d in zip(g_sess.tolist(), g_turn.tolist(), g_first.tolist(), strict=True):
             first.setdefault(names[s], {})[t] = d

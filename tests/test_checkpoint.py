@@ -65,7 +65,7 @@ def close(m: Memory) -> None:
 def state_of(m: Memory) -> tuple[object, ...]:
     """Everything a reader answers from: the tables, the fold, the tx times."""
     s = m.store
-    s.projector.flush()
+    s.connection()  # every event written (a reader's copy is checked at this first use)
     st = s.projector.state
     return (
         s.db.dump(), dict(st.facts), list(st.vectors), dict(st.episodes),
@@ -347,3 +347,34 @@ def test_a_damaged_or_stale_column_file_falls_back_to_the_tables(tmp_path, how):
     expected = replayed(path)
     with Memory(path, read_only=True, embedder=None) as r:
         assert state_of(r) == expected and r.notes == []
+
+
+def test_a_block_found_damaged_at_first_query_makes_the_reader_replay(tmp_path):
+    """A reader checks its copy of the checkpoint's blocks at its first query, not at open
+    (recall reads the column file). Each DuckDB block in turn is damaged (its first 4 KiB
+    zeroed: where its checksum is); whether the damage shows at open or at the first query,
+    the reader ends up holding exactly what a replay of the log holds, with a note. DuckDB's
+    file: a 12 KiB header, then 256 KiB blocks."""
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 200, seed=1)
+    close(w)
+    expected = replayed(path)
+    with Memory(path, read_only=True, embedder=None) as r:
+        hits = [h.id for h in r.recall("topic 3")]
+        assert hits
+    ck = path / CHECKPOINT_FILE
+    good = ck.read_bytes()
+    late = 0
+    for start in range(3 * 4096, len(good), 256 * 1024):
+        data = bytearray(good)
+        data[start:start + 4096] = bytes(4096)
+        ck.write_bytes(bytes(data))
+        with Memory(path, read_only=True, embedder=None) as r:
+            at_open = r.store.checkpoint_seq
+            assert [h.id for h in r.recall("topic 3")] == hits
+            assert state_of(r) == expected
+            if at_open and r.store.checkpoint_seq == 0:
+                late += 1
+                assert any("damaged" in n and "replayed the log" in n for n in r.notes)
+    assert late, "no damaged block was found at the first query (DuckDB's layout changed?)"

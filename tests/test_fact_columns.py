@@ -38,7 +38,8 @@ from projections.duck import DuckProjection
 from projections.errors import HmemError, ProjectionError
 from projections.fact_columns import FactColumns
 from projections.fact_fold import fold_all
-from projections.projector import Projector
+from projections.fact_tokens import set_tokens, token_counts
+from projections.projector import Projector, index_counts
 from projections.state import Fact, FactState
 from tests.conftest import examples
 
@@ -115,6 +116,9 @@ def assert_same_state(cols: FactColumns, state: FactState, what: str) -> None:
             diff = [f"  {name}: columns {getattr(got, name)!r} fold {getattr(want, name)!r}"
                     for name in Fact.__struct_fields__ if getattr(got, name) != getattr(want, name)]
             raise AssertionError(f"{what}: fact {fid} differs\n" + "\n".join(diff))
+    for slot in range(cols.tokened):  # a projector's fold: the facts' index tokens too
+        fact = cols.fact_at(slot)
+        assert token_counts(cols, slot) == index_counts(fact.subject, fact.text), (what, fact.id)
     assert cols.vectors == state.vectors, what
     assert cols.vector_dims == state.vector_dims, what
     assert cols.episodes == state.episodes, what
@@ -209,6 +213,7 @@ def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
         projector.apply_all(accepted[:cut], bulk=True)
         one_by_one = Projector(DuckProjection(None), projector.chain_at)
         one_by_one.apply_all(accepted[:cut])
+        assert projector.state.tokened == one_by_one.state.tokened == projector.state.n
         assert_same_state(projector.state, one_by_one.state, f"bulk fold of {cut}")
         one_by_one.db.close()
         projector.flush()
@@ -222,6 +227,7 @@ def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
             tail.apply(ev)
             from_file.apply(ev)
         projector.flush()
+        assert tail.state.tokened == from_file.state.tokened == projector.state.n
         assert_same_state(tail.state, projector.state, "folded on from the loaded state")
         assert_same_state(from_file.state, projector.state, "folded on from the column file")
         assert_same_state(db.load_state(), projector.state, "loaded at the end")
@@ -342,7 +348,7 @@ def test_doc_len_and_odd_values_round_trip():
     cols, state = fold_all([ev]), FactState()
     state.apply(ev)
     state.facts[1].doc_len = 3
-    cols.set_doc_len(1, 3)
+    set_tokens(cols, 0, [{"maya": 1, "like": 1, "tea": 1}])
     assert cols.fact(1) == state.facts[1] and cols.fact(1).importance == 2**40
 
 

@@ -1,4 +1,4 @@
-"""The recall indexes built in bulk (from the fold state and DuckDB's postings, on first use)
+"""The recall indexes built in bulk (from the fold state and its index tokens, on first use)
 equal the indexes built one event at a time, field by field, for any history."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from hmem import Memory
 from hmem.demo import StepClock
 from projections.column_store import NONE, Texts
 from projections.fact_fold import fold_all
+from projections.fact_tokens import set_tokens
 from projections.index_build import build_indexes
 from projections.recall_index import NamespaceIndex, source_position
 from projections.source_positions import source_positions
@@ -114,8 +115,7 @@ def test_bulk_built_indexes_equal_incrementally_built_ones(history):
                 assert len(projector.indexes.build_now(ns)) == 0
             play(m, history)
             incremental = {ns: fields(ix) for ns, ix in projector.indexes.items()}
-            projector.flush()
-            bulk = build_indexes(projector.state, projector.db.postings)
+            bulk = build_indexes(projector.state)
             for vec in projector.state.vectors:
                 bulk[vec.namespace].set_vector(
                     vec.fact_id, vec.model, np.frombuffer(vec.vector, dtype="<f4")
@@ -183,9 +183,8 @@ def test_bulk_visibility_equals_the_per_fact_one_for_any_rows(facts):
         f.first_row[slot], f.last_row[slot] = chain[0], chain[-1]
         for row, nxt in zip(chain, [*chain[1:], -1], strict=True):
             r.next[row] = nxt
-    empty = ([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
-             np.zeros(0, dtype=np.float32))
-    bulk = build_indexes(cols, lambda namespace: empty)["default"]
+    set_tokens(cols, 0, [{} for _ in facts])
+    bulk = build_indexes(cols)["default"]
     one_by_one = NamespaceIndex()
     one_by_one.add_documents([cols.fact_at(slot) for slot in range(len(facts))])
     for index in (bulk, one_by_one):
@@ -217,8 +216,10 @@ def test_turns_linked_in_bulk_equal_turns_linked_one_by_one(places):
     """Repeated turns, turns arriving before or after their neighbours, several sessions."""
     positions = [(doc, place) for doc, place in enumerate(places) if place is not None]
     docs = np.array([d for d, _ in positions], dtype=np.int64)
+    names = sorted({p[0] for _, p in positions})
     prev_doc, next_doc, first_docs = link_turns(
-        len(places), docs, [p[0] for _, p in positions], [p[1] for _, p in positions]
+        len(places), docs, np.array([names.index(p[0]) for _, p in positions], dtype=np.int64),
+        names, np.array([p[1] for _, p in positions], dtype=np.int64),
     )
     want = _linked_one_by_one(len(places), positions)
     assert (prev_doc.tolist(), next_doc.tolist(), first_docs()) == want
@@ -230,9 +231,9 @@ def test_a_turn_number_too_long_for_int64_is_no_position():
     assert source_position("s1:" + "1" * 40) is None
 
 
-refs = st.text(alphabet=st.sampled_from(list("ab:s0123456789\n٣é:")), max_size=30) | st.from_regex(
-    r"\A[A-Za-z]{0,3}\d{0,3}:[a-z]{0,2}\d{0,22}\Z"
-)
+refs = st.text(alphabet=st.sampled_from(list("ab:s0123456789\n٣é:\x00")), max_size=30) | (
+    st.from_regex(r"\A[A-Za-z]{0,3}\d{0,3}:[a-z]{0,2}\d{0,22}\Z")
+) | st.from_regex(r"\A[a-z]{60,68}:t\d{1,3}\Z")  # sessions of 63-72 bytes: at the width limit
 
 
 @settings(max_examples=examples(dev=300, ci=1000))
@@ -242,9 +243,12 @@ def test_source_positions_read_in_bulk_equal_one_by_one(values):
     same (session, turn) or none as source_position gives each."""
     texts = Texts()
     texts.extend(values)
-    got_index, sessions, turns = source_positions(texts.blob, texts.starts[: texts.n],
-                                                  texts.ends[: texts.n])
-    got = {i: (s, t) for i, s, t in zip(got_index.tolist(), sessions, turns, strict=True)}
+    got_index, sessions, names, turns = source_positions(
+        texts.blob, texts.starts[: texts.n], texts.ends[: texts.n]
+    )
+    assert len(set(names)) == len(names)
+    got = {i: (names[s], t) for i, s, t in zip(got_index.tolist(), sessions.tolist(),
+                                               turns.tolist(), strict=True)}
     want = {i: p for i, v in enumerate(values) if (p := source_position(v)) is not None}
     assert got == want
 
