@@ -22,7 +22,6 @@ from hmem.timeparse import TimeLike
 from hmem.transaction import Transaction, transaction_time
 from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
 from hmem.when import parse_when_opt
-from projections.duck import one_row
 from projections.state import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as beliefs_as_of
@@ -211,17 +210,8 @@ class ReadMethods(StoreHandle):
             counts = state.counts(self.namespace)
             workers = [w for w in store.embed_workers if w.namespace == self.namespace]
             head = store.log.head()
-            con = store.connection()
-            ns_events, first, last = one_row(
-                con,
-                "SELECT count(*), min(epoch_us(tx_at)), max(epoch_us(tx_at)) FROM events "
-                "WHERE namespace = ?",
-                [self.namespace],
-            )
-            (n_entities,) = one_row(
-                con, "SELECT count(DISTINCT entity) FROM entities WHERE namespace = ?",
-                [self.namespace],
-            )
+            ns_events, first, last = store.projector.namespace_events(self.namespace)
+            n_entities = state.entity_count(self.namespace)
             return Stats(
                 path=str(store.root),
                 namespace=self.namespace,

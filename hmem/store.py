@@ -220,8 +220,11 @@ class Store:
         try:
             stamp = checkpoint.publish(self.db, self.checkpoint_path)
             self.checkpoint_seq = stamp[0]
-            tx_times = np.frombuffer(self.projector.tx_times, dtype=np.int64)
-            save_column_file(self.columns_path, self.projector.state, tx_times, stamp)
+            p = self.projector
+            save_column_file(
+                self.columns_path, p.state, np.frombuffer(p.tx_times, dtype=np.int64),
+                np.frombuffer(p.event_namespaces, dtype=np.int32), stamp,
+            )
         except (OSError, duckdb.Error) as e:
             self.notes.append(f"checkpoint not published ({e}); readers replay more of the log")
         return self.checkpoint_seq

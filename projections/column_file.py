@@ -40,7 +40,8 @@ _HEAD = struct.Struct("<8sIQI")
 _ALIGN = 64
 
 Stamp = tuple[int, str]
-LoadedColumns = tuple[FactColumns, npt.NDArray[np.int64]]  # (the fold, tx_times)
+# (the fold, each event's tx time, each event's namespace code), by seq - 1
+LoadedColumns = tuple[FactColumns, npt.NDArray[np.int64], npt.NDArray[np.int32]]
 
 _STRING_TABLES = (
     "namespaces", "subjects", "agents", "labels", "reasons", "entity_names", "terms"
@@ -73,11 +74,14 @@ class _Manifest(msgspec.Struct):
 
 
 def save_column_file(
-    path: Path, cols: FactColumns, tx_times: npt.NDArray[np.int64], stamp: Stamp
+    path: Path, cols: FactColumns, tx_times: npt.NDArray[np.int64],
+    event_namespaces: npt.NDArray[np.int32], stamp: Stamp,
 ) -> None:
-    """Write ``cols`` (the fold at ``stamp``) and ``tx_times`` to ``path``, atomically."""
+    """Write ``cols`` (the fold at ``stamp``) and each event's tx time and namespace code to
+    ``path``, atomically."""
     arrays = dict(_arrays(cols))
     arrays["tx_times"] = np.asarray(tx_times, dtype=np.int64)
+    arrays["event_namespaces"] = np.asarray(event_namespaces, dtype=np.int32)
     extra = msgspec.msgpack.encode(_Extra(
         cols.last_seq, cols.tokened, cols.odd, cols.vectors, list(cols.episodes.values())
     ))
@@ -103,7 +107,7 @@ def save_column_file(
 
 
 def load_column_file(path: Path, stamp: Stamp) -> LoadedColumns | None:
-    """The fold and tx_times saved at ``path`` when the file holds exactly ``stamp`` and is
+    """The fold and event columns saved at ``path`` when the file holds exactly ``stamp`` and is
     intact; else None (no file, another stamp or layout, or damage: load the tables)."""
     try:
         with open(path, "rb") as f:
@@ -125,7 +129,10 @@ def load_column_file(path: Path, stamp: Stamp) -> LoadedColumns | None:
                     return None
                 arrays[column.name] = into if isinstance(into, bytearray) else into.obj
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
-        return _columns(arrays, extra), arrays["tx_times"]
+        tx_times, event_namespaces = arrays["tx_times"], arrays["event_namespaces"]
+        if not len(tx_times) == len(event_namespaces) == extra.last_seq:
+            return None
+        return _columns(arrays, extra), tx_times, event_namespaces
     except (OSError, ValueError, KeyError, msgspec.DecodeError, struct.error):
         return None
 
@@ -169,11 +176,7 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
         texts.n = len(texts.ends)
     for name in _STRING_TABLES:
         strings: Strings = getattr(cols, name)
-        blob, ends = arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist()
-        starts = [0, *ends][: len(ends)]
-        strings.fill([
-            blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends, strict=True)
-        ])
+        strings.fill_utf8(arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist())
     for name in _RAGGED:
         ragged = getattr(cols, name)
         ragged.values, ragged.n = arrays[name], len(arrays[name])

@@ -45,20 +45,46 @@ def grown(arr: A, need: int, fill: int | float = 0) -> A:
 
 
 class Strings:
-    """A string table: each distinct string once, known by its code (its index); None is -1."""
+    """A string table: each distinct string once, known by its code (its index); None is -1.
 
-    __slots__ = ("values", "codes")
+    Filled in bulk (:meth:`fill`, :meth:`fill_utf8`), the value -> code dict is made only when
+    first needed (a reader that only looks values up never makes it), and values given as
+    UTF-8 bytes are decoded only when first read."""
+
+    __slots__ = ("_values", "_codes", "_utf8")
 
     def __init__(self) -> None:
-        self.values: list[str] = []
-        self.codes: dict[str | None, int] = {None: -1}
+        self._values: list[str] = []
+        self._codes: dict[str | None, int] | None = {None: -1}
+        self._utf8: tuple[bytes, list[int]] | None = None  # (blob, each value's end)
+
+    @property
+    def values(self) -> list[str]:
+        """The strings, in code order."""
+        if self._utf8 is not None:
+            blob, ends = self._utf8
+            starts = [0, *ends][: len(ends)]
+            self._values = [
+                blob[a:b].decode("utf-8", "surrogatepass")
+                for a, b in zip(starts, ends, strict=True)
+            ]
+            self._utf8 = None
+        return self._values
+
+    @property
+    def codes(self) -> dict[str | None, int]:
+        """Value -> code (None -> -1)."""
+        if self._codes is None:
+            self._codes = {None: -1, **{v: i for i, v in enumerate(self.values)}}
+        return self._codes
 
     def code(self, value: str | None) -> int:
         """The code of ``value`` (added if new); -1 for None."""
-        code = self.codes.get(value)
+        codes = self.codes
+        code = codes.get(value)
         if code is None:
-            code = self.codes[value] = len(self.values)
-            self.values.append(value)  # type: ignore[arg-type]
+            code = codes[value] = len(self._values)
+            self._values.append(value)  # type: ignore[arg-type]
         return code
 
     def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
@@ -69,8 +95,8 @@ class Strings:
         codes = self.codes
         for value in dict.fromkeys(values):
             if value not in codes:
-                codes[value] = len(self.values)
-                self.values.append(value)  # type: ignore[arg-type]
+                codes[value] = len(self._values)
+                self._values.append(value)  # type: ignore[arg-type]
         return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
 
     def get(self, code: int) -> str | None:
@@ -78,11 +104,14 @@ class Strings:
 
     def fill(self, values: list[str]) -> None:
         """Set the table to ``values`` (distinct, in code order), replacing what it held."""
-        self.values = values
-        self.codes = {None: -1, **{v: i for i, v in enumerate(values)}}
+        self._values, self._codes, self._utf8 = values, None, None
+
+    def fill_utf8(self, blob: bytes, ends: list[int]) -> None:
+        """:meth:`fill` with the values as one UTF-8 buffer and where each ends in it."""
+        self._values, self._codes, self._utf8 = [], None, (blob, ends)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self._utf8[1]) if self._utf8 is not None else len(self._values)
 
 
 class Table:

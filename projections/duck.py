@@ -33,6 +33,7 @@ import numpy as np
 
 from eventlog.events import RecallServed
 from projections.column_load import load_columns
+from projections.column_store import Strings
 from projections.columns import (
     TIME_COLUMNS,
     EventRow,
@@ -410,10 +411,13 @@ class DuckProjection:
         """The in-memory fold state, loaded from the tables in bulk (fast reopen)."""
         return load_columns(self.con, self.cursor()[0])
 
-    def tx_times(self) -> np.ndarray:
-        """tx_at (microseconds) of every applied event, indexed by seq - 1."""
-        got = self.con.execute("SELECT epoch_us(tx_at) AS t FROM events ORDER BY seq").fetchnumpy()
-        return np.asarray(got["t"], dtype=np.int64)
+    def event_columns(self, namespaces: Strings) -> tuple[np.ndarray, np.ndarray]:
+        """tx_at (microseconds) and namespace (its code in ``namespaces``, new ones added) of
+        every applied event, indexed by seq - 1."""
+        got = self.con.execute(
+            "SELECT epoch_us(tx_at) AS t, namespace FROM events ORDER BY seq"
+        ).fetchnumpy()
+        return np.asarray(got["t"], dtype=np.int64), namespaces.encode(list(got["namespace"]))
 
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every table's rows in canonical order (for verify and tests)."""

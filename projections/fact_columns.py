@@ -405,6 +405,11 @@ class FactColumns:
             "subjects": len(keys),
         }
 
+    def entity_count(self, namespace: str) -> int:
+        """The number of distinct entities this namespace's facts name."""
+        codes, _ = self.entities.gather(self.table.entities_end, self.namespace_slots(namespace))
+        return len(np.unique(codes))
+
     def current_texts(self, namespace: str) -> list[tuple[int, str]]:
         """(id, text) of this namespace's current beliefs, in order of id."""
         slots = np.flatnonzero(self.current_mask(namespace)).tolist()

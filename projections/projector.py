@@ -60,9 +60,15 @@ class Projector:
         self.flush_every = flush_every
         if loaded is not None and loaded[0].last_seq != db.cursor()[0]:
             raise ValueError("the loaded columns are not the fold of this projection")
-        state, tx_times = loaded or (db.load_state(), db.tx_times())
+        if loaded is None:
+            state = db.load_state()
+            tx_times, event_namespaces = db.event_columns(state.namespaces)
+        else:
+            state, tx_times, event_namespaces = loaded
         self.state = state
-        self.tx_times = array("q", tx_times.tobytes())
+        self.tx_times = array("q", tx_times.tobytes())  # by seq - 1: each event's tx_at
+        # by seq - 1: each event's namespace, a code into state.namespaces
+        self.event_namespaces = array("i", event_namespaces.astype(np.int32).tobytes())
         self._db_seq = self.state.last_seq
         self._indexes: Indexes | None = None
         self._vector_groups: dict[str, list[int]] = {}  # namespace -> positions in vectors
@@ -77,6 +83,16 @@ class Projector:
     @property
     def last_seq(self) -> int:
         return self.state.last_seq
+
+    def namespace_events(self, namespace: str) -> tuple[int, int | None, int | None]:
+        """(events in ``namespace``, the first one's and the last one's tx time in
+        microseconds, None without events), from the event columns."""
+        code = self.state.namespaces.codes.get(namespace, -2)
+        mine = np.frombuffer(self.event_namespaces, dtype=np.int32) == code
+        times = np.frombuffer(self.tx_times, dtype=np.int64)[mine]
+        if not len(times):
+            return 0, None, None
+        return len(times), int(times.min()), int(times.max())
 
     @property
     def pending(self) -> int:
@@ -116,6 +132,7 @@ class Projector:
         tx = to_us(ev.tx_at)
         changed = self.state.apply(ev, validated=validated, tx=tx)
         self.tx_times.append(tx)
+        self.event_namespaces.append(self.state.namespaces.code(ev.namespace))
         self._events.append(_event_row(ev, tx))
         indexes = self._indexes
         if isinstance(ev, (FactRemembered, FactRevised)):
@@ -187,6 +204,9 @@ class Projector:
         state = self.state
         txs = [to_us(ev.tx_at) for ev in events]
         self.tx_times.extend(txs)
+        self.event_namespaces.frombytes(
+            state.namespaces.encode([ev.namespace for ev in events]).tobytes()
+        )
         self._events.extend(map(_event_row, events, txs))
         subjects, table = state.subjects.values, state.table
         made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]

@@ -272,6 +272,14 @@ class ModelChecks:
         assert stats.facts == len(mine)
         assert stats.superseded == sum(snap[f].superseded for f in mine)
         assert stats.forgotten == sum(snap[f].forgotten for f in mine)
+        # counted from the columns; the tables (written by another path) say the same
+        con = m.store.connection()
+        events = con.execute("SELECT count(*), min(tx_at), max(tx_at) FROM events "
+                             "WHERE namespace = ?", [ns]).fetchone()
+        assert (stats.namespace_events, stats.first_tx, stats.last_tx) == events
+        assert stats.entities == con.execute(
+            "SELECT count(DISTINCT entity) FROM entities WHERE namespace = ?", [ns]
+        ).fetchone()[0]
         diff = m.diff(0)
         assert {f.id for f in diff.added} | {r.new.id for r in diff.revised} == mine
         # the snapshot relation holds the belief set of now, with its chain columns

@@ -34,6 +34,7 @@ from projections.column_file import (
     load_column_file,
     save_column_file,
 )
+from projections.column_store import Strings
 from projections.duck import DuckProjection
 from projections.errors import HmemError, ProjectionError
 from projections.fact_columns import FactColumns
@@ -231,6 +232,9 @@ def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
         assert_same_state(tail.state, projector.state, "folded on from the loaded state")
         assert_same_state(from_file.state, projector.state, "folded on from the column file")
         assert_same_state(db.load_state(), projector.state, "loaded at the end")
+        for p in (projector, tail, from_file):  # each event's namespace, however it was loaded
+            names = p.state.namespaces.values
+            assert [names[c] for c in p.event_namespaces] == [ev.namespace for ev in accepted]
         for fid in state.facts:
             assert projector.state.fact(fid).rows == state.facts[fid].rows
     finally:
@@ -243,7 +247,8 @@ def through_column_file(projector: Projector, db: DuckProjection) -> LoadedColum
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / COLUMNS_FILE
         stamp_ = db.cursor()
-        save_column_file(path, projector.state, np.frombuffer(projector.tx_times, "<i8"), stamp_)
+        save_column_file(path, projector.state, np.frombuffer(projector.tx_times, "<i8"),
+                         np.frombuffer(projector.event_namespaces, "<i4"), stamp_)
         assert load_column_file(path, (stamp_[0] + 1, stamp_[1])) is None
         assert load_column_file(path, (stamp_[0], stamp_[1] + "0")) is None
         loaded = load_column_file(path, stamp_)
@@ -260,7 +265,8 @@ def test_a_damaged_column_file_is_refused_never_misread(history, where, bit):
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / COLUMNS_FILE
         tx_times = np.arange(cols.last_seq, dtype=np.int64)
-        save_column_file(path, cols, tx_times, (cols.last_seq, "ab"))
+        event_namespaces = np.arange(cols.last_seq, dtype=np.int32) % 3
+        save_column_file(path, cols, tx_times, event_namespaces, (cols.last_seq, "ab"))
         raw = bytearray(path.read_bytes())
         raw[min(int(where * len(raw)), len(raw) - 1)] ^= 1 << bit
         path.write_bytes(bytes(raw))
@@ -268,6 +274,7 @@ def test_a_damaged_column_file_is_refused_never_misread(history, where, bit):
     if loaded is not None:
         assert_same_state(loaded[0], state, "loaded despite a flipped bit")
         assert loaded[1].tolist() == tx_times.tolist()
+        assert loaded[2].tolist() == event_namespaces.tolist()
 
 
 @settings(max_examples=examples(dev=100, ci=300))
@@ -290,7 +297,7 @@ def test_a_refused_event_in_a_bulk_replay_leaves_the_events_before_it_written(hi
         want = Projector(DuckProjection(None), projector.chain_at)
         want.apply_all(before)  # one by one: document lengths included
         assert_same_state(db.load_state(), want.state, "written before the refusal")
-        assert len(db.tx_times()) == len(before)
+        assert len(db.event_columns(Strings())[0]) == len(before)
         want.db.close()
     finally:
         db.close()
