@@ -88,7 +88,7 @@ def ingest(m: Memory, chat: dict[str, Any]) -> datetime:
             fact["valid_from"] = when
         facts.append(fact)
     for start in range(0, len(facts), 1000):
-        ns.remember_many(facts[start : start + 1000])
+        ns.remember_many(facts[start : start + 1000], dedup=False)  # a turn each
     ns.flush()
     return when or datetime(2024, 1, 1, tzinfo=timezone.utc)
 

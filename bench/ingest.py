@@ -31,7 +31,7 @@ def ingest_raw(m: Memory, conv: Conversation) -> int:
                 fact["source_ref"] = t.ref
             facts.append(fact)
         if facts:
-            ns.remember_many(facts)
+            ns.remember_many(facts, dedup=False)  # each turn is its own evidence
             n += len(facts)
     ns.flush()  # every turn's vector recorded before any question is asked
     return n

@@ -68,7 +68,7 @@ def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
     ns = m.in_namespace(sample["sample_id"])
     last = None
     for date, facts in session_facts(sample):
-        ns.remember_many(facts)
+        ns.remember_many(facts, dedup=False)  # each turn is its own evidence
         last = date
     assert last is not None
     ns.flush()  # every turn's vector recorded before any question is asked

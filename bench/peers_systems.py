@@ -39,7 +39,7 @@ class HmemSystem:
         return self.views[namespace]
 
     def add(self, namespace: str, fact: dict[str, Any], vector: np.ndarray) -> None:
-        self._view(namespace).remember(**fact)
+        self._view(namespace).remember(**fact, dedup=False)  # one fact per turn, as the peers
 
     def search(self, namespace: str, query: str, vector: np.ndarray, reference: datetime,
                limit: int) -> list[str | None]:

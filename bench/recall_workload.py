@@ -141,9 +141,10 @@ def build_memory(
     t0 = time.perf_counter()
     for start in range(0, n, batch):
         mem.remember_many(
-            {"subject": s, "text": t, "valid_from": valid_from(start + j, n),
-             "source_ref": source_ref(start + j)}
-            for j, (s, t) in enumerate(facts[start : start + batch])
+            [{"subject": s, "text": t, "valid_from": valid_from(start + j, n),
+              "source_ref": source_ref(start + j)}
+             for j, (s, t) in enumerate(facts[start : start + batch])],
+            dedup=False,  # exactly n facts, one per generated text
         )
     t_log = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -161,7 +161,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from hmem.memory import Memory
 from bench.report import rss_mib
-m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=True, embedder=None)
+m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=sys.argv[4] == "reader", embedder=None)
 opened = time.perf_counter()
 m.recall(sys.argv[3])
 done = time.perf_counter()
@@ -172,22 +172,25 @@ m.close()
 """
 
 
-def bench_reader(root: Path, query: str) -> dict[str, Any]:
-    """A reader in a fresh process (imports included, the page cache warm): the time to open
-    read-only from the writer's checkpoint, the first recall (it builds the namespace's
-    indexes) and the process's RSS."""
+def bench_reader(root: Path, query: str, role: str = "reader") -> dict[str, Any]:
+    """A reader (or, ``role="writer"``, the writer) in a fresh process (imports included, the
+    page cache warm): the time to open (a reader from the writer's checkpoint, the writer from
+    its projection and the column file), the first recall (it builds the namespace's indexes)
+    and the process's RSS."""
     done = subprocess.run(
-        [sys.executable, "-c", _READER, str(root), BIG, query], capture_output=True, text=True,
-        check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        [sys.executable, "-c", _READER, str(root), BIG, query, role], capture_output=True,
+        text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     # stdout may hold progress output (carriage returns included): take the marked line
     found = re.search(r"READER (\{.*\})", done.stdout)
     if found is None:
         raise RuntimeError(f"the reader printed no result: {done.stdout[-500:]!r}")
     out: dict[str, Any] = json.loads(found.group(1))
-    line(f"read-only open (checkpoint seq {out['checkpoint_seq']:,} of {out['last_seq']:,}), "
-         "fresh process", f"{out['open_s']:.2f} s, first recall {out['first_recall_s']:.2f} s, "
-         f"RSS {out['rss_mib']:,.0f} MiB")
+    what = (f"read-only open (checkpoint seq {out['checkpoint_seq']:,} of {out['last_seq']:,})"
+            if role == "reader" else "writer open (projection + column file)")
+    line(f"{what}, fresh process", f"{out['open_s']:.2f} s, first recall "
+         f"{out['first_recall_s']:.2f} s, RSS {out['rss_mib']:,.0f} MiB")
     return out
 
 
@@ -236,6 +239,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         with CpuWall(cpu, "time_travel"):
             out["time_travel"] = bench_time_travel(root, n, queries, args.quick)
         out["reader"] = bench_reader(root, queries[0])
+        out["writer"] = bench_reader(root, queries[0], "writer")
         tmp.remove(root)
         gc.collect()
         with CpuWall(cpu, "recall"):

@@ -25,6 +25,7 @@ from hmem.cli_commands import (
     arg_namespace,
     arg_positive,
     cmd_beliefs,
+    cmd_consolidate,
     cmd_demo,
     cmd_diff,
     cmd_export,
@@ -238,6 +239,9 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("text", help="the fact, as a sentence")
     _statement(p)
     _provenance(p)
+    p.add_argument("--no-dedup", action="store_true",
+                   help="store it even if a current fact of the subject already says it "
+                   "(by default its id is printed and nothing is written)")
 
     p = _command(sub, "revise", cmd_revise, "replace a fact with a new version; prints the new id",
                  ['hmem revise 1 "Maya lives in Paris" --valid-from 2026-03-01  # world changed',
@@ -328,6 +332,19 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p = _command(sub, "history", cmd_history,
                  "every fact ever stored about a subject, with versions", ["hmem history maya"])
     p.add_argument("subject", help="the subject (case-insensitive)")
+
+    p = _command(sub, "consolidate", cmd_consolidate,
+                 "propose what to forget: duplicates, replaced and stale facts", [
+                     "hmem consolidate                       # proposals only",
+                     "hmem consolidate --accept duplicate:12:15 replaced:3:9",
+                     "hmem consolidate --apply               # every proposal",
+                 ], writes=True)
+    p.add_argument("--apply", action="store_true", help="forget what every proposal names")
+    p.add_argument("--accept", nargs="+", metavar="ID", help="apply these proposals only")
+    p.add_argument("--similarity", type=float, default=0.95, metavar="COS",
+                   help="cosine at which two facts' vectors say the same (default 0.95)")
+    p.add_argument("--stale-days", type=float, default=90.0, metavar="N",
+                   help="an episodic fact unused this long is stale (default 90)")
 
     p = _command(sub, "stats", cmd_stats, "counts and the state of the log and projection",
                  ["hmem stats", "hmem --path ./agent-memory stats --json",

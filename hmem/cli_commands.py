@@ -145,12 +145,18 @@ def arg_positive(value: str) -> int:
 
 def cmd_remember(args: argparse.Namespace) -> int:
     with _memory(args, read_only=False) as m:
+        before = m.last_seq
         new = m.remember(
             args.subject, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
             confidence=args.confidence, entities=args.entity or (),
             source_agent=args.source_agent, source_ref=args.source_ref,
+            dedup=not args.no_dedup,
         )
-    _emit(args, {"id": new}, [fmt.fact_id(new)])
+        repeat = new <= before  # an id from before: it repeats a current fact
+    _emit(args, {"id": new, "repeat": repeat}, [
+        f"{fmt.fact_id(new)} (already remembered: same subject and text, still believed; "
+        "--no-dedup stores it again)" if repeat else fmt.fact_id(new)
+    ])
     return 0
 
 
@@ -243,6 +249,15 @@ def cmd_history(args: argparse.Namespace) -> int:
     with _memory(args, read_only=True) as m:
         facts = m.history(args.subject)
     _emit(args, facts, fmt.history_lines(args.subject, facts))
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    writes = args.apply or bool(args.accept)
+    with _memory(args, read_only=not writes) as m:
+        report = m.consolidate(apply=args.apply, accept=args.accept or (),
+                               similarity=args.similarity, stale_days=args.stale_days)
+    _emit(args, report, report.lines())
     return 0
 
 

@@ -6,7 +6,6 @@ See :mod:`hmem.extract` for the rules.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from eventlog.events import FactRemembered, FactRevised
 from hmem.args import fact_id
+from hmem.dedup import normalise
 from hmem.errors import FactNotFound, HmemError, InvalidInput
 from hmem.llm.extractor import Candidate, ExtractionRequest, ExtractorOutput
 from hmem.timeparse import parse_time
@@ -68,14 +68,6 @@ class IgnoredSupersede(msgspec.Struct, frozen=True):
 def default_subject(episodes: list[Episode]) -> str:
     """The subject of a candidate that names none: the first turn's speaker, else its role."""
     return clean_subject(episodes[0].speaker) or clean_subject(episodes[0].role) or "user"
-
-
-_PUNCT = re.compile(r"[^\w\s]")
-
-
-def normalise(text: str) -> str:
-    """The text as duplicates are compared: case-folded, without punctuation, spaces collapsed."""
-    return " ".join(_PUNCT.sub(" ", text.casefold()).split())
 
 
 def clean_text(text: object) -> str:

@@ -43,8 +43,9 @@ from hmem.usage import UsageLog
 
 __all__ = ["build_server", "serve", "TOOLS", "WRITE_TOOLS"]
 
-WRITE_TOOLS = ("remember", "revise", "forget")
-TOOLS = ("remember", "recall", "revise", "forget", "why", "diff", "history", "stats")
+WRITE_TOOLS = ("remember", "revise", "forget", "consolidate")
+TOOLS = ("remember", "recall", "revise", "forget", "why", "diff", "history", "stats",
+         "consolidate")
 
 # ---------------------------------------------------------------------------- argument types
 
@@ -132,6 +133,13 @@ Stop believing a fact. Only when the user explicitly asks you to forget or delet
 
 Not for facts that changed or were wrong: use `revise`. The fact leaves recall from now on;
 `history` and `why` still show it, as forgotten, with the reason.""",
+    "consolidate": """\
+Tidy memory: list what it could forget (older duplicates of a current fact, facts a newer one
+repeats with one word changed, old episodic facts no recall used), each with an id.
+
+Proposes only. Show the proposals to the user; forget what they approve by passing those ids in
+`accept` (or `apply_all` when they approve everything). Each becomes a forget with a reason that
+`why` shows.""",
     "why": """\
 How you know a fact: its source (agent and reference), when it was recorded, and its whole
 revision chain with the events behind it. Use it when asked "how do you know that?", "where did
@@ -285,14 +293,18 @@ def build_server(
         confidence: Confidence = 1.0,
         entities: Entities = None,
     ) -> CallToolResult:
+        before = memory.last_seq
         new = memory.remember(
             subject, text, valid_from=_blank(valid_from), valid_to=_blank(valid_to),
             confidence=confidence, entities=entities or (), source_agent=source_agent,
             source_ref=_blank(source_ref),
         )
+        repeat = new <= before  # an id from before: it repeats a current fact
         fact = memory.get(new)
-        return _ok([f"remembered {fmt.fact_id(new)}", *fmt.fact_lines(fact)],
-                   {"id": new, "seq": new, "fact": _data(fact)})
+        head = (f"already remembered as {fmt.fact_id(new)} (same subject and text, still "
+                "believed): nothing stored" if repeat else f"remembered {fmt.fact_id(new)}")
+        return _ok([head, *fmt.fact_lines(fact)],
+                   {"id": new, "seq": new, "repeat": repeat, "fact": _data(fact)})
 
     @tool("recall")
     def recall(
@@ -353,6 +365,15 @@ def build_server(
         return _ok([f"forgot {fmt.fact_id(id)} (log seq {seq}); history and why still show it",
                     *fmt.fact_lines(fact)],
                    {"id": id, "seq": seq, "fact": _data(fact)})
+
+    @tool("consolidate", destructive=True)
+    def consolidate(
+        accept: Annotated[list[Annotated[str, Field(max_length=100)]] | None, Field(
+            max_length=1000, description="Proposal ids to apply (from an earlier call).")] = None,
+        apply_all: Annotated[bool, Field(description="Apply every proposal.")] = False,
+    ) -> CallToolResult:
+        report = memory.consolidate(apply=apply_all, accept=accept or ())
+        return _ok(report.lines(), _data(report))
 
     @tool("why")
     def why(id: FactId) -> CallToolResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hmem.handle import TxPoint
+from hmem.lifecycle import LifecycleMethods
 from hmem.reads import ReadMethods
 from hmem.transaction import Clock, utc_now
 from hmem.writes import WriteMethods
@@ -10,7 +11,7 @@ from hmem.writes import WriteMethods
 __all__ = ["Memory", "Clock", "TxPoint", "utc_now"]
 
 
-class Memory(WriteMethods, ReadMethods):
+class Memory(WriteMethods, ReadMethods, LifecycleMethods):
     """What an agent believes, in one namespace of a store, with full history.
 
     ``Memory(path)`` opens (or creates) the store at ``path`` as its single writer;
@@ -28,9 +29,10 @@ class Memory(WriteMethods, ReadMethods):
     Writes (:mod:`hmem.writes`): ``remember``, ``remember_many``, ``revise``, ``forget``,
     ``record_embedding``, ``reembed``, ``add``, ``extract``. Reads (:mod:`hmem.reads`):
     ``recall``, ``get``, ``why``, ``history``, ``episodes``, ``as_of``, ``snapshot``, ``diff``,
-    ``stats``, ``sql``, ``events``. Seams and lifecycle (:mod:`hmem.handle`):
-    ``transaction``, ``reading``, ``embed_facts``, ``embedding_worker``, ``in_namespace``,
-    ``rebuild``, ``verify``, ``flush``, ``sync``, ``close``.
+    ``stats``, ``sql``, ``events``. Lifecycle (:mod:`hmem.lifecycle`): ``consolidate``.
+    Seams (:mod:`hmem.handle`): ``transaction``, ``reading``, ``embed_facts``,
+    ``embedding_worker``, ``in_namespace``, ``rebuild``, ``verify``, ``flush``, ``sync``,
+    ``close``.
 
     Time-travel arguments are keyword-only: ``as_of`` is a transaction time (what we believed
     then; a datetime, ISO string or seq) and ``valid_at`` a world time (what was true then).

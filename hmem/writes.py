@@ -4,7 +4,7 @@ the LLM layer's ``add`` / ``extract``. Each builds its events and appends them t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,12 +26,15 @@ from hmem.args import (
     fact_id,
     text_arg,
 )
+from hmem.dedup import DedupKey, dedup_key, duplicate_of
 from hmem.errors import EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
 from hmem.timeparse import TimeLike
+from hmem.transaction import Transaction
 from hmem.when import parse_when_opt
 from projections.checks import check_fields
 from projections.entities import fact_entities
+from projections.projector import Projector
 from replay.rebuild import Progress
 
 if TYPE_CHECKING:  # the LLM layer is optional and imported only when used
@@ -69,6 +72,7 @@ class WriteMethods(StoreHandle):
         entities: Iterable[str] = (),
         source_agent: str | None = None,
         source_ref: str | None = None,
+        dedup: bool = True,
     ) -> int:
         """Store a new belief about ``subject``; returns its id.
 
@@ -77,45 +81,92 @@ class WriteMethods(StoreHandle):
         With an embedder in ``embed_mode="background"`` (the default) this returns after the
         log write and the fact's vector follows (``flush()`` waits for it); until then recall
         finds the fact by its words.
+
+        A fact that only repeats a current one (same subject and normalised text, same
+        period: see :meth:`duplicate_of`) is not stored again: its id is returned and nothing
+        is written. ``dedup=False`` stores it anyway (e.g. conversation turns, each its own
+        evidence).
         """
         return self._append_facts([self._remembered(dict(
             subject=subject, text=text, valid_from=valid_from, valid_to=valid_to,
             confidence=confidence, entities=entities, source_agent=source_agent,
             source_ref=source_ref,
-        ), 0)])[0]
+        ), 0)], dedup=dedup)[0]
 
-    def remember_many(self, facts: Iterable[dict[str, Any]]) -> list[int]:
+    def remember_many(self, facts: Iterable[dict[str, Any]], *, dedup: bool = True) -> list[int]:
         """Remember many facts as one write (one fsync; embeddings computed in batches).
 
         Each item holds ``remember``'s arguments by name, e.g.
         ``{"subject": "maya", "text": "...", "valid_from": "2025-01-01"}``. All or nothing:
-        one invalid item rejects the batch. Returns the new ids in order.
+        one invalid item rejects the batch. Returns the ids in order: with ``dedup`` (see
+        :meth:`remember`) an item that repeats a current fact, or an earlier item of the
+        batch, gets that fact's id.
         """
         check_sequence(facts, "facts", "a list of dicts of remember's arguments")
-        return self._append_facts([self._remembered(item, i) for i, item in enumerate(facts)])
+        return self._append_facts(
+            [self._remembered(item, i) for i, item in enumerate(facts)], dedup=dedup
+        )
 
-    def _append_facts(self, events: list[FactRemembered]) -> list[int]:
+    def duplicate_of(
+        self,
+        subject: str,
+        text: str,
+        *,
+        valid_from: TimeLike | None = None,
+        valid_to: TimeLike | None = None,
+    ) -> int | None:
+        """The id of the current fact that remembering this would only repeat, or None: still
+        believed, the same subject (case and spacing aside), the same text (case, punctuation
+        and spacing aside), the same ``valid_to`` and, when given, the same ``valid_from``."""
+        event = self._remembered(dict(subject=subject, text=text, valid_from=valid_from,
+                                      valid_to=valid_to), 0)
+        with self.reading() as store:
+            return self._duplicate(store.projector, event)
+
+    def _duplicate(self, projector: Projector, event: FactRemembered) -> int | None:
+        key = dedup_key(event.subject, event.text, event.valid_from, event.valid_to)
+        return duplicate_of(projector, self.namespace, event.subject, event.text, key)
+
+    def _append_facts(self, events: list[FactRemembered], *, dedup: bool) -> list[int]:
         """Append new facts as one write, with their vectors (inline mode) or queued for the
-        background worker (which then embeds what the log holds, never a refused text)."""
+        background worker (which then embeds what the log holds, never a refused text);
+        with ``dedup``, repeats are answered with the id they repeat instead."""
         self._check_before_embedding(events)
         worker = self.embedding_worker()
         if worker is not None:
             self.check_embedder_dims()
-            with self.transaction() as txn:
-                positions = [txn.append(event) for event in events]
-                txn.commit()  # queued under the lock: a flush or a tail scan sees both or none
-                worker.put([(txn.seq(p), ev.subject, ev.text)
-                            for p, ev in zip(positions, events, strict=True)])
-            return [txn.seq(p) for p in positions]
-        vectors = self.embed_facts([(ev.subject, ev.text) for ev in events])
+        inline = worker is None and self.embedder is not None
+        vectors: dict[int, np.ndarray] = {}
+        if inline:  # embedded outside the lock: what is new now (checked again under it)
+            vectors = self._vectors(events, _new(self._repeats(events, dedup)))
         with self.transaction() as txn:
-            positions = []
-            for i, event in enumerate(events):
-                positions.append(txn.append(event))
-                if vectors is not None:
+            repeats = self._repeats(events, dedup)
+            fresh = _new(repeats)
+            if inline:  # a fact found a repeat above was forgotten or revised in between
+                vectors |= self._vectors(events, [i for i in fresh if i not in vectors])
+            positions: dict[int, int] = {}
+            for i in fresh:
+                positions[i] = txn.append(events[i])
+                if i in vectors:
                     txn.append(txn.vector(vectors[i], source_agent=self.source_agent),
-                               of=positions[-1])
-        return [txn.seq(p) for p in positions]
+                               of=positions[i])
+            txn.commit()
+            if worker is not None and fresh:  # under the lock: a flush or a tail scan sees both
+                worker.put([(txn.seq(positions[i]), events[i].subject, events[i].text)
+                             for i in fresh])
+        return [_id_of(i, repeats, positions, txn) for i in range(len(events))]
+
+    def _repeats(self, events: Sequence[FactRemembered], dedup: bool) -> list[Repeat]:
+        """Each event's :data:`Repeat` (all new without ``dedup``)."""
+        if not dedup:
+            return [None] * len(events)
+        with self.reading() as store:
+            return _repeats(events, lambda ev: self._duplicate(store.projector, ev))
+
+    def _vectors(self, events: Sequence[FactRemembered], which: list[int]) -> dict[int, np.ndarray]:
+        """The embedder's vectors of events ``which``, by position ({} without an embedder)."""
+        got = self.embed_facts([(events[i].subject, events[i].text) for i in which])
+        return {} if got is None else dict(zip(which, got, strict=True))
 
     def _check_before_embedding(self, events: Sequence[EventBase]) -> None:
         """The events' own field checks, before any text goes to an embedder (a model must
@@ -346,3 +397,39 @@ class WriteMethods(StoreHandle):
 
 
 _fact_id = fact_id  # the argument check, under a name the parameters do not shadow
+
+
+# A fact's fate in a deduplicated batch: None (new), an existing id (int), or ("batch", i):
+# the same as the batch's earlier item i
+Repeat = int | tuple[str, int] | None
+
+
+def _repeats(
+    events: Sequence[FactRemembered], existing: Callable[[FactRemembered], int | None]
+) -> list[Repeat]:
+    """Which events repeat a current fact (its id) or an earlier event of the batch."""
+    first: dict[DedupKey, int] = {}
+    out: list[Repeat] = []
+    for i, ev in enumerate(events):
+        key = dedup_key(ev.subject, ev.text, ev.valid_from, ev.valid_to)
+        if key in first:
+            out.append(("batch", first[key]))
+            continue
+        old = existing(ev)
+        if old is None:
+            first[key] = i
+        out.append(old)
+    return out
+
+
+def _new(repeats: list[Repeat]) -> list[int]:
+    return [i for i, old in enumerate(repeats) if old is None]
+
+
+def _id_of(i: int, repeats: list[Repeat], positions: dict[int, int], txn: Transaction) -> int:
+    old = repeats[i]
+    if old is None:
+        return txn.seq(positions[i])
+    if isinstance(old, tuple):
+        return _id_of(old[1], repeats, positions, txn)
+    return old

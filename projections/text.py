@@ -143,6 +143,17 @@ class TextIndex:
         self._docs = np.asarray(docs, dtype=np.int32)
         self._tfs = np.asarray(tfs, dtype=np.float32)
 
+    def df(self, term: str) -> int:
+        """The number of documents holding ``term`` (its postings are not gathered)."""
+        group = self._loaded.get(term)
+        added = self._terms.get(term)
+        loaded = 0 if group is None else int(self._bounds[group + 1] - self._bounds[group])
+        return loaded + (0 if added is None else len(added.docs))
+
+    def doc_lengths(self) -> np.ndarray:
+        """Every document's number of index tokens (a view: do not change it)."""
+        return np.frombuffer(self._doc_len, dtype=np.float32, count=len(self._doc_len))
+
     def doc_len(self, doc: int) -> float:
         """The number of index tokens of document ``doc``."""
         return self._doc_len[doc]

@@ -118,7 +118,7 @@ def test_round_trip(run: Run, maya: Maya) -> None:
 
 def test_json_output(run: Run, maya: Maya) -> None:
     london, seq, paris = maya
-    assert _json(run, "remember", "bob", "Bob drinks tea") == {"id": 3}
+    assert _json(run, "remember", "bob", "Bob drinks tea") == {"id": 3, "repeat": False}
     assert _json(run, "revise", "3", "Bob drinks coffee") == {"id": 4, "revises": 3}
 
     hits = _json(run, "recall", "where does maya live")["hits"]

@@ -29,8 +29,9 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-ALL_TOOLS = {"remember", "recall", "revise", "forget", "why", "diff", "history", "stats"}
-WRITE_TOOLS = {"remember", "revise", "forget"}
+ALL_TOOLS = {"remember", "recall", "revise", "forget", "why", "diff", "history", "stats",
+             "consolidate"}
+WRITE_TOOLS = {"remember", "revise", "forget", "consolidate"}
 TIMEOUT = 30  # seconds for one whole session; a healthy one takes about one
 
 
@@ -107,7 +108,7 @@ def check_schemas(tools: dict[str, dict[str, Any]]) -> None:
     required = {
         "remember": ["subject", "text"], "recall": ["query"], "revise": ["id", "text"],
         "forget": ["id"], "why": ["id"], "diff": ["since"], "history": ["subject"],
-        "stats": [],
+        "stats": [], "consolidate": [],
     }
     for name, tool in tools.items():
         schema = tool["inputSchema"]

@@ -267,7 +267,8 @@ def test_recency_and_confidence_rank_equal_matches(tmp_path):
     with Memory(tmp_path / "s", clock=clock) as m:
         old = m.remember("maya", "Maya plays chess", valid_from="2024-01-01")
         new = m.remember("maya", "Maya plays chess", valid_from="2025-12-01")
-        unsure = m.remember("maya", "Maya plays chess", valid_from="2025-12-01", confidence=0.3)
+        unsure = m.remember("maya", "Maya plays chess", valid_from="2025-12-01", confidence=0.3,
+                            dedup=False)  # a repeat, stored on purpose
         assert [h.id for h in m.recall("chess")] == [new, old, unsure]
 
 

@@ -147,7 +147,8 @@ def test_visible_mask_random_histories(tmp_path):
                 start = vf or clock.now
                 vt = rng.choice([None, *dates])
                 vt = vt if vt is not None and vt > start else None
-                heads.append((m.remember("s", "tea", valid_from=vf, valid_to=vt), start))
+                fid = m.remember("s", "tea", valid_from=vf, valid_to=vt, dedup=False)
+                heads.append((fid, start))
                 alive.append(heads[-1][0])
             elif r < 0.8:
                 k = rng.randrange(len(heads))
@@ -207,7 +208,8 @@ def test_ranked_is_a_full_lexsort(n, top):
 
 
 def _facts_with_ties(m: Memory, n: int) -> list[int]:
-    return [m.remember("s", "coffee beans", valid_from="2025-01-01") for _ in range(n)]
+    return [m.remember("s", "coffee beans", valid_from="2025-01-01", dedup=False)
+            for _ in range(n)]
 
 
 def test_ties_rank_newer_fact_first(tmp_path):
@@ -224,7 +226,8 @@ def test_ties_rank_newer_fact_first(tmp_path):
 def test_budget_skips_long_hits_past_the_first_block(tmp_path):
     """The hits that fit the budget can lie beyond the first max(4 * limit, 32) candidates."""
     with Memory(tmp_path / "store", clock=Clock(), fsync="never") as m:
-        long = [m.remember("s", "tea " + "x" * 300, valid_from="2025-01-01") for _ in range(40)]
+        long = [m.remember("s", "tea " + "x" * 300, valid_from="2025-01-01", dedup=False)
+                for _ in range(40)]
         short = m.remember("s", "tea and filler filler filler", valid_from="2025-01-01",
                            confidence=0.1)
         tiny = m.remember("s", "tea y", valid_from="2025-01-01", confidence=0.05)

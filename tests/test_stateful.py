@@ -154,9 +154,10 @@ class MemoryMachine(ModelChecks, RuleBasedStateMachine):
         vt = self._time(valid_to, start=vf or now)
 
         def call():
-            return self.m(ns).remember(
+            return self.m(ns).remember(  # repeats stored too: tests/test_dedup.py models dedup
                 subject, text, valid_from=vf, valid_to=vt, confidence=confidence,
                 entities=entities, source_agent=source_agent, source_ref=source_ref,
+                dedup=False,
             )
 
         expected = self.model.remember_error(now, vf, vt)

@@ -1,0 +1,161 @@
+"""Dedup at write: remembering what a current fact already says returns that fact's id and
+writes nothing; ``dedup=False`` stores it anyway. Held to a naive model for any sequence of
+remembers, revisions and forgets."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hmem import Memory
+from hmem.dedup import normalise
+from hmem.demo import StepClock
+from hmem.embedders import HashEmbedder
+from projections.state import subject_key
+from tests.conftest import examples
+
+START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+STEP = timedelta(minutes=1)
+
+
+def memory(path: Path, **kw) -> Memory:
+    return Memory(path, clock=StepClock(START, STEP), embedder=None, **kw)
+
+
+def test_a_repeat_returns_the_first_id_and_writes_nothing(tmp_path):
+    with memory(tmp_path / "s") as m:
+        first = m.remember("Maya", "Maya likes green tea.")
+        seq = m.last_seq
+        for again in ("Maya likes green tea.", "maya LIKES green-tea", "  Maya likes  green tea"):
+            assert m.remember("maya", again) == first
+            assert m.remember(" MAYA ", again) == first
+        assert m.last_seq == seq and m.stats().facts == 1
+        assert m.duplicate_of("Maya", "maya likes green tea") == first
+        assert m.remember("Maya", "Maya likes green tea.", dedup=False) == seq + 1
+        assert m.stats().facts == 2
+        # the repeat stored on purpose is current too: a new repeat names the newest
+        assert m.remember("Maya", "Maya likes green tea") == seq + 1
+
+
+def test_what_is_not_a_repeat(tmp_path):
+    with memory(tmp_path / "s") as m:
+        first = m.remember("maya", "Maya likes tea", valid_from="2024-01-01")
+        assert m.remember("sam", "Maya likes tea") != first  # another subject
+        assert m.remember("maya", "Maya likes teas") != first  # other words
+        later = m.remember("maya", "Maya likes tea", valid_from="2024-02-01")
+        assert later != first
+        assert m.remember("maya", "Maya likes tea", valid_to="2030-01-01") not in (first, later)
+        # without valid_from a fact only says it is (still) true: a repeat of the newest
+        assert m.remember("maya", "Maya likes tea") == later
+        assert m.remember("maya", "Maya likes tea", valid_from="2024-01-01") == first
+        assert m.in_namespace("other").remember("maya", "Maya likes tea") != first
+
+
+def test_a_forgotten_or_revised_fact_is_no_longer_repeated(tmp_path):
+    with memory(tmp_path / "s") as m:
+        a = m.remember("maya", "Maya lives in London")
+        m.forget(a, reason="moved")
+        b = m.remember("maya", "Maya lives in London")
+        assert b != a
+        c = m.revise(b, "Maya lives in Paris")
+        assert m.remember("maya", "Maya lives in London") not in (a, b, c)
+        assert m.remember("maya", "maya lives in paris") == c
+
+
+def test_repeats_within_one_batch(tmp_path):
+    with memory(tmp_path / "s") as m:
+        old = m.remember("maya", "Maya likes tea")
+        ids = m.remember_many([
+            {"subject": "sam", "text": "Sam runs"},
+            {"subject": "maya", "text": "maya likes tea!"},
+            {"subject": "Sam", "text": "sam runs."},
+            {"subject": "sam", "text": "Sam swims"},
+        ])
+        assert ids[1] == old and ids[2] == ids[0] and len(set(ids)) == 3
+        assert m.stats().facts == 3
+        assert m.remember_many([{"subject": "sam", "text": "Sam runs"}] * 2, dedup=False) == [
+            m.last_seq - 1, m.last_seq
+        ]
+
+
+def test_texts_without_index_words_are_compared_too(tmp_path):
+    with memory(tmp_path / "s") as m:
+        a = m.remember("maya", "The!")  # only a stopword: no index token
+        assert m.remember("maya", "the") == a
+        assert m.remember("maya", "it is") != a
+
+
+def test_an_inline_embedder_embeds_only_what_is_stored(tmp_path):
+    emb = HashEmbedder(dims=16)
+    with Memory(tmp_path / "s", clock=StepClock(START, STEP), embedder=emb,
+                embed_mode="inline") as m:
+        a = m.remember("maya", "Maya likes tea")
+        ids = m.remember_many([{"subject": "maya", "text": "maya likes tea"},
+                               {"subject": "maya", "text": "Maya likes coffee"}])
+        assert ids[0] == a
+        assert m.stats().vectors == 2 == m.stats().facts
+
+
+# ----------------------------------------------------------------------------- the model
+
+SUBJECTS = ["maya", "Maya", "sam"]
+TEXTS = ["likes tea", "Likes tea!", "likes  TEA", "runs", "the", "likes coffee"]
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("remember"), st.sampled_from(SUBJECTS), st.sampled_from(TEXTS),
+                  st.booleans()),
+        st.tuples(st.just("forget"), st.integers(0, 20)),
+        st.tuples(st.just("revise"), st.integers(0, 20), st.sampled_from(TEXTS)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=examples(dev=60, ci=200), deadline=None)
+@given(ops)
+def test_dedup_equals_a_naive_model(history):
+    """The model: a remember repeats the newest current fact with the same subject key and
+    normalised text (no valid times given here), else it is new."""
+    current: dict[int, tuple[str, str]] = {}  # id -> (subject key, normalised text)
+    with tempfile.TemporaryDirectory() as tmp, memory(Path(tmp) / "s") as m:
+        for op in history:
+            if op[0] == "remember":
+                _, subject, text, dedup = op
+                key = (subject_key(subject), normalise(text))
+                same = [fid for fid, k in current.items() if k == key]
+                before = m.last_seq
+                got = m.remember(subject, text, dedup=dedup)
+                if dedup and same:
+                    assert got == max(same) and m.last_seq == before
+                else:
+                    assert got == before + 1
+                    current[got] = key
+            elif current:
+                fid = sorted(current)[op[1] % len(current)]
+                if op[0] == "forget":
+                    m.forget(fid)
+                    del current[fid]
+                else:
+                    new = m.revise(fid, op[2])
+                    subject = current.pop(fid)[0]
+                    current[new] = (subject, normalise(op[2]))
+        assert {b.id for b in m.beliefs()} == set(current)
+
+
+def test_the_cli_says_when_a_remember_repeats(tmp_path, capsys):
+    from hmem.cli import main
+
+    path = ["--path", str(tmp_path / "s")]
+    assert main([*path, "remember", "maya", "Maya likes tea"]) == 0
+    first = capsys.readouterr().out.strip()
+    assert main([*path, "remember", "Maya", "maya likes tea!"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(first) and "already remembered" in out
+    assert main([*path, "--json", "remember", "maya", "Maya likes tea", "--no-dedup"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["repeat"] is False and f"#{got['id']}" != first
