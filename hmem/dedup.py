@@ -18,6 +18,7 @@ from datetime import datetime
 
 import numpy as np
 
+from projections.fact_columns import opt
 from projections.projector import Projector, index_counts
 from projections.state import subject_key
 from projections.timeutil import to_us
@@ -66,14 +67,15 @@ def duplicate_of(
     docs = docs[text_index.doc_lengths()[docs] == sum(counts.values())]
     docs = docs[index.current_mask(docs)]
     want_subject, want_text, valid_from, valid_to = key
-    facts, seq = projector.state.facts, projector.last_seq
-    for doc in docs[::-1].tolist():
-        fact = facts[int(index.fact_ids[doc])]
-        if fact.subject_key != want_subject or normalise(fact.text) != want_text:
-            continue
-        row = fact.visible_row(seq, None)
-        if row is not None and row.valid_to == valid_to and (
-            valid_from is None or row.valid_from == valid_from
-        ):
-            return fact.id
+    cols = projector.state
+    subjects, rows = cols.subjects.values, cols.rows
+    for doc in docs[::-1].tolist():  # read from the columns: no Fact is made
+        fid = int(index.fact_ids[doc])
+        slot = cols.slot(fid)
+        row = int(cols.table.last_row[slot])  # a current fact's last row is its open one
+        if (subject_key(subjects[cols.table.subject[slot]]) == want_subject
+                and normalise(cols.texts[slot]) == want_text
+                and opt(int(rows.valid_to[row])) == valid_to
+                and (valid_from is None or int(rows.valid_from[row]) == valid_from)):
+            return fid
     return None

@@ -36,6 +36,14 @@ def set_tokens(cols: FactColumns, first_slot: int, counts: Sequence[Mapping[str,
             f"tokens for facts at slots {first_slot}..{end - 1} given out of order "
             f"({cols.tokened} of {cols.n} facts have them)"
         )
+    f = cols.table
+    if len(counts) == 1:  # a live write: lists, not arrays (a few microseconds, not 60)
+        code = cols.terms.code
+        run = [c for term, tf in counts[0].items() for c in [code(term)] * tf]
+        f.tokens_end[first_slot] = cols.tokens.append(run)
+        f.doc_len[first_slot] = len(run)
+        cols.tokened = end
+        return
     terms = list(chain.from_iterable(counts))
     tfs = np.fromiter(
         chain.from_iterable(c.values() for c in counts), dtype=np.int64, count=len(terms)
@@ -43,7 +51,6 @@ def set_tokens(cols: FactColumns, first_slot: int, counts: Sequence[Mapping[str,
     lengths = np.fromiter((sum(c.values()) for c in counts), dtype=np.int64, count=len(counts))
     before = cols.tokens.n
     cols.tokens.extend(np.repeat(cols.terms.encode(terms), tfs))
-    f = cols.table
     f.doc_len[first_slot:end] = lengths
     f.tokens_end[first_slot:end] = before + np.cumsum(lengths)
     cols.tokened = end
