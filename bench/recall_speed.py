@@ -180,6 +180,12 @@ def bench_size(tmp: TmpDirs, n: int, args: argparse.Namespace) -> dict[str, Any]
                time_calls(recall_fn(projector, cfg, qvecs, now_us, mid), queries, warm))
         f32_hits = [recall_fn(projector, cfg, qvecs, now_us)(q) for q in queries[warm:]]
         out["mean_hits"] = statistics.fmean(len(h) for h in f32_hits)
+        out["codes_hit_overlap"] = statistics.fmean(  # the default's top hits against exact
+            _overlap(a, recall_fn(projector, exact, qvecs, now_us)(q))
+            for a, q in zip(f32_hits, queries[warm:], strict=True)
+        )
+        line("hybrid hits shared by the default and the exact scan (random vectors: the worst "
+             "case for codes)", f"{out['codes_hit_overlap']:.3f}")
         out["int8"] = bench_int8(index, vectors, queries, qvecs, warm, record)
         index.vectors[MODEL] = out["int8"].pop("vectors")
         record("hybrid_int8", "rank, hybrid, int8 vectors",

@@ -52,8 +52,9 @@ from typing import Any
 import msgspec
 
 from bench import recall_speed
-from bench.embed_speed import bench_embed
+from bench.embed_speed import bench_embed, locomo_like
 from bench.recall_workload import make_facts
+from bench.remember_latency import run_mode
 from bench.report import (
     OtherLoad,
     cpu_seconds,
@@ -73,6 +74,7 @@ from bench.store_speed import bench_replay
 from bench.synthetic import SEED, TextGen, TmpDirs, make_queries
 from eventlog.events import FactRemembered
 from eventlog.log import EventLog
+from hmem.embedders.local import LocalEmbedder
 from hmem.memory import Memory
 
 # The workload is bench.scale_workload, the summary (table, verdicts, cost story)
@@ -159,6 +161,7 @@ def bench_time_travel(root: Path, n: int, queries: list[str], quick: bool) -> di
 _READER = """
 import json, sys, time
 t0 = time.perf_counter()
+from hmem.embedders.local import LocalEmbedder
 from hmem.memory import Memory
 from bench.report import rss_mib
 m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=sys.argv[4] == "reader", embedder=None)
@@ -170,6 +173,24 @@ print("READER " + json.dumps({"checkpoint_seq": m.store.checkpoint_seq, "last_se
                   "rss_mib": rss_mib()}))
 m.close()
 """
+
+
+def bench_remember(n: int) -> dict[str, Any] | None:
+    """``bench.remember_latency``'s background mode: n remembers of chat lines into a fresh
+    store with the local embedder (its latency is the write path's; the model runs behind)."""
+    try:
+        embedder = LocalEmbedder()
+    except Exception as e:  # noqa: BLE001 - optional extra; say why and go on
+        line("remember, local MiniLM", f"not available: {e}")
+        return None
+    rng = random.Random(SEED)
+    texts = [locomo_like(rng, 5, 40) for _ in range(n)]
+    embedder.embed(["warm up the model", *texts[:8]])
+    with tempfile.TemporaryDirectory(prefix="hmem-remember-") as d:
+        out = run_mode("background", embedder, texts, "always", Path(d) / "s")
+    line(f"remember latency, {n} remembers", f"p50 {fmt_ms(out['p50_ms'])} ms  "
+         f"p95 {fmt_ms(out['p95_ms'])} ms")
+    return out
 
 
 def bench_reader(root: Path, query: str, role: str = "reader") -> dict[str, Any]:
@@ -324,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         texts = [t for _, t in make_facts(TextGen(seed=SEED), 500)]
         qs = make_queries(texts, (20 if args.quick else 200) + 10, random.Random(SEED))
         res["embed"] = bench_embed(qs)
+        section("remember with the local embedder (background embedding, fsync always)")
+        res["remember"] = bench_remember(200 if args.quick else 500)
     res["total_s"] = time.perf_counter() - started
     report(res)
     if args.out:
