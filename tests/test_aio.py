@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 
 import pytest
@@ -13,6 +14,22 @@ from hmem.aio import ASYNC_METHODS, AsyncMemory
 
 def test_every_async_method_is_a_memory_method():
     assert all(callable(getattr(Memory, name, None)) for name in ASYNC_METHODS)
+
+
+# Memory's public calls that AsyncMemory does not await: the seams (they hand out a lock or a
+# view, used from a thread already), embedding helpers, and close (AsyncMemory has its own).
+NOT_AWAITED = {"check_embedder_dims", "close", "embed_facts", "embedding_worker", "in_namespace",
+               "reading", "transaction", "tx_time"}
+
+
+def test_every_public_memory_call_is_awaited_or_named_as_not():
+    """A call added to Memory must be added to AsyncMemory too (or named here, with why)."""
+    public = {
+        name for name in dir(Memory)
+        if not name.startswith("_") and callable(getattr(Memory, name))
+        and not isinstance(inspect.getattr_static(Memory, name), property)
+    }
+    assert public - NOT_AWAITED == set(ASYNC_METHODS)
 
 
 def test_calls_run_off_the_loop_and_many_tasks_at_once_are_safe(tmp_path, monkeypatch):
