@@ -15,6 +15,7 @@ import numpy as np
 
 from hmem.errors import InvalidInput
 from hmem.hits import ContextTurn, Hit, PastVersion, RecallResult
+from hmem.judgement import judgement_factor, pinned_docs
 from hmem.neighbors import Bound, Lists, Loans, borrow, lend, own_words
 from projections.entities import extract_entities, normalize_entity
 from projections.projector import Projector, index_counts
@@ -61,6 +62,12 @@ class RecallConfig:
     # the best ``dense_rerank`` (projections.dense); "auto" is "codes" from CODES_FROM vectors.
     dense_search: str = "auto"
     dense_rerank: int = 1000
+    # What extraction judged (hmem.judgement; all off: no benchmark carries judgements):
+    importance_weight: float = 0.0  # x (1 + w * (importance - 5) / 5); no importance: x 1
+    semantic_weight: float = 1.0  # a fact of this category scores times its weight
+    episodic_weight: float = 1.0
+    procedural_weight: float = 1.0
+    pin_procedural: int = 0  # this many visible procedural facts lead every result
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -102,6 +109,7 @@ _FLOAT_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "half_life_days": ("> 0", lambda x: x > 0),
     "chars_per_token": ("> 0", lambda x: x > 0),
     "recency_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),
+    "importance_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),
 }
 
 
@@ -194,7 +202,8 @@ def rank(
     if loans is not None:
         lists["bm25"] = loans.with_lenders(index, lists, visible)
     if not any(len(d) for d, _ in lists.values()):
-        return RecallResult(query.text, (), 0, 0)
+        hits, used = _pinned(projector, index, namespace, config, query, visible)
+        return RecallResult(query.text, tuple(hits), used, 0)
 
     cand, parts = _fuse(lists, config)
     relevance = np.sum(list(parts.values()), axis=0)
@@ -209,18 +218,25 @@ def rank(
             state.facts, ids, seq, valid_at_us, time_range, config.time_boost
         )
     factor = confidence * recency_factor * entity_factor * time_factor
+    weights = {"semantic": config.semantic_weight, "episodic": config.episodic_weight,
+               "procedural": config.procedural_weight}
+    if config.importance_weight or any(w != 1.0 for w in weights.values()):
+        factor = factor * judgement_factor(state, ids, config.importance_weight, weights)
     score = relevance * factor
     bound = _NO_BOUND
     if loans is not None:  # a loan never lifts a fact above a fact it merely borrows from
         score, bound = loans.cap(index, cand, lists, parts, partial(_contribution, config),
                                  factor, score)
 
-    hits: list[Hit] = []
+    hits, used = _pinned(projector, index, namespace, config, query, visible)
     shown: set[int] = set()
-    used = 0
+    pinned_ids = {h.id for h in hits}
+    limit += len(hits)  # pinned facts lead, beyond the limit
     for rank in ranked_order(score, ids, max(4 * limit, _MIN_TOP)):
         if len(hits) >= limit:
             break
+        if int(ids[rank]) in pinned_ids:
+            continue
         lenders = bound.of(rank)
         if not shown.issuperset(lenders):
             continue  # its lender did not fit the budget: a borrower alone misleads
@@ -248,7 +264,28 @@ def rank(
         hits.append(hit)
         shown.add(rank)
         used += cost
-    return RecallResult(query.text, tuple(hits), used, len(cand) - len(hits))
+    omitted = len(cand) - len(hits) + len(pinned_ids - set(ids.tolist()))
+    return RecallResult(query.text, tuple(hits), used, omitted)
+
+
+def _pinned(
+    projector: Projector, index: NamespaceIndex, namespace: str, config: RecallConfig,
+    query: RecallQuery, visible: Callable[[np.ndarray], np.ndarray],
+) -> tuple[list[Hit], int]:
+    """The pinned procedural facts' hits (``RecallConfig.pin_procedural``) within the token
+    budget, and the tokens they use."""
+    state, seq = projector.state, projector.last_seq if query.as_of_seq is None else query.as_of_seq
+    hits: list[Hit] = []
+    used = 0
+    for doc in pinned_docs(state, index, namespace, config.pin_procedural, visible):
+        fact = state.facts[int(index.fact_ids[doc])]
+        row = fact.visible_row(seq, query.valid_at_us) or fact.rows[-1]
+        hit = _hit(state.facts, fact, row, 0.0, seq, {"pinned": 1.0} if query.explain else None)
+        cost = math.ceil(len(hit.render()) / config.chars_per_token)
+        if used + cost <= query.max_tokens:
+            hits.append(hit)
+            used += cost
+    return hits, used
 
 
 def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
