@@ -1,22 +1,28 @@
 """Consolidation: what a namespace's memory could do without, proposed, then applied on request.
 
-Every proposal is to forget one current fact (a tombstone: ``why`` and ``history`` keep it, with
-the reason and the source agent "consolidate"). Three kinds:
+Each proposal changes one current fact, and loses no period in which something was believed
+true (``why`` and ``history`` keep everything, with the reason and the source agent
+"consolidate"). Three kinds:
 
-* ``duplicate``: a newer current fact of the same subject says the same: the same normalised
-  text, or (when both have vectors of the namespace's main model) a cosine of at least
-  ``similarity``. The newest of such a group is kept.
+* ``duplicate``: another current fact of the same subject says the same (the same normalised
+  text, or, when both have vectors of the namespace's main model, a cosine of at least
+  ``similarity``) over a period that contains this fact's: forget this one (of two facts with
+  the same period, the older).
 * ``replaced``: a newer current fact of the same subject is the same sentence with one word
   changed ("Maya lives in London" -> "... in Paris": index tokens differing by one on each side,
-  at least two shared), so the older one is probably out of date. A heuristic: review it.
+  at least two shared) and their periods overlap. If the newer one starts later, this one is
+  *ended* there (a correction with the same text, valid until then: "lived in London until
+  2020"); else it is forgotten. A heuristic: review it.
 * ``stale``: an episodic fact (category "episodic", as extraction records it) that became true
   more than ``stale_days`` ago, was stored that long ago and that no logged recall served since
-  (recalls are logged with ``Memory(log_recalls=True)``; without a log nothing counts as served).
+  (recalls are logged with ``Memory(log_recalls=True)``): forget it.
 
-A report is a function of the namespace at one seq and of "now": running it again proposes the
-same and appends nothing. Proposal ids ("duplicate:12:15": kind, the fact to forget, the fact
-kept) stay the same across runs, so proposals can be accepted by id later. Applying every
-proposal leaves nothing more to propose (each group keeps a fact no proposal names).
+Pairs are decided against the facts kept so far (duplicates widest period first, replacements
+newest first), so every proposal names a fact that stays (a duplicate's kept fact may be ended,
+never forgotten), and once all are applied there is nothing left to propose. A report is a
+function of the namespace at one seq and of "now": running it again proposes the same (ids
+included: kind, the fact changed, the fact kept) and appends nothing.
+Subjects with more than ``MAX_COMPARED`` current facts are compared by text only (no cosines).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import numpy as np
 from hmem.dedup import normalise
 from projections.projector import Projector, index_counts
 from projections.state import Fact
+from projections.timeutil import from_us
 
 __all__ = ["ConsolidationReport", "Proposal", "propose"]
 
@@ -39,16 +46,20 @@ KINDS = ("duplicate", "replaced", "stale")
 
 
 class Proposal(msgspec.Struct, frozen=True):
-    """Forget ``fact_id`` (``keep_id``: the fact that says it better, None for stale)."""
+    """Forget ``fact_id``, or end its period at ``end_us`` (``keep_id``: the fact that says it
+    better, None for stale)."""
 
     id: str
     kind: str
     fact_id: int
     keep_id: int | None
     reason: str
+    end_us: int | None = None  # not forgotten: valid until then (a correction, same text)
 
     def line(self) -> str:
-        return f"{self.id:<24} forget #{self.fact_id}: {self.reason}"
+        what = "forget" if self.end_us is None else (
+            f"end at {from_us(self.end_us).date().isoformat()}")
+        return f"{self.id:<24} {what} #{self.fact_id}: {self.reason}"
 
 
 class ConsolidationReport(msgspec.Struct, frozen=True):
@@ -83,75 +94,121 @@ def propose(
     for fact in facts:
         by_subject[fact.subject_key].append(fact)
     vectors = _vectors(projector, namespace)
-    out: dict[int, Proposal] = {}  # one proposal per fact: the first kind that names it
+    out: dict[int, Proposal] = {}
     for group in by_subject.values():
-        for p in _duplicates(group, vectors, similarity):
-            out.setdefault(p.fact_id, p)
-        for p in _replaced(group):
-            out.setdefault(p.fact_id, p)
+        for p in _pairs(group, vectors if len(group) <= MAX_COMPARED else {}, similarity):
+            out[p.fact_id] = p
     horizon = now_us - int(timedelta(days=stale_days) / timedelta(microseconds=1))
     for fact in facts:
-        if (fact.category == "episodic" and fact.rows[-1].valid_from < horizon
-                and fact.created_at < horizon and served_us.get(fact.id, -1) < horizon):
-            out.setdefault(fact.id, Proposal(
-                f"stale:{fact.id}", "stale", fact.id, None,
-                f"episodic, not recalled in {stale_days:g} days",
-            ))
+        if (fact.id not in out and fact.category == "episodic"
+                and fact.rows[-1].valid_from < horizon and fact.created_at < horizon
+                and served_us.get(fact.id, -1) < horizon):
+            out[fact.id] = Proposal(f"stale:{fact.id}", "stale", fact.id, None,
+                                    f"episodic, not recalled in {stale_days:g} days")
     return tuple(sorted(out.values(), key=lambda p: (KINDS.index(p.kind), p.fact_id)))
 
 
-def _duplicates(
+MAX_COMPARED = 5_000  # current facts of one subject compared by cosine (n^2 dot products)
+_END = float("inf")
+
+
+class _Seen:
+    """One current fact as the pass sees it."""
+
+    __slots__ = ("fact", "text", "tokens", "start", "end", "vector")
+
+    def __init__(self, fact: Fact, vector: np.ndarray | None) -> None:
+        row = fact.rows[-1]  # a current fact's last row is its open one
+        self.fact, self.text = fact, normalise(fact.text)
+        self.tokens = frozenset(index_counts(fact.subject, fact.text))
+        self.start = row.valid_from
+        self.end: float = _END if row.valid_to is None else row.valid_to
+        self.vector = vector
+
+
+def _pairs(
     group: Sequence[Fact], vectors: dict[int, np.ndarray], similarity: float
 ) -> Iterable[Proposal]:
-    """Older facts of one subject that say what a newer one says (``group`` in id order)."""
-    newest: dict[str, int] = {}
+    """Proposals within one subject's current facts (``group`` in id order), in two passes.
+    Duplicates: widest period first (earlier start, later end, then newer), so a fact is
+    compared with kept facts that may contain it. Replacements, among the facts left: newest
+    first, so a fact is compared with newer kept facts."""
+    seen = []
     for fact in group:
-        newest[normalise(fact.text)] = fact.id
-    for fact in group:
-        keep = newest[normalise(fact.text)]
-        if keep != fact.id:
-            yield Proposal(f"duplicate:{fact.id}:{keep}", "duplicate", fact.id, keep,
-                           f"the same text as #{keep}")
-    have = [f.id for f in group if f.id in vectors and newest[normalise(f.text)] == f.id]
-    if len(have) < 2:
-        return
-    m = np.stack([vectors[i] for i in have])
-    m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-    for start in range(0, len(have), 256):  # a block of rows at a time: bounded memory
-        sims = m[start:start + 256] @ m.T
-        for row, col in zip(*np.nonzero(sims >= similarity), strict=True):
-            i, j = start + int(row), int(col)
-            if j > i and not _newer_match_after(sims[row], j, similarity):
-                cos = float(sims[row, col])
-                yield Proposal(f"duplicate:{have[i]}:{have[j]}", "duplicate", have[i],
-                               have[j], f"cosine {cos:.3f} with #{have[j]}")
+        vec = vectors.get(fact.id)
+        seen.append(_Seen(fact, None if vec is None else
+                          vec / max(float(np.linalg.norm(vec)), 1e-12)))
+    by_text: dict[str, list[_Seen]] = defaultdict(list)
+    dims = len(next(iter(vectors.values()))) if vectors else 0
+    matrix = np.empty((len(group), dims), dtype=np.float32)  # kept facts' unit vectors
+    owners: list[_Seen] = []  # whose row each is
+    left: list[_Seen] = []
+    keeps: set[int] = set()  # facts a duplicate proposal keeps: never forgotten below
+    for x in sorted(seen, key=lambda s: (s.start, -s.end, -s.fact.id)):
+        found = _duplicate(x, by_text, matrix[: len(owners)], owners, similarity)
+        if found is not None:
+            keeps.add(found.keep_id)  # type: ignore[arg-type]
+            yield found
+            continue
+        left.append(x)
+        by_text[x.text].append(x)
+        if x.vector is not None:
+            matrix[len(owners)] = x.vector
+            owners.append(x)
+    by_sketch: dict[frozenset[str], list[_Seen]] = defaultdict(list)  # tokens minus one
+    for x in sorted(left, key=lambda s: -s.fact.id):
+        found = _replacement(x, by_sketch)
+        if found is not None and (found.end_us is not None or x.fact.id not in keeps):
+            yield found
+            continue
+        for word in x.tokens if len(x.tokens) >= 3 else ():
+            by_sketch[x.tokens - {word}].append(x)
 
 
-def _newer_match_after(row: np.ndarray, j: int, similarity: float) -> bool:
-    """Whether a fact newer than ``j`` also matches (the newest match is the one kept)."""
-    return bool((row[j + 1:] >= similarity).any())
+def _contains(y: _Seen, x: _Seen) -> bool:
+    return y.start <= x.start and x.end <= y.end
 
 
-def _replaced(group: Sequence[Fact]) -> Iterable[Proposal]:
-    """Older facts of one subject that a newer one repeats with one word changed: pairs found
-    by bucketing each fact's token set minus one token (two facts share a bucket exactly when
-    they differ by one token on each side)."""
-    tokens = [frozenset(index_counts(f.subject, f.text)) for f in group]
-    buckets: dict[frozenset[str], list[int]] = defaultdict(list)
-    for k, words in enumerate(tokens):
-        if len(words) >= 3:  # two shared words at least, beside the one changed
-            for word in words:
-                buckets[words - {word}].append(k)
-    newer: dict[int, int] = {}  # older position -> the newest position that replaces it
-    for members in buckets.values():
-        for a in members:
-            for b in members:
-                if b > a and tokens[a] != tokens[b] and len(tokens[a]) == len(tokens[b]):
-                    newer[a] = max(newer.get(a, b), b)
-    for a, b in sorted(newer.items()):
-        old, new = group[a], group[b]
-        yield Proposal(f"replaced:{old.id}:{new.id}", "replaced", old.id, new.id,
-                       f"#{new.id} says it with one word changed: {new.text!r}")
+def _duplicate(
+    x: _Seen, by_text: dict[str, list[_Seen]], matrix: np.ndarray, owners: list[_Seen],
+    similarity: float,
+) -> Proposal | None:
+    """Forget ``x`` when a kept fact says the same over a period containing x's."""
+    for y in by_text.get(x.text, []):
+        if _contains(y, x):
+            return Proposal(f"duplicate:{x.fact.id}:{y.fact.id}", "duplicate", x.fact.id,
+                            y.fact.id, f"the same text as #{y.fact.id}")
+    if x.vector is None or not len(matrix):
+        return None
+    cosines = matrix @ x.vector
+    for k in np.flatnonzero(cosines >= similarity).tolist():
+        y = owners[k]
+        if _contains(y, x):
+            return Proposal(f"duplicate:{x.fact.id}:{y.fact.id}", "duplicate", x.fact.id,
+                            y.fact.id, f"cosine {float(cosines[k]):.3f} with #{y.fact.id}")
+    return None
+
+
+def _replacement(x: _Seen, by_sketch: dict[frozenset[str], list[_Seen]]) -> Proposal | None:
+    """End (or forget) ``x`` when a kept fact says it with one word changed over an
+    overlapping period: two facts share a sketch (tokens minus one) exactly when they differ
+    by one token on each side."""
+    if len(x.tokens) < 3 or x.fact.category == "episodic":  # events do not replace events
+        return None
+    found = [y for word in x.tokens for y in by_sketch.get(x.tokens - {word}, ())
+             if y.tokens != x.tokens and y.start < x.end and x.start < y.end
+             and y.fact.category != "episodic"]
+    if not found:
+        return None
+    y = max(found, key=lambda s: s.fact.id)
+    pid, keep = f"replaced:{x.fact.id}:{y.fact.id}", y.fact.id
+    if y.start > x.start:  # the newer holds from later on: the older ends there
+        return Proposal(pid, "replaced", x.fact.id, keep,
+                        f"#{keep} says it with one word changed from "
+                        f"{from_us(y.start).date().isoformat()}: {y.fact.text!r}",
+                        end_us=y.start)
+    return Proposal(pid, "replaced", x.fact.id, keep,
+                    f"#{keep} says it with one word changed: {y.fact.text!r}")
 
 
 def _vectors(projector: Projector, namespace: str) -> dict[int, np.ndarray]:

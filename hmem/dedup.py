@@ -4,7 +4,8 @@ A new fact repeats a fact of its namespace when that fact is still believed (a c
 head, not forgotten), has the same subject (compared as ``subject_key``: case and spacing aside)
 and the same normalised text (``normalise``: case, punctuation and spacing aside), and holds for
 the same period: the same ``valid_to``, and the same ``valid_from`` when the new fact gives one
-(without one, a fact starts "now": remembering it again only says it is still true). Provenance
+(without one, a fact starts "now": remembering it again only says it is still true, so it
+repeats a fact already true now, not one that starts later). Provenance
 is not compared: the first fact keeps its own source, and ``dedup=False`` stores the repeat.
 
 Found through the recall index: equal normalised texts have equal index tokens, so only the
@@ -48,10 +49,12 @@ def dedup_key(
 
 
 def duplicate_of(
-    projector: Projector, namespace: str, subject: str, text: str, key: DedupKey
+    projector: Projector, namespace: str, subject: str, text: str, key: DedupKey, now_us: int
 ) -> int | None:
     """The id of the current fact of ``namespace`` that a new fact (``subject``, ``text``,
-    with :func:`dedup_key` ``key``) repeats, the newest if several; None if there is none."""
+    with :func:`dedup_key` ``key``, written at ``now_us``) repeats, the newest if several; None
+    if there is none. Without a ``valid_from`` the new fact says it is true now: a fact that
+    becomes true only later is no repeat of it."""
     index = projector.indexes.get(namespace)
     if index is None:
         return None
@@ -76,6 +79,7 @@ def duplicate_of(
         if (subject_key(subjects[cols.table.subject[slot]]) == want_subject
                 and normalise(cols.texts[slot]) == want_text
                 and opt(int(rows.valid_to[row])) == valid_to
-                and (valid_from is None or int(rows.valid_from[row]) == valid_from)):
+                and int(rows.valid_from[row]) == (valid_from if valid_from is not None
+                                                  else min(int(rows.valid_from[row]), now_us))):
             return fid
     return None

@@ -9,15 +9,18 @@ from datetime import datetime
 
 import duckdb
 
-from eventlog.events import FactForgotten
-from hmem.consolidate import SOURCE, ConsolidationReport, propose
+from eventlog.events import FactForgotten, FactRevised
+from hmem.consolidate import SOURCE, ConsolidationReport, Proposal, propose
 from hmem.errors import InvalidInput
 from hmem.handle import StoreHandle
 from hmem.store import Store
 from hmem.transaction import transaction_time
-from projections.timeutil import to_us
+from projections.state import Fact
+from projections.timeutil import from_us, to_us
 
 __all__ = ["LifecycleMethods"]
+
+MAX_STALE_DAYS = 1_000_000  # ~2,700 years: beyond it a date is no longer a datetime
 
 
 class LifecycleMethods(StoreHandle):
@@ -31,22 +34,27 @@ class LifecycleMethods(StoreHandle):
         similarity: float = 0.95,
         stale_days: float = 90.0,
     ) -> ConsolidationReport:
-        """Propose what this namespace could forget: older duplicates of a current fact (same
-        normalised text, or a cosine of at least ``similarity`` between vectors of one model),
-        facts a newer fact of their subject repeats with one word changed, and episodic facts
-        older than ``stale_days`` that no logged recall served since. Proposes only: nothing is
-        written unless ``apply`` (every proposal) or ``accept`` (proposal ids from a report)
-        asks, and then each accepted proposal is one forget event, reason "consolidate: ...",
-        source agent "consolidate". The same state proposes the same (ids included), so a second
-        run appends nothing. See :mod:`hmem.consolidate` for the rules."""
+        """Propose what this namespace could do without: older duplicates of a current fact
+        over a period the newer one covers (same normalised text, or a cosine of at least
+        ``similarity`` between vectors of one model), facts a newer fact of their subject
+        repeats with one word changed over an overlapping period, and episodic facts older than
+        ``stale_days`` that no logged recall served since. Proposes only: nothing is written
+        unless ``apply`` (every proposal) or ``accept`` (proposal ids from a report) asks; then
+        each accepted proposal is one event, reason "consolidate: ...", source agent
+        "consolidate": a forget, or, for a fact a newer one replaces from a later date, a
+        correction that ends its valid period there. The same state proposes the same (ids
+        included), so a second run appends nothing. See :mod:`hmem.consolidate`."""
         if isinstance(accept, str):
             raise InvalidInput("accept takes a list of proposal ids, e.g. ['duplicate:12:15']")
         wanted = list(accept)
         if not (isinstance(similarity, (int, float)) and 0 < similarity <= 1):
             raise InvalidInput(f"similarity must be a cosine in (0, 1], not {similarity!r}")
         if not (isinstance(stale_days, (int, float)) and math.isfinite(stale_days)
-                and stale_days >= 0):
-            raise InvalidInput(f"stale_days must be a number of days >= 0, not {stale_days!r}")
+                and 0 <= stale_days <= MAX_STALE_DAYS):
+            raise InvalidInput(
+                f"stale_days must be a number of days from 0 to {MAX_STALE_DAYS:,}, "
+                f"not {stale_days!r}"
+            )
         if not apply and not wanted:  # a report: a reader may make it too
             with self.reading() as store:
                 return self._report(store, transaction_time(self.clock, store.log),
@@ -60,9 +68,8 @@ class LifecycleMethods(StoreHandle):
                     f"no such proposal now: {unknown} (run consolidate() for the current ids)"
                 )
             chosen = report.proposals if apply else [by_id[i] for i in dict.fromkeys(wanted)]
-            positions = [txn.append(FactForgotten(
-                fact_id=p.fact_id, reason=f"consolidate: {p.reason}", source_agent=SOURCE,
-            )) for p in chosen]
+            facts = self.store.projector.state.facts
+            positions = [txn.append(_event(p, facts[p.fact_id])) for p in chosen]
             txn.commit()
             applied = tuple(txn.seq(position) for position in positions)
         return ConsolidationReport(report.namespace, report.seq, report.proposals, applied)
@@ -84,3 +91,17 @@ class LifecycleMethods(StoreHandle):
             [self.namespace],
         ).fetchall()
         return {int(fid): int(at) for fid, at in rows}
+
+
+def _event(proposal: Proposal, fact: Fact) -> FactForgotten | FactRevised:
+    """A proposal as its event: a forget, or a correction that keeps the fact's text and
+    judgements and ends its valid period (``end_us``)."""
+    reason = f"consolidate: {proposal.reason}"
+    if proposal.end_us is None:
+        return FactForgotten(fact_id=fact.id, reason=reason, source_agent=SOURCE)
+    return FactRevised(
+        fact_id=fact.id, text=fact.text, valid_to=from_us(proposal.end_us),
+        confidence=fact.confidence, entities=fact.entities, reason=reason, source_agent=SOURCE,
+        derived_from=fact.derived_from, extractor=fact.extractor,
+        prompt_version=fact.prompt_version, category=fact.category, importance=fact.importance,
+    )

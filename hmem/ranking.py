@@ -229,8 +229,8 @@ def rank(
                                  factor, score)
 
     hits, used = _pinned(projector, index, namespace, config, query, visible)
-    shown: set[int] = set()
     pinned_ids = {h.id for h in hits}
+    shown: set[int] = set(np.flatnonzero(np.isin(ids, list(pinned_ids))).tolist())  # lenders too
     limit += len(hits)  # pinned facts lead, beyond the limit
     for rank in ranked_order(score, ids, max(4 * limit, _MIN_TOP)):
         if len(hits) >= limit:

@@ -326,9 +326,15 @@ class Store:
         (what it does at open when the checkpoint is unusable)."""
         if not self.read_only:
             raise damage
-        self.notes.append(f"{damage}; replayed the log")
         old = getattr(self, "projector", None)
-        self._open_projection(flush_every, replay=True)
+        seq = self.checkpoint_seq
+        try:
+            self._open_projection(flush_every, replay=True)
+        except BaseException:  # e.g. Ctrl-C mid-replay: keep the reader as it was (its next
+            if old is not None:  # query tries again), never pointing at a closed projection
+                self.projector, self.checkpoint_seq = old, seq
+            raise
+        self.notes.append(f"{damage}; replayed the log")
         if old is not None:
             old.db.close()
 

@@ -26,15 +26,16 @@ from hmem.args import (
     fact_id,
     text_arg,
 )
-from hmem.dedup import DedupKey, dedup_key, duplicate_of
+from hmem.dedup import dedup_key, duplicate_of
 from hmem.errors import EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
 from hmem.timeparse import TimeLike
-from hmem.transaction import Transaction
+from hmem.transaction import Transaction, transaction_time
 from hmem.when import parse_when_opt
 from projections.checks import check_fields
 from projections.entities import fact_entities
 from projections.projector import Projector
+from projections.timeutil import to_us
 from replay.rebuild import Progress
 
 if TYPE_CHECKING:  # the LLM layer is optional and imported only when used
@@ -121,11 +122,12 @@ class WriteMethods(StoreHandle):
         event = self._remembered(dict(subject=subject, text=text, valid_from=valid_from,
                                       valid_to=valid_to), 0)
         with self.reading() as store:
-            return self._duplicate(store.projector, event)
+            now = to_us(transaction_time(self.clock, store.log))
+            return self._duplicate(store.projector, event, now)
 
-    def _duplicate(self, projector: Projector, event: FactRemembered) -> int | None:
+    def _duplicate(self, projector: Projector, event: FactRemembered, now_us: int) -> int | None:
         key = dedup_key(event.subject, event.text, event.valid_from, event.valid_to)
-        return duplicate_of(projector, self.namespace, event.subject, event.text, key)
+        return duplicate_of(projector, self.namespace, event.subject, event.text, key, now_us)
 
     def _append_facts(self, events: list[FactRemembered], *, dedup: bool) -> list[int]:
         """Append new facts as one write, with their vectors (inline mode) or queued for the
@@ -138,9 +140,9 @@ class WriteMethods(StoreHandle):
         inline = worker is None and self.embedder is not None
         vectors: dict[int, np.ndarray] = {}
         if inline:  # embedded outside the lock: what is new now (checked again under it)
-            vectors = self._vectors(events, _new(self._repeats(events, dedup)))
+            vectors = self._vectors(events, _new(self._repeats(events, dedup, None)))
         with self.transaction() as txn:
-            repeats = self._repeats(events, dedup)
+            repeats = self._repeats(events, dedup, txn.time)
             fresh = _new(repeats)
             if inline:  # a fact found a repeat above was forgotten or revised in between
                 vectors |= self._vectors(events, [i for i in fresh if i not in vectors])
@@ -156,12 +158,17 @@ class WriteMethods(StoreHandle):
                              for i in fresh])
         return [_id_of(i, repeats, positions, txn) for i in range(len(events))]
 
-    def _repeats(self, events: Sequence[FactRemembered], dedup: bool) -> list[Repeat]:
-        """Each event's :data:`Repeat` (all new without ``dedup``)."""
+    def _repeats(
+        self, events: Sequence[FactRemembered], dedup: bool, now: datetime | None
+    ) -> list[Repeat]:
+        """Each event's :data:`Repeat` (all new without ``dedup``), written at ``now`` (None:
+        the time a transaction would take now)."""
         if not dedup:
             return [None] * len(events)
         with self.reading() as store:
-            return _repeats(events, lambda ev: self._duplicate(store.projector, ev))
+            now_us = to_us(now or transaction_time(self.clock, store.log))
+            return _repeats(events, now_us,
+                            lambda ev: self._duplicate(store.projector, ev, now_us))
 
     def _vectors(self, events: Sequence[FactRemembered], which: list[int]) -> dict[int, np.ndarray]:
         """The embedder's vectors of events ``which``, by position ({} without an embedder)."""
@@ -400,24 +407,32 @@ _fact_id = fact_id  # the argument check, under a name the parameters do not sha
 
 
 # A fact's fate in a deduplicated batch: None (new), an existing id (int), or ("batch", i):
-# the same as the batch's earlier item i
+# the same as the batch's earlier item i (a new one)
 Repeat = int | tuple[str, int] | None
 
 
 def _repeats(
-    events: Sequence[FactRemembered], existing: Callable[[FactRemembered], int | None]
+    events: Sequence[FactRemembered], now_us: int,
+    existing: Callable[[FactRemembered], int | None],
 ) -> list[Repeat]:
-    """Which events repeat a current fact (its id) or an earlier event of the batch."""
-    first: dict[DedupKey, int] = {}
+    """Which events repeat a current fact (its id) or an earlier event of the batch, by the
+    rule ``duplicate_of`` applies to stored facts (the batch is written at ``now_us``)."""
+    new: dict[tuple[str, str, int | None], list[tuple[int, int]]] = {}  # -> (start, item)
     out: list[Repeat] = []
     for i, ev in enumerate(events):
-        key = dedup_key(ev.subject, ev.text, ev.valid_from, ev.valid_to)
-        if key in first:
-            out.append(("batch", first[key]))
+        subject, text, valid_from, valid_to = dedup_key(
+            ev.subject, ev.text, ev.valid_from, ev.valid_to
+        )
+        same = new.setdefault((subject, text, valid_to), [])
+        # without valid_from an item says it is true now: an earlier one already true now
+        earlier = [k for start, k in same
+                   if (start <= now_us if valid_from is None else start == valid_from)]
+        if earlier:
+            out.append(("batch", earlier[-1]))
             continue
         old = existing(ev)
         if old is None:
-            first[key] = i
+            same.append((now_us if valid_from is None else valid_from, i))
         out.append(old)
     return out
 

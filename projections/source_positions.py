@@ -81,10 +81,10 @@ def _code_sessions(b: npt.NDArray[np.uint8], starts: I64, stops: I64, which: I64
         return []
     lengths = stops - starts
     width = max(int(lengths.max()), 1)
-    cells = np.arange(width)
-    inside = cells < lengths[:, None]
     padded = np.zeros((len(which), width), dtype=np.uint8)
-    padded[inside] = b[(starts[:, None] + cells)[inside]]
+    for k in range(width):  # a column at a time: memory of one index per ref, not per byte
+        inside = k < lengths
+        padded[inside, k] = b[starts[inside] + k]
     distinct, inverse = np.unique(padded.view(f"S{width}").ravel(), return_inverse=True)
     codes[which] = inverse.ravel()
     return [value.decode("ascii") for value in distinct.tolist()]

@@ -378,3 +378,44 @@ def test_a_block_found_damaged_at_first_query_makes_the_reader_replay(tmp_path):
                 late += 1
                 assert any("damaged" in n and "replayed the log" in n for n in r.notes)
     assert late, "no damaged block was found at the first query (DuckDB's layout changed?)"
+
+
+def test_a_replay_cut_short_leaves_the_reader_as_it_was(tmp_path, monkeypatch):
+    """Found by review: a reader whose late-found damage starts a replay that is interrupted
+    (Ctrl-C, memory) keeps its old projector and tries again at its next query."""
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 200, seed=1)
+    close(w)
+    expected = replayed(path)
+    ck = path / CHECKPOINT_FILE
+    good = ck.read_bytes()
+    for start in range(3 * 4096, len(good), 256 * 1024):  # a block found only at a query
+        data = bytearray(good)
+        data[start:start + 4096] = bytes(4096)
+        ck.write_bytes(bytes(data))
+        with Memory(path, read_only=True, embedder=None) as r:
+            if not r.store.checkpoint_seq:
+                continue
+            store = r.store
+            before = store.projector
+            real = store.catch_up
+
+            def interrupted(*args, **kwargs):  # the replay's fold, after the new projector
+                raise KeyboardInterrupt
+
+            monkeypatch.setattr(store, "catch_up", interrupted)
+            try:
+                store.connection()
+            except KeyboardInterrupt:
+                interrupted_once = True
+            else:
+                interrupted_once = False  # this block was not damaged after all
+            finally:
+                monkeypatch.setattr(store, "catch_up", real)
+            if not interrupted_once:
+                continue
+            assert store.projector is before and r.recall("topic 3").hits
+            assert state_of(r) == expected and store.checkpoint_seq == 0
+            return
+    raise AssertionError("no block was found damaged at the first query")

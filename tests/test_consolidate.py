@@ -16,6 +16,7 @@ from eventlog.events import FactRemembered
 from hmem import Memory
 from hmem.demo import StepClock
 from hmem.errors import InvalidInput
+from projections.timeutil import to_us
 from tests.conftest import examples
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -35,19 +36,57 @@ def test_duplicates_and_one_word_replacements_are_proposed_then_applied(tmp_path
         e = m.remember("sam", "Sam lives in London")  # another subject: nothing to compare
         seq = m.last_seq
         report = m.consolidate()
+        # b repeats a over a period a's contains (both open, b starting later): b goes;
+        # Paris replaces London from its own start: London is ended there, not forgotten
         assert [(p.kind, p.fact_id, p.keep_id) for p in report.proposals] == [
-            ("duplicate", a, b), ("replaced", c, d),
+            ("duplicate", b, a), ("replaced", c, d),
         ]
-        assert [p.id for p in report.proposals] == [f"duplicate:{a}:{b}", f"replaced:{c}:{d}"]
+        assert [p.id for p in report.proposals] == [f"duplicate:{b}:{a}", f"replaced:{c}:{d}"]
+        assert report.proposals[1].end_us == to_us(m.get(d).versions[-1].valid_from)
         assert m.consolidate() == report and m.last_seq == seq  # proposes only, the same
         done = m.consolidate(accept=[f"replaced:{c}:{d}"])
         assert len(done.applied) == 1 and m.last_seq == seq + 1
-        why = m.why(c)
+        ended = m.last_seq
+        why = m.why(ended)
         assert why.events[-1].reason.startswith("consolidate: ")
         assert why.events[-1].source_agent == "consolidate"
+        assert m.get(ended).text == "Maya lives in London"
+        assert m.get(ended).versions[-1].valid_to == m.get(d).versions[-1].valid_from
         assert m.consolidate(apply=True).applied
         assert m.consolidate().proposals == ()
-        assert {f.id for f in m.beliefs()} == {b, d, e}
+        assert {f.id for f in m.beliefs()} == {a, d, e, ended}  # London, valid until Paris
+        before_paris = m.get(d).versions[-1].valid_from - timedelta(seconds=1)
+        assert [f.text for f in m.beliefs(valid_at=before_paris)
+                if f.subject == "maya"] == ["Maya likes green tea", "Maya lives in London"]
+
+
+def test_facts_of_different_periods_are_not_duplicates(tmp_path):
+    """Found by review: London 2010-2015, Paris 2015-2020, London 2020-: nothing to propose
+    (no period of either London contains the other's; Paris overlaps neither London)."""
+    with memory(tmp_path / "s") as m:
+        m.remember("maya", "Maya lives in London", valid_from="2010-01-01",
+                   valid_to="2015-01-01")
+        m.remember("maya", "Maya lives in Paris", valid_from="2015-01-01", valid_to="2020-01-01")
+        m.remember("maya", "Maya lives in London", valid_from="2020-01-01")
+        assert m.consolidate().proposals == ()
+
+
+def test_chains_keep_one_fact(tmp_path):
+    """Found by review: 0, 15 and 30 degrees with similarity 0.95 match pairwise (0-15, 15-30),
+    not 0-30; the fact kept is never itself proposed, and one apply reaches the fixpoint."""
+    import math
+
+    with memory(tmp_path / "s") as m:
+        ids_ = [m.remember("maya", f"Maya note {w}") for w in ("alpha", "bravo", "charlie")]
+        for fid, deg in zip(ids_, (0, 15, 30), strict=True):
+            rad = math.radians(deg)
+            m.record_embedding(fid, "toy", [math.cos(rad), math.sin(rad)])
+        report = m.consolidate()
+        forgotten = {p.fact_id for p in report.proposals if p.end_us is None}
+        assert report.proposals and all(p.keep_id not in forgotten for p in report.proposals)
+        m.consolidate(apply=True)
+        assert m.consolidate().proposals == ()
+        assert len(m.beliefs()) == 3 - len(forgotten) >= 1
 
 
 def test_near_duplicates_by_cosine(tmp_path):
@@ -58,7 +97,7 @@ def test_near_duplicates_by_cosine(tmp_path):
         for fid, vec in ((a, [1.0, 0.1, 0.0]), (b, [1.0, 0.12, 0.0]), (c, [0.0, 0.0, 1.0])):
             m.record_embedding(fid, "toy", vec)
         assert [(p.kind, p.fact_id, p.keep_id) for p in m.consolidate().proposals] == [
-            ("duplicate", a, b)
+            ("duplicate", b, a)  # b starts later: a's period contains it
         ]
         assert m.consolidate(similarity=1.0).proposals == ()
 
@@ -101,7 +140,7 @@ def test_bad_arguments_and_readers(tmp_path):
                 m.consolidate(**bad)
         seq = m.last_seq
     with Memory(tmp_path / "s", read_only=True, embedder=None) as r:
-        assert [p.id for p in r.consolidate().proposals] == ["duplicate:1:2"]
+        assert [p.id for p in r.consolidate().proposals] == ["duplicate:2:1"]
         assert r.last_seq == seq
 
 
@@ -137,13 +176,18 @@ def test_consolidate_is_idempotent_and_reaches_a_fixpoint(history):
         assert m.consolidate() == report and m.last_seq == seq
         current = {f.id for f in m.beliefs()}
         assert len({p.fact_id for p in report.proposals}) == len(report.proposals)
+        proposed = {p.fact_id for p in report.proposals}
+        forgotten = {p.fact_id for p in report.proposals if p.end_us is None}
         for p in report.proposals:
             assert p.fact_id in current
-            assert p.keep_id in current and p.keep_id > p.fact_id
+            assert p.keep_id in current and p.keep_id not in forgotten
         applied = m.consolidate(apply=True)
         assert len(applied.applied) == len(report.proposals)
         assert m.consolidate().proposals == ()
-        assert {f.id for f in m.beliefs()} == current - {p.fact_id for p in report.proposals}
+        ended = {p.fact_id for p in report.proposals if p.end_us is not None}
+        after = {f.id for f in m.beliefs()}
+        assert after - set(applied.applied) == current - proposed  # ended ones: new versions
+        assert len(after & set(applied.applied)) == len(ended)
 
 
 def test_the_cli_proposes_then_applies(tmp_path, capsys):
@@ -155,7 +199,7 @@ def test_the_cli_proposes_then_applies(tmp_path, capsys):
     capsys.readouterr()
     assert main([*path, "consolidate"]) == 0
     out = capsys.readouterr().out
-    assert "replaced:1:2" in out and "forget #1" in out
+    assert "replaced:1:2" in out and "end at " in out  # London ends where Paris begins
     assert main([*path, "--json", "consolidate", "--accept", "replaced:1:2"]) == 0
     assert len(json.loads(capsys.readouterr().out)["applied"]) == 1
     assert main([*path, "consolidate"]) == 0

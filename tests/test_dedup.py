@@ -159,3 +159,24 @@ def test_the_cli_says_when_a_remember_repeats(tmp_path, capsys):
     assert main([*path, "--json", "remember", "maya", "Maya likes tea", "--no-dedup"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["repeat"] is False and f"#{got['id']}" != first
+
+
+def test_a_batch_dedups_as_one_by_one_and_the_future_is_no_repeat(tmp_path):
+    """Found by review: an item without valid_from repeats an earlier item of its batch that is
+    true now, as it would repeat the stored fact; a fact true only from 2030 is not repeated by
+    one that says "true now"."""
+    items = [{"subject": "maya", "text": "Maya likes tea", "valid_from": "2024-01-01"},
+             {"subject": "maya", "text": "maya likes tea"}]
+    with memory(tmp_path / "batch") as m:
+        assert m.remember_many(items) == [1, 1]
+    with memory(tmp_path / "one") as m:
+        assert [m.remember(**item) for item in items] == [1, 1]
+    with memory(tmp_path / "future") as m:
+        later = m.remember("maya", "Maya lives in Paris", valid_from="2030-01-01")
+        assert m.duplicate_of("maya", "Maya lives in Paris") is None
+        now = m.remember("maya", "Maya lives in Paris")
+        assert now != later
+        assert m.remember("maya", "Maya lives in Paris", valid_from="2030-01-01") == later
+        assert m.remember_many([{"subject": "sam", "text": "Sam sails",
+                                 "valid_from": "2031-01-01"},
+                                {"subject": "sam", "text": "Sam sails"}]) == [now + 1, now + 2]

@@ -88,3 +88,17 @@ def test_bad_weights_are_refused():
                 {"episodic_weight": -1}, {"pin_procedural": -1}, {"pin_procedural": 1.5}):
         with pytest.raises(InvalidInput):
             RecallConfig(**bad)
+
+
+def test_a_pinned_fact_still_lends_its_match_to_its_neighbour_turn(tmp_path):
+    """Found by review: a turn that borrows its match from a pinned fact is shown as it is
+    without pinning (its lender is shown, pinned)."""
+    with memory(tmp_path / "s") as m:
+        with m.transaction() as t:
+            t.append(FactRemembered(subject="maya", text="Always serve Maya tea hot",
+                                    category="procedural", source_ref="s1:1"))
+            t.append(FactRemembered(subject="sam", text="Noted, I will remember",
+                                    source_ref="s1:2"))
+        plain = ids(m, "serve tea hot")
+    with memory(tmp_path / "s", RecallConfig(pin_procedural=1)) as m:
+        assert ids(m, "serve tea hot") == plain == [1, 2]
