@@ -134,8 +134,9 @@ Stop believing a fact. Only when the user explicitly asks you to forget or delet
 Not for facts that changed or were wrong: use `revise`. The fact leaves recall from now on;
 `history` and `why` still show it, as forgotten, with the reason.""",
     "consolidate": """\
-Tidy memory: list what it could forget (older duplicates of a current fact, facts a newer one
-repeats with one word changed, old episodic facts no recall used), each with an id.
+Tidy memory: list what it could do without (duplicates of a current fact, facts a newer one
+repeats with one word changed, which it ends where the newer one starts, old episodic facts no
+recall used), each with an id.
 
 Proposes only. Show the proposals to the user; forget what they approve by passing those ids in
 `accept` (or `apply_all` when they approve everything). Each becomes a forget with a reason that
