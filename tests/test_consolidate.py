@@ -154,7 +154,7 @@ ops = st.lists(st.one_of(
 ), max_size=30)
 
 
-@settings(max_examples=examples(dev=40, ci=150), deadline=None)
+@settings(max_examples=examples(dev=40, ci=100), deadline=None)
 @given(ops)
 def test_consolidate_is_idempotent_and_reaches_a_fixpoint(history):
     """For any history: a report changes nothing and a second one equals it; each proposal

@@ -116,7 +116,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=examples(dev=60, ci=200), deadline=None)
+@settings(max_examples=examples(dev=60, ci=120), deadline=None)
 @given(ops)
 def test_dedup_equals_a_naive_model(history):
     """The model: a remember repeats the newest current fact with the same subject key and

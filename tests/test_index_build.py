@@ -236,7 +236,7 @@ refs = st.text(alphabet=st.sampled_from(list("ab:s0123456789\n٣é:\x00")), max_
 ) | st.from_regex(r"\A[a-z]{60,68}:t\d{1,3}\Z")  # sessions of 63-72 bytes: at the width limit
 
 
-@settings(max_examples=examples(dev=300, ci=1000))
+@settings(max_examples=examples(dev=300, ci=700))
 @given(st.lists(refs, max_size=20))
 def test_source_positions_read_in_bulk_equal_one_by_one(values):
     """ASCII refs read from their bytes, others (Unicode digits, newlines) by the regex: the
