@@ -33,6 +33,7 @@ def normalise(text: str) -> str:
     """The text as duplicates are compared: case-folded, without punctuation, spaces collapsed."""
     return " ".join(_PUNCT.sub(" ", text.casefold()).split())
 
+
 # (subject key, normalised text, valid_from in us or None, valid_to in us or None)
 DedupKey = tuple[str, str, int | None, int | None]
 
@@ -76,10 +77,10 @@ def duplicate_of(
         fid = int(index.fact_ids[doc])
         slot = cols.slot(fid)
         row = int(cols.table.last_row[slot])  # a current fact's last row is its open one
+        starts = int(rows.valid_from[row])
         if (subject_key(subjects[cols.table.subject[slot]]) == want_subject
                 and normalise(cols.texts[slot]) == want_text
                 and opt(int(rows.valid_to[row])) == valid_to
-                and int(rows.valid_from[row]) == (valid_from if valid_from is not None
-                                                  else min(int(rows.valid_from[row]), now_us))):
+                and (starts == valid_from if valid_from is not None else starts <= now_us)):
             return fid
     return None

@@ -26,7 +26,7 @@ from hmem.args import (
     fact_id,
     text_arg,
 )
-from hmem.dedup import dedup_key, duplicate_of
+from hmem.dedup import DedupKey, dedup_key, duplicate_of
 from hmem.errors import EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
 from hmem.timeparse import TimeLike
@@ -34,7 +34,6 @@ from hmem.transaction import Transaction, transaction_time
 from hmem.when import parse_when_opt
 from projections.checks import check_fields
 from projections.entities import fact_entities
-from projections.projector import Projector
 from projections.timeutil import to_us
 from replay.rebuild import Progress
 
@@ -121,13 +120,11 @@ class WriteMethods(StoreHandle):
         and spacing aside), the same ``valid_to`` and, when given, the same ``valid_from``."""
         event = self._remembered(dict(subject=subject, text=text, valid_from=valid_from,
                                       valid_to=valid_to), 0)
+        key = dedup_key(event.subject, event.text, event.valid_from, event.valid_to)
         with self.reading() as store:
             now = to_us(transaction_time(self.clock, store.log))
-            return self._duplicate(store.projector, event, now)
-
-    def _duplicate(self, projector: Projector, event: FactRemembered, now_us: int) -> int | None:
-        key = dedup_key(event.subject, event.text, event.valid_from, event.valid_to)
-        return duplicate_of(projector, self.namespace, event.subject, event.text, key, now_us)
+            return duplicate_of(store.projector, self.namespace, event.subject, event.text,
+                                key, now)
 
     def _append_facts(self, events: list[FactRemembered], *, dedup: bool) -> list[int]:
         """Append new facts as one write, with their vectors (inline mode) or queued for the
@@ -167,8 +164,9 @@ class WriteMethods(StoreHandle):
             return [None] * len(events)
         with self.reading() as store:
             now_us = to_us(now or transaction_time(self.clock, store.log))
-            return _repeats(events, now_us,
-                            lambda ev: self._duplicate(store.projector, ev, now_us))
+            return _batch_repeats(events, now_us, lambda ev, key: duplicate_of(
+                store.projector, self.namespace, ev.subject, ev.text, key, now_us
+            ))
 
     def _vectors(self, events: Sequence[FactRemembered], which: list[int]) -> dict[int, np.ndarray]:
         """The embedder's vectors of events ``which``, by position ({} without an embedder)."""
@@ -411,18 +409,18 @@ _fact_id = fact_id  # the argument check, under a name the parameters do not sha
 Repeat = int | tuple[str, int] | None
 
 
-def _repeats(
+def _batch_repeats(
     events: Sequence[FactRemembered], now_us: int,
-    existing: Callable[[FactRemembered], int | None],
+    existing: Callable[[FactRemembered, DedupKey], int | None],
 ) -> list[Repeat]:
-    """Which events repeat a current fact (its id) or an earlier event of the batch, by the
-    rule ``duplicate_of`` applies to stored facts (the batch is written at ``now_us``)."""
+    """Which events repeat a current fact (``existing(event, its dedup key)``: its id) or an
+    earlier event of the batch, by the rule ``duplicate_of`` applies to stored facts (the batch
+    is written at ``now_us``)."""
     new: dict[tuple[str, str, int | None], list[tuple[int, int]]] = {}  # -> (start, item)
     out: list[Repeat] = []
     for i, ev in enumerate(events):
-        subject, text, valid_from, valid_to = dedup_key(
-            ev.subject, ev.text, ev.valid_from, ev.valid_to
-        )
+        key = dedup_key(ev.subject, ev.text, ev.valid_from, ev.valid_to)
+        subject, text, valid_from, valid_to = key
         same = new.setdefault((subject, text, valid_to), [])
         # without valid_from an item says it is true now: an earlier one already true now
         earlier = [k for start, k in same
@@ -430,7 +428,7 @@ def _repeats(
         if earlier:
             out.append(("batch", earlier[-1]))
             continue
-        old = existing(ev)
+        old = existing(ev, key)
         if old is None:
             same.append((now_us if valid_from is None else valid_from, i))
         out.append(old)
