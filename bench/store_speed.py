@@ -19,6 +19,7 @@ from typing import Any
 from bench.report import fmt_ms, fmt_rate, lat_summary, line, section, size_label, timed
 from bench.synthetic import SEED, TextGen, TmpDirs, build_store, make_queries
 from eventlog.log import EventLog
+from hmem.keys import key_path, open_sealer
 from hmem.memory import Memory
 from hmem.progress import progress_bar, track
 from projections.checkpoint import CHECKPOINT_FILE
@@ -41,6 +42,7 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
     # (a) open the log (scan: CRC + blake2b chain check of every record) and decode it
     t0 = time.perf_counter()
     log = EventLog(root / "log", read_only=True)
+    log.sealer = open_sealer(log, key_path(root, None), seal=False)  # a sealed log's keys
     out["log_open_s"] = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
@@ -61,6 +63,8 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
         out["rebuild_events_per_s"] = events / out["rebuild_s"]
     finally:
         log.close()
+        if log.sealer is not None:
+            log.sealer.keys.close()
     # (c) full writer reopen after deleting projection.duckdb (replay + write the DuckDB file)
     remove_projection(root)
     gc.collect()

@@ -18,6 +18,10 @@ __all__ = [
     "UnsupportedFormat",
     "LogWriteFailed",
     "RecordRejected",
+    "KeyFileError",
+    "KeyFileMissing",
+    "KeyFileDamaged",
+    "ReadersOpen",
     "shown",
 ]
 
@@ -75,6 +79,22 @@ class RecordRejected(LogError, ValueError):
 
 class LogWriteFailed(LogError):
     """A write or fsync of the log failed; the log refuses writes until it is reopened."""
+
+
+class KeyFileError(HmemError):
+    """Base class of key-file errors: a sealed text is never read, nor written, without its key."""
+
+
+class KeyFileMissing(KeyFileError, FileNotFoundError):
+    """The store seals its texts but its key file is not where it should be."""
+
+
+class KeyFileDamaged(KeyFileError):
+    """The key file fails its checks, lacks a key the log needs, or does not open the log."""
+
+
+class ReadersOpen(HmemError):
+    """An operation that needs every reader closed (an erasure) found readers open."""
 
 
 def shown(value: object, limit: int = 60) -> str:

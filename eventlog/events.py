@@ -23,6 +23,7 @@ __all__ = [
     "EmbeddingRecorded",
     "EpisodeRecorded",
     "RecallServed",
+    "FactsErased",
     "Event",
     "EVENT_TYPES",
     "EVENT_TAGS",
@@ -35,13 +36,20 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
-    """Fields every event carries. ``seq`` and ``tx_at`` are stamped when the log appends."""
+    """Fields every event carries. ``seq`` and ``tx_at`` are stamped when the log appends.
+
+    ``sealed``: the event's texts (and vector), AES-GCM encrypted with a data key of the store's
+    key file (eventlog/sealing.py); the log holds them only so, with those fields left empty.
+    The log opens an event as it reads it; an event it cannot open, because its key was erased,
+    has its texts empty and ``sealed`` set to ``eventlog.sealing.ERASED``.
+    """
 
     seq: int = 0
     tx_at: datetime = EPOCH
     namespace: str = "default"
     source_agent: str | None = None
     source_ref: str | None = None
+    sealed: bytes = b""
 
 
 class FactRemembered(EventBase, frozen=True, tag="remembered"):
@@ -154,9 +162,32 @@ class RecallServed(EventBase, frozen=True, tag="recall"):
     scores: tuple[float, ...] = ()
 
 
+class FactsErased(EventBase, frozen=True, tag="erased"):
+    """The receipt of an erasure: the keys that sealed these events were destroyed, so their
+    texts and vectors are gone from the log while its records (and hash chain) stay.
+
+    ``scope`` is what was asked to be erased ("fact", "subject", "episode" or "namespace", never
+    the subject's or the text's words); ``fact_ids`` every fact version erased (whole revision
+    chains, and the facts derived from erased episodes), ``episode_ids`` the episodes and
+    ``recall_ids`` the logged recalls. ``chain_head`` is the log's chain (``SEQ:HASH``) just
+    before this receipt: what the erasure applied to. ``source_agent`` is who erased.
+    ``subject_digest``: for a subject erasure, a keyed hash of the subject (keyed with the key
+    file's id: whoever holds the key file can check which subject a receipt erased; the log alone
+    does not say). The fold ends belief in every listed fact still believed.
+    """
+
+    scope: str
+    fact_ids: tuple[int, ...] = ()
+    episode_ids: tuple[int, ...] = ()
+    recall_ids: tuple[int, ...] = ()
+    reason: str | None = None
+    chain_head: str = ""
+    subject_digest: str = ""
+
+
 Event = (
     FactRemembered | FactRevised | FactForgotten | EmbeddingRecorded | EpisodeRecorded
-    | RecallServed
+    | RecallServed | FactsErased
 )
 EVENT_TYPES: tuple[type[EventBase], ...] = (
     FactRemembered,
@@ -165,11 +196,12 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     EmbeddingRecorded,
     EpisodeRecorded,
     RecallServed,
+    FactsErased,
 )
 
 EVENT_TAGS: tuple[str, ...] = tuple(
     str(t.__struct_config__.tag) for t in EVENT_TYPES
-)  # "remembered", "revised", "forgotten", "embedding", "episode", "recall"
+)  # "remembered", "revised", "forgotten", "embedding", "episode", "recall", "erased"
 
 # The lineage an extracted fact carries (FactRemembered and FactRevised both have these fields).
 LINEAGE_FIELDS = ("derived_from", "extractor", "prompt_version", "category", "importance")

@@ -1,5 +1,6 @@
-"""Locks on files in the log directory: one writer at a time (``LOCK``), and readers that never
-see half of an append (``APPEND``)."""
+"""Locks on files in the log directory: one writer at a time (``LOCK``), readers that never
+see half of an append (``APPEND``), and the readers open now (``READERS``, ``readers/``), which an
+erasure waits for no one of."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from eventlog.errors import StoreLocked
+from eventlog.errors import ReadersOpen, StoreLocked
 
-__all__ = ["AppendLock", "WriterLock"]
+__all__ = ["AppendLock", "ReaderMark", "WriterLock", "readers_excluded"]
 
 
 class WriterLock:
@@ -96,3 +97,80 @@ class AppendLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class ReaderMark:
+    """Held by an open reader: a shared ``flock`` on ``READERS`` (an erasure takes it
+    exclusively, so no reader opens while one runs: a reader waits for it) and an exclusive one on
+    its own file ``readers/<pid>-<n>``, which names it. The kernel drops both when the process
+    dies; a dead reader's file is removed by the next erasure. A log directory this process may
+    not write (a read-only file system) is not marked: nothing can erase it either."""
+
+    def __init__(self, directory: Path) -> None:
+        self._fds: list[int] = []
+        self._own: Path | None = None
+        try:
+            fd = os.open(directory / "READERS", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        self._fds.append(fd)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            (directory / "readers").mkdir(mode=0o700, exist_ok=True)
+            own = directory / "readers" / f"{os.getpid()}-{id(self):x}"
+            mine = os.open(own, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        self._fds.append(mine)
+        fcntl.flock(mine, fcntl.LOCK_EX)
+        self._own = own
+
+    def release(self) -> None:
+        if self._own is not None:
+            self._own.unlink(missing_ok=True)
+            self._own = None
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+
+@contextmanager
+def readers_excluded(directory: Path, what: str) -> Iterator[None]:
+    """Hold ``READERS`` exclusively (no reader is open, none opens) for ``what``; raises
+    ``ReadersOpen`` naming the readers' pids if any is open."""
+    fd = os.open(directory / "READERS", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pids = _live_readers(directory / "readers")
+            named = f" (pid {', '.join(pids)})" if pids else ""
+            raise ReadersOpen(
+                f"{what} needs every reader of this store closed, and readers are open{named}. "
+                f"Close them (e.g. stop the MCP servers and CLI commands reading it) and retry"
+            ) from None
+        _live_readers(directory / "readers")  # sweep files of readers that died
+        yield
+    finally:
+        os.close(fd)
+
+
+def _live_readers(directory: Path) -> list[str]:
+    """The pids of the readers whose files are locked; removes the files of dead ones."""
+    pids: list[str] = []
+    if not directory.is_dir():
+        return pids
+    for path in sorted(directory.iterdir()):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pids.append(path.name.split("-")[0])
+        else:
+            path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    return sorted(set(pids), key=int)

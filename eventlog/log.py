@@ -40,6 +40,7 @@ from eventlog.errors import (
 from eventlog.events import EPOCH, Event, EventBase, encode
 from eventlog.fileio import OS, FileIO
 from eventlog.lock import AppendLock, WriterLock
+from eventlog.sealing import Sealer
 from eventlog.segments import (
     ChainHead,
     Recovery,
@@ -76,6 +77,7 @@ class EventLog:
         lock_label: str | None = None,
         io: FileIO = OS,
         lazy: bool = False,
+        sealer: Sealer | None = None,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, not {fsync!r}")
@@ -92,6 +94,9 @@ class EventLog:
         self.batch_interval = batch_interval
         self.io = io
         self.lazy = lazy
+        # seals each event's texts as it is written and opens them as it is read (None: the
+        # log holds them in the clear, as a store made before sealing does)
+        self.sealer = sealer
         self.segments = Segments(self.directory, read_only=read_only, io=io)
         self._last_tx_at: datetime = EPOCH
         self._fd: int | None = None
@@ -170,7 +175,7 @@ class EventLog:
 
     def _read_last_tx(self) -> None:
         if self.last_seq:
-            self._last_tx_at = self.get(self.last_seq).tx_at
+            self._last_tx_at = self.segments.get(self.last_seq).tx_at
 
     def refresh(self) -> int:
         """Reader: pick up events appended since open (or the last refresh); returns the new
@@ -245,6 +250,9 @@ class EventLog:
             chain = self.segments.chain
             seq = self.last_seq
             last_tx = self._last_tx_at
+            sealer = self.sealer
+            if sealer is not None:  # every key this batch may use is on disk before it is
+                sealer.keys.reserve(seq + len(events))
             for j, ev in enumerate(events):
                 if ev.tx_at < last_tx:
                     raise ValueError(
@@ -256,7 +264,9 @@ class EventLog:
                     ev = msgspec.structs.replace(ev, seq=seq, fact_id=stamped[links[j]].seq)
                 else:
                     ev = msgspec.structs.replace(ev, seq=seq)
-                record, chain = fmt.frame(_encoded(ev), chain)
+                record, chain = fmt.frame(
+                    _encoded(ev if sealer is None else sealer.seal(ev)), chain
+                )
                 frames.append(record)
                 stamped.append(ev)  # type: ignore[arg-type]
                 last_tx = ev.tx_at
@@ -344,7 +354,13 @@ class EventLog:
     # ------------------------------------------------------------------ read
 
     def get(self, seq: int) -> Event:
-        """The event with this seq."""
+        """The event with this seq (opened: see :mod:`eventlog.sealing`)."""
+        with self._mutex:
+            ev = self.segments.get(seq)
+        return ev if self.sealer is None else self.sealer.open(ev)
+
+    def get_raw(self, seq: int) -> Event:
+        """The event with this seq as the log stores it (sealed texts stay sealed)."""
         with self._mutex:
             return self.segments.get(seq)
 
@@ -361,6 +377,12 @@ class EventLog:
 
     def read(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[Event]:
         """Events with ``from_seq <= seq <= to_seq`` (default: to the end as of this call)."""
+        to_seq = self.last_seq if to_seq is None else min(to_seq, self.last_seq)
+        events = self.segments.read(max(from_seq, 1), to_seq)
+        return events if self.sealer is None else map(self.sealer.open, events)
+
+    def read_raw(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[Event]:
+        """As :meth:`read`, with events as the log stores them (sealed texts stay sealed)."""
         to_seq = self.last_seq if to_seq is None else min(to_seq, self.last_seq)
         return self.segments.read(max(from_seq, 1), to_seq)
 

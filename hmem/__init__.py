@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from hmem import errors
 from hmem.memory import Memory
+from hmem.version import __version__
 
-__all__ = ["Memory", "errors"]
-__version__ = "0.1.0"
+__all__ = ["Memory", "errors", "__version__"]

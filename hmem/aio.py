@@ -30,7 +30,7 @@ ASYNC_METHODS = frozenset({
     "remember", "remember_many", "revise", "forget", "record_embedding", "reembed", "add",
     "extract", "recall", "get", "why", "history", "episodes", "as_of", "beliefs", "snapshot",
     "diff", "stats", "sql", "events", "recalls", "replay_recall", "flush", "sync", "verify",
-    "rebuild", "consolidate", "duplicate_of",
+    "rebuild", "consolidate", "duplicate_of", "erase",
 })
 
 

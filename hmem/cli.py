@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from eventlog.log import FSYNC_POLICIES
-from hmem import __version__
 from hmem import cli_format as fmt
 from hmem.cli_commands import (
     arg_fact_id,
@@ -28,6 +27,7 @@ from hmem.cli_commands import (
     cmd_consolidate,
     cmd_demo,
     cmd_diff,
+    cmd_erase,
     cmd_export,
     cmd_forget,
     cmd_history,
@@ -52,6 +52,7 @@ from hmem.cli_commands import (
     say,
 )
 from hmem.errors import HmemError
+from hmem.version import __version__
 
 if TYPE_CHECKING:
     pass
@@ -345,6 +346,23 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
                    help="cosine at which two facts' vectors say the same (default 0.95)")
     p.add_argument("--stale-days", type=float, default=90.0, metavar="N",
                    help="an episodic fact unused this long is stale (default 90)")
+
+    p = _command(sub, "erase", cmd_erase,
+                 "erase texts for real (keys destroyed, files rebuilt), with a receipt", [
+                     "hmem erase --subject alice              # shows what it would erase",
+                     "hmem erase --fact 12 --yes --reason 'user request' --by dpo"], writes=True)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--fact", type=int, metavar="ID", help="a fact: its whole revision chain")
+    what.add_argument("--subject", metavar="NAME", help="every fact that ever had this subject")
+    what.add_argument("--episode", type=int, metavar="SEQ",
+                      help="an episode, and the facts derived from it")
+    what.add_argument("--session", metavar="ID",
+                      help="a session's episodes, and the facts derived from them")
+    what.add_argument("--namespace-all", metavar="NAME", dest="whole",
+                      help="everything in this namespace (name it: the --namespace in use)")
+    p.add_argument("--reason", help="why (kept in the receipt: no personal data here)")
+    p.add_argument("--by", metavar="WHO", help="who erases (kept in the receipt)")
+    p.add_argument("--yes", action="store_true", help="erase (else: show what it would erase)")
 
     p = _command(sub, "stats", cmd_stats, "counts and the state of the log and projection",
                  ["hmem stats", "hmem --path ./agent-memory stats --json",

@@ -261,6 +261,16 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as m:
+        receipt = m.erase(
+            fact=args.fact, subject=args.subject, episode=args.episode, session=args.session,
+            namespace=args.whole, reason=args.reason, by=args.by, dry_run=not args.yes,
+        )
+    _emit(args, receipt, receipt.lines())
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     if args.usage:
         from hmem.usage import summarize_usage, usage_lines
@@ -320,10 +330,13 @@ def cmd_log_repair(args: argparse.Namespace) -> int:
 
 def cmd_log_show(args: argparse.Namespace) -> int:
     from eventlog.log import EventLog
+    from hmem.keys import key_path, open_sealer
 
     events: list[Any] = []
     more = False
     with EventLog(_log_dir(args), read_only=True) as log:
+        # the texts opened with the store's key file (none for a store in the clear)
+        log.sealer = open_sealer(log, key_path(_root(args), None), seal=False)
         for ev in log.read(args.from_seq):  # this namespace's events only
             if ev.namespace != args.namespace:
                 continue
@@ -331,6 +344,8 @@ def cmd_log_show(args: argparse.Namespace) -> int:
                 more = True
                 break
             events.append(ev)
+        if log.sealer is not None:
+            log.sealer.keys.close()
     _emit(args, events, [fmt.event_line(ev) for ev in events])
     if not args.json and more:
         say(f"(more follow; continue with --from {events[-1].seq + 1})", err=True)

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from eventlog.errors import (
     HmemError,
+    KeyFileDamaged,
+    KeyFileError,
+    KeyFileMissing,
     LogCorrupted,
     LogError,
     LogWriteFailed,
+    ReadersOpen,
     ReadOnlyStore,
     RecordRejected,
     StoreClosed,
@@ -60,6 +64,14 @@ __all__ = [
     "LLMResponseInvalid",
     "ExtractionFailed",
     "QueryTimeout",
+    "KeyFileError",
+    "KeyFileMissing",
+    "KeyFileDamaged",
+    "ReadersOpen",
+    "ErasureError",
+    "NothingToErase",
+    "AlreadyErased",
+    "ErasureUnavailable",
     "shown",
 ]
 
@@ -124,3 +136,20 @@ class EmbeddingFailed(EmbedderError):
     def __init__(self, message: str, fact_ids: tuple[int, ...] = ()) -> None:
         super().__init__(message)
         self.fact_ids = tuple(fact_ids)
+
+
+class ErasureError(HmemError):
+    """Base class of erasure errors; nothing was erased."""
+
+
+class NothingToErase(ErasureError, LookupError):
+    """The erasure names no fact, subject, episode or namespace this store holds."""
+
+
+class AlreadyErased(ErasureError):
+    """Everything the erasure names was erased before (the message names the receipt)."""
+
+
+class ErasureUnavailable(ErasureError):
+    """The store keeps its texts in the clear (it was made before hmem sealed texts, or with
+    sealing off): a tombstone is all it can do."""

@@ -30,18 +30,22 @@ from typing import IO, TYPE_CHECKING
 import msgspec
 
 from eventlog.segments import ChainHead
-from hmem import __version__
 from hmem.analytics import NamespaceCopy
 from hmem.errors import HmemError, InvalidInput
-from hmem.progress import Progress
+from hmem.version import __version__
+from replay.rebuild import Progress
 
 if TYPE_CHECKING:
-    from hmem.memory import Memory
+    from hmem.handle import StoreHandle as Memory  # what an export needs of a Memory
 
 __all__ = [
     "export_parquet", "export_jsonl", "Export", "ExportedTable", "EXPORT_QUERIES",
-    "ExportChanged", "JsonlExport",
+    "ExportChanged", "JsonlExport", "EXPORTS_FILE", "rewrite_exports",
 ]
+
+# In the store directory: one JSON line per export to a path (kind, path, namespace), so that
+# an erasure can write those exports again without what it erased.
+EXPORTS_FILE = "exports.jsonl"
 
 # file stem -> query over the namespace copy (see Memory.sql)
 EXPORT_QUERIES: dict[str, str] = {
@@ -96,7 +100,7 @@ def export_parquet(
         raise InvalidInput(f"{out} is a file, not a directory; choose a directory to export to")
     out.mkdir(mode=0o700, parents=True, exist_ok=True)
     for _ in range(_ATTEMPTS):
-        seq = memory.last_seq
+        seq = _last_seq(memory)
         with memory.reading() as store:
             copy = NamespaceCopy(
                 store.connection(), memory.namespace, store.projector.last_seq, sandboxed=False
@@ -107,7 +111,7 @@ def export_parquet(
             (last_tx,) = copy.query("SELECT max(tx_at) FROM events").fetchall()[0]
         finally:
             copy.close()
-        if memory.last_seq == seq == copy.seq:
+        if _last_seq(memory) == seq == copy.seq:
             break
     else:
         raise ExportChanged(
@@ -125,6 +129,7 @@ def export_parquet(
         "last_tx": last_tx.isoformat() if last_tx else None,  # this namespace's last change
         "tables": {name: {"file": Path(t.path).name, "rows": t.rows} for name, t in tables.items()},
     }, indent=2) + "\n")
+    _note_export(memory, "parquet", out)
     return Export(str(out), memory.namespace, seq, tables, str(manifest))
 
 
@@ -158,7 +163,67 @@ def export_jsonl(memory: Memory, out: str | os.PathLike[str] | IO[str]) -> Jsonl
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _note_export(memory, "jsonl", path)
     return JsonlExport(str(path), memory.namespace, seq, n)
+
+
+def _last_seq(memory: Memory) -> int:
+    with memory.reading() as store:
+        return store.projector.last_seq
+
+
+def _note_export(memory: Memory, kind: str, path: Path) -> None:
+    """Add the export to the store's list (once per kind, path and namespace). A store whose
+    directory cannot be written (a reader on a read-only file system) keeps no list."""
+    entry = {"kind": kind, "path": str(path.resolve()), "namespace": memory.namespace}
+    try:
+        if entry in _exports(memory.path):
+            return
+        fd = os.open(memory.path / EXPORTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+    except OSError:
+        return
+
+
+def _exports(root: Path) -> list[dict[str, str]]:
+    try:
+        lines = (root / EXPORTS_FILE).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a torn last line
+        if isinstance(entry, dict) and {"kind", "path", "namespace"} <= set(entry):
+            out.append(entry)
+    return out
+
+
+def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
+    """Write again every export the store made of this namespace that is still where it was
+    written (what an erasure does after it): (paths rewritten, paths gone or failed, with why)."""
+    done: list[str] = []
+    missed: list[str] = []
+    for entry in _exports(memory.path):
+        if entry["namespace"] != memory.namespace:
+            continue
+        path = Path(entry["path"])
+        if not path.exists():
+            missed.append(f"{path} (no longer there)")
+            continue
+        try:
+            if entry["kind"] == "parquet":
+                export_parquet(memory, path)
+            else:
+                export_jsonl(memory, path)
+        except (OSError, HmemError) as e:
+            missed.append(f"{path} ({e})")
+            continue
+        done.append(str(path))
+    return done, missed
 
 
 def _write_events(memory: Memory, f: IO[str]) -> tuple[int, int]:

@@ -61,6 +61,7 @@ class StoreHandle:
         store: Store | None = None,
         embed_mode: EmbedMode = "background",
         log_recalls: bool | None = None,
+        key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.namespace = check_namespace(namespace)
         if fsync not in FSYNC_POLICIES:
@@ -86,7 +87,8 @@ class StoreHandle:
         self.owns_store = store is None
         if store is None:
             root = Path(path) if path is not None else default_root()
-            store = Store(root, read_only=read_only, fsync=fsync, flush_every=flush_every)
+            store = Store(root, read_only=read_only, fsync=fsync, flush_every=flush_every,
+                          key_file=key_file)
         self._store: Store | None = store
 
     # ------------------------------------------------------------------ lifecycle

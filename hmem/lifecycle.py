@@ -1,5 +1,5 @@
 """Lifecycle calls of :class:`~hmem.memory.Memory`: ``consolidate`` (rules in
-:mod:`hmem.consolidate`)."""
+:mod:`hmem.consolidate`) and ``erase`` (:mod:`hmem.erasure`)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,19 @@ from collections.abc import Iterable
 from datetime import datetime
 
 import duckdb
+import msgspec
 
-from eventlog.events import FactForgotten, FactRevised
+from eventlog.events import FactForgotten, FactRevised, FactsErased
+from eventlog.lock import readers_excluded
 from hmem.consolidate import SOURCE, ConsolidationReport, Proposal, propose
-from hmem.errors import InvalidInput
+from hmem.erasure import ErasureReceipt, Scope, plan_erasure, receipt_of
+from hmem.errors import InvalidInput, ReadOnlyStore
+from hmem.export import rewrite_exports
 from hmem.handle import StoreHandle
 from hmem.store import Store
 from hmem.transaction import transaction_time
-from projections.state import Fact
+from projections.checks import check_fields
+from projections.state import Fact, subject_key
 from projections.timeutil import from_us, to_us
 
 __all__ = ["LifecycleMethods"]
@@ -73,6 +78,73 @@ class LifecycleMethods(StoreHandle):
             txn.commit()
             applied = tuple(txn.seq(position) for position in positions)
         return ConsolidationReport(report.namespace, report.seq, report.proposals, applied)
+
+    def erase(
+        self,
+        *,
+        fact: int | None = None,
+        subject: str | None = None,
+        episode: int | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        reason: str | None = None,
+        by: str | None = None,
+        dry_run: bool = False,
+    ) -> ErasureReceipt:
+        """Erase, for real, one of: ``fact`` (every version of its revision chain),
+        ``subject`` (every chain that ever had it), ``episode`` or ``session`` (episodes, with
+        the facts derived from them), or ``namespace`` (everything in it; name this view's
+        namespace). Their texts, subjects, entities and vectors are removed from every file of
+        the store: the keys that sealed them in the log are destroyed (the log's records and
+        hash chain stay, so it still verifies), then the projection files are rebuilt from the
+        log, and the exports the store made are written again. Appends a receipt (``why``,
+        ``history`` and ``diff`` show it where the text was) and returns it.
+
+        ``by`` names who erases (default: this Memory's source agent). ``dry_run`` returns what
+        would be erased (a receipt with seq 0) and writes nothing. Needs the writer, and no
+        reader open (:class:`~hmem.errors.ReadersOpen` names them). See README "Erasure" for
+        what it guarantees and what it cannot."""
+        scope = Scope(fact, subject, episode, session, namespace)
+        scope.kind  # noqa: B018  (raises for no scope, or more than one)
+        if self.read_only:
+            raise ReadOnlyStore("erase needs the writer: open the store without read_only")
+        self.flush()  # no embedding of a fact being erased is still on its way
+        store = self.store
+        keys = store.erasable_keys()
+        with store.lock, readers_excluded(store.log.directory, "an erasure"):
+            con = store.connection()
+            digest = keys.digest(subject_key(subject)) if isinstance(subject, str) else ""
+
+            def earlier(_: str) -> int | None:
+                for (seq,) in con.execute(
+                    "SELECT seq FROM events WHERE namespace = ? AND type = 'erased' "
+                    "ORDER BY seq DESC", [self.namespace],
+                ).fetchall():
+                    if getattr(store.log.get_raw(seq), "subject_digest", "") == digest:
+                        return int(seq)
+                return None
+
+            fact_ids, episode_ids, recall_ids, chains = plan_erasure(
+                store.projector.state, con, self.namespace, scope, keys.receipt, earlier
+            )
+            receipt = FactsErased(
+                namespace=self.namespace, scope=scope.kind, fact_ids=fact_ids,
+                episode_ids=episode_ids, recall_ids=recall_ids, reason=reason,
+                chain_head=str(store.log.head()), source_agent=by or self.source_agent,
+                subject_digest=digest,
+                tx_at=transaction_time(self.clock, store.log),
+            )
+            if dry_run:
+                check_fields(receipt)
+                return receipt_of(receipt, chains)
+            stamped = store.append(receipt)
+            store.erased(stamped.seq)
+            self.copies.clear()
+        done, missed = rewrite_exports(self)
+        return msgspec.structs.replace(
+            receipt_of(stamped, chains),  # type: ignore[arg-type]
+            exports=tuple(done), exports_missed=tuple(missed),
+        )
 
     def _report(
         self, store: Store, now: datetime, similarity: float, stale_days: float

@@ -26,7 +26,6 @@ from typing import Annotated, Any
 
 import msgspec
 
-from hmem import __version__
 from hmem import cli_format as fmt
 from hmem.errors import FactNotFound, HmemError
 from hmem.mcp_stdio import (
@@ -40,12 +39,13 @@ from hmem.mcp_stdio import (
 )
 from hmem.memory import Memory
 from hmem.usage import UsageLog
+from hmem.version import __version__
 
 __all__ = ["build_server", "serve", "TOOLS", "WRITE_TOOLS"]
 
-WRITE_TOOLS = ("remember", "revise", "forget", "consolidate")
+WRITE_TOOLS = ("remember", "revise", "forget", "consolidate", "erase")
 TOOLS = ("remember", "recall", "revise", "forget", "why", "diff", "history", "stats",
-         "consolidate")
+         "consolidate", "erase")
 
 # ---------------------------------------------------------------------------- argument types
 
@@ -141,6 +141,14 @@ recall used), each with an id.
 Proposes only. Show the proposals to the user; forget what they approve by passing those ids in
 `accept` (or `apply_all` when they approve everything). Each becomes a forget with a reason that
 `why` shows.""",
+    "erase": """\
+Erase for real: only when the user explicitly asks that something be erased or deleted for good
+(e.g. a privacy request), never to tidy up or correct (use `forget` or `revise`). Unlike forget,
+the text cannot be read back by anyone afterwards.
+
+Name one of `fact` (an id: all its versions), `subject` (everything about it) or `session` (its
+turns and the facts derived from them). Without `confirm` it only shows what would be erased:
+show that to the user and call again with `confirm` once they agree. Returns the receipt.""",
     "why": """\
 How you know a fact: its source (agent and reference), when it was recorded, and its whole
 revision chain with the events behind it. Use it when asked "how do you know that?", "where did
@@ -375,6 +383,22 @@ def build_server(
     ) -> CallToolResult:
         report = memory.consolidate(apply=apply_all, accept=accept or ())
         return _ok(report.lines(), _data(report))
+
+    @tool("erase", destructive=True)
+    def erase(
+        fact: Annotated[int | None, Field(ge=1, description="A fact id (from recall).")] = None,
+        subject: Annotated[str | None, Field(
+            max_length=200, description="A subject: every fact about it.")] = None,
+        session: Annotated[str | None, Field(
+            max_length=200, description="A session id: its turns and what was derived from them.",
+        )] = None,
+        reason: Reason = None,
+        confirm: Annotated[bool, Field(
+            description="Erase; without it, only show what would be erased.")] = False,
+    ) -> CallToolResult:
+        receipt = memory.erase(fact=fact, subject=_blank(subject), session=_blank(session),
+                               reason=_blank(reason), by=source_agent, dry_run=not confirm)
+        return _ok(receipt.lines(), _data(receipt))
 
     @tool("why")
     def why(id: FactId) -> CallToolResult:

@@ -19,6 +19,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     RecallServed,
 )
 from projections.errors import FactAlreadyForgotten, FactSuperseded, InvalidInput, InvalidTime
@@ -31,6 +32,8 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "check_derived_from",
     "check_dims",
+    "check_erasable",
+    "erased_reason",
     "check_fields",
     "check_forgettable",
     "check_name",
@@ -39,6 +42,8 @@ __all__ = [
     "check_text",
 ]
 
+# "restored": erasures a key file records that its log (a backup restored) had no receipt of
+ERASE_SCOPES = ("fact", "subject", "episode", "namespace", "restored")
 MAX_TEXT_CHARS = 100_000
 MAX_NAME_CHARS = 500
 MAX_ENTITIES = 1_000
@@ -83,6 +88,13 @@ def check_fields(ev: EventBase) -> None:
             )
     elif isinstance(ev, RecallServed):
         _check_recall(ev)
+    elif isinstance(ev, FactsErased):
+        if ev.scope not in ERASE_SCOPES:
+            raise InvalidInput(f"scope must be one of {ERASE_SCOPES}, not {ev.scope!r}")
+        check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
+        ids = ev.fact_ids + ev.episode_ids + ev.recall_ids
+        if not ids or len(set(ids)) != len(ids):
+            raise InvalidInput("an erasure names each erased event once, and at least one")
 
 
 def _check_recall(ev: RecallServed) -> None:
@@ -210,6 +222,27 @@ def check_revisable(
                 f"instead, revise without valid_from"
             )
         check_period(vf, ev.valid_to)
+
+
+def check_erasable(ev: FactsErased, has: Callable[[int, str], bool]) -> None:
+    """Every id an erasure lists is an earlier event of its namespace of the kind it is listed
+    as: ``has(id, kind)`` for kind "fact" and "episode" (recalls are not folded: only their
+    range is checked)."""
+    for kind, ids in (("fact", ev.fact_ids), ("episode", ev.episode_ids),
+                      ("recall", ev.recall_ids)):
+        for i in ids:
+            if not isinstance(i, int) or isinstance(i, bool) or i < 1 or (
+                0 < ev.seq <= i  # stamped (replay): only earlier events
+            ) or (kind != "recall" and not has(i, kind)):
+                raise InvalidInput(
+                    f"the erasure lists {i!r} as a {kind} of namespace {ev.namespace!r}, "
+                    f"which it is not"
+                )
+
+
+def erased_reason(ev: FactsErased) -> str:
+    """The forget reason the fold gives a fact an erasure ends."""
+    return f"erased (receipt {ev.seq})"
 
 
 def check_forgettable(fact_id: int, *, forgotten: bool) -> None:

@@ -32,14 +32,17 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     RecallServed,
 )
 from projections.checks import (
     check_derived_from,
     check_dims,
+    check_erasable,
     check_fields,
     check_forgettable,
     check_revisable,
+    erased_reason,
 )
 from projections.column_store import (
     NONE,
@@ -174,12 +177,20 @@ class FactColumns:
             )
         elif isinstance(ev, EmbeddingRecorded):
             self.slot_in(ev.fact_id, ev.namespace)
+        elif isinstance(ev, FactsErased):
+            check_erasable(ev, lambda i, kind: self._has(i, kind, ev.namespace))
         elif not isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
     def _episode_namespace(self, seq: int) -> str | None:
         episode = self.episodes.get(seq)
         return None if episode is None else episode.namespace
+
+    def _has(self, seq: int, kind: str, namespace: str) -> bool:
+        if kind == "fact":
+            slot = self.slot(seq)
+            return slot >= 0 and self.namespaces.values[self.table.namespace[slot]] == namespace
+        return self._episode_namespace(seq) == namespace
 
     def check_dims(self, ev: EmbeddingRecorded, batch: dict[tuple[str, str], int]) -> None:
         """As ``FactState.check_dims`` (write path only)."""
@@ -225,6 +236,8 @@ class FactColumns:
             f.forget_reason[slot] = self.reasons.code(ev.reason)
             return [int(f.ids[slot])]
         if isinstance(ev, EmbeddingRecorded):
+            if ev.sealed:  # its key was erased: no vector (eventlog/sealing.py)
+                return []
             self.add_vector(Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq))
             return []
         if isinstance(ev, EpisodeRecorded):
@@ -236,6 +249,8 @@ class FactColumns:
             return []
         if isinstance(ev, RecallServed):
             return []  # a read, not a belief
+        if isinstance(ev, FactsErased):
+            return self._erase(ev, tx)
         raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
 
     def _revise(self, ev: FactRevised, tx: int) -> list[int]:
@@ -260,6 +275,15 @@ class FactColumns:
         f.supersedes[new], f.revision[new] = old_id, kind
         f.reason[new] = self.reasons.code(ev.reason)
         return [old_id, seq]
+
+    def _erase(self, ev: FactsErased, tx: int) -> list[int]:
+        f, why = self.table, self.reasons.code(erased_reason(ev))
+        for fid in ev.fact_ids:
+            slot = int(self.slot_of[fid])
+            self._close(int(f.last_row[slot]), ev.seq, tx)
+            if f.forgotten_seq[slot] == NONE:
+                f.forgotten_seq[slot], f.forgotten_at[slot], f.forget_reason[slot] = ev.seq, tx, why
+        return list(ev.fact_ids)
 
     def _close(self, row: int, seq: int, tx: int) -> None:
         r = self.rows

@@ -36,6 +36,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     RecallServed,
 )
 from projections.checks import check_derived_from, check_forgettable, check_revisable
@@ -219,6 +220,8 @@ class _Bulk:
             self.forgotten[slot] = (seq, tx, ev.reason)
         elif isinstance(ev, EmbeddingRecorded):
             self._slot(ev.fact_id, ev.namespace, seq)
+            if ev.sealed:  # its key was erased: no vector (eventlog/sealing.py)
+                return
             self.vectors.append(
                 Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq)
             )
@@ -228,6 +231,8 @@ class _Bulk:
                 tx if ev.observed_at is None else to_us(ev.observed_at), tx,
                 ev.source_agent, ev.source_ref,
             )
+        elif isinstance(ev, FactsErased):  # rare: folded on its own (FactColumns.apply)
+            raise InvalidInput("an erasure is not folded in bulk")
         elif not isinstance(ev, (FactRemembered, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 

@@ -16,8 +16,10 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     RecallServed,
 )
+from eventlog.sealing import check_opened
 from projections.column_file import LoadedColumns
 from projections.columns import EventRow
 from projections.duck import DuckProjection
@@ -129,6 +131,7 @@ class Projector:
     def apply(self, ev: Event, *, validated: bool = False) -> None:
         """Fold one event. It is validated against the state first (unless ``validated``), so
         a bad event raises and changes nothing."""
+        check_opened(ev)
         tx = to_us(ev.tx_at)
         changed = self.state.apply(ev, validated=validated, tx=tx)
         self.tx_times.append(tx)
@@ -149,10 +152,11 @@ class Projector:
                         index.update(state.facts[fid])
                 index.add(state.facts[ev.seq], counts)
         elif isinstance(ev, EmbeddingRecorded):
-            self._new_vectors.append(self.state.vectors[-1])
-            index = None if indexes is None else indexes.built(ev.namespace)
-            if index is not None:
-                index.set_vector(ev.fact_id, ev.model, _floats(ev.vector))
+            if not ev.sealed:  # else its key was erased: the fold kept no vector
+                self._new_vectors.append(self.state.vectors[-1])
+                index = None if indexes is None else indexes.built(ev.namespace)
+                if index is not None:
+                    index.set_vector(ev.fact_id, ev.model, _floats(ev.vector))
         elif isinstance(ev, EpisodeRecorded):
             self._new_episodes.append(self.state.episodes[ev.seq])  # not a fact: no index
         elif isinstance(ev, RecallServed):
@@ -192,6 +196,9 @@ class Projector:
         ones before it are folded and queued, then its ``ProjectionError`` is raised."""
         state = self.state
         base_seq, base_slot, base_vectors = state.last_seq, state.n, len(state.vectors)
+        for ev in events:
+            if ev.sealed:
+                check_opened(ev)
         try:
             fold_all(events, into=state)
         finally:
@@ -224,6 +231,8 @@ class Projector:
                 dirty.update((ev.fact_id, ev.seq))
             elif isinstance(ev, FactForgotten):
                 dirty.add(ev.fact_id)
+            elif isinstance(ev, FactsErased):
+                dirty.update(ev.fact_ids)
             elif isinstance(ev, EpisodeRecorded):
                 self._new_episodes.append(state.episodes[ev.seq])
             elif isinstance(ev, RecallServed):
@@ -254,6 +263,8 @@ def _event_row(ev: Event, tx: int) -> EventRow:
         fact_id, target, reason = ev.seq, None, None  # an episode's "fact_id" is its own seq
     elif isinstance(ev, FactRevised):
         fact_id, target, reason = ev.seq, ev.fact_id, ev.reason
+    elif isinstance(ev, FactsErased):
+        fact_id, target, reason = ev.seq, None, ev.reason
     else:
         fact_id, target, reason = ev.fact_id, None, getattr(ev, "reason", None)
     return EventRow(

@@ -33,14 +33,17 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     RecallServed,
 )
 from projections.checks import (
     check_derived_from,
     check_dims,
+    check_erasable,
     check_fields,
     check_forgettable,
     check_revisable,
+    erased_reason,
 )
 from projections.entities import fact_entities
 from projections.errors import (
@@ -199,12 +202,20 @@ class FactState:
             check_forgettable(fact.id, forgotten=fact.forgotten_seq is not None)
         elif isinstance(ev, EmbeddingRecorded):
             self.lookup(ev.fact_id, ev.namespace)
+        elif isinstance(ev, FactsErased):
+            check_erasable(ev, lambda i, kind: self._has(i, kind, ev.namespace))
         elif not isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 
     def _episode_namespace(self, seq: int) -> str | None:
         episode = self.episodes.get(seq)
         return None if episode is None else episode.namespace
+
+    def _has(self, seq: int, kind: str, namespace: str) -> bool:
+        if kind == "fact":
+            fact = self.facts.get(seq)
+            return fact is not None and fact.namespace == namespace
+        return self._episode_namespace(seq) == namespace
 
     def check_dims(self, ev: EmbeddingRecorded, batch: dict[tuple[str, str], int]) -> None:
         """A vector must have the length of its model's earlier vectors in its namespace (those
@@ -276,6 +287,8 @@ class FactState:
             fact.forgotten_seq, fact.forgotten_at, fact.forget_reason = seq, tx, ev.reason
             return [fact.id]
         if isinstance(ev, EmbeddingRecorded):
+            if ev.sealed:  # its key was erased: no vector (eventlog/sealing.py)
+                return []
             self.vectors.append(
                 Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq)
             )
@@ -290,6 +303,16 @@ class FactState:
             return []
         if isinstance(ev, RecallServed):
             return []  # a read, not a belief
+        if isinstance(ev, FactsErased):
+            reason = erased_reason(ev)
+            for fid in ev.fact_ids:
+                fact = self.facts[fid]
+                row = fact.open_row
+                if row is not None:
+                    row.tx_to_seq, row.tx_to = seq, tx
+                if fact.forgotten_seq is None:
+                    fact.forgotten_seq, fact.forgotten_at, fact.forget_reason = seq, tx, reason
+            return list(ev.fact_ids)
         raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""diff(t1, t2): what was added, revised and forgotten by events with t1 < seq <= t2."""
+"""diff(t1, t2): what was added, revised, forgotten and erased by events with t1 < seq <= t2."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import duckdb
+import numpy as np
 
 from projections.fact_columns import FactColumns
 from projections.timeutil import from_us
@@ -25,11 +26,15 @@ def diff(
     """Fact views show each fact as it stands now (its versions say what happened when)."""
     rows = con.execute(
         "SELECT type, fact_id, target_id FROM events WHERE namespace = ? AND seq > ? "
-        "AND seq <= ? AND type IN ('remembered', 'revised', 'forgotten') ORDER BY seq",
+        "AND seq <= ? AND type IN ('remembered', 'revised', 'forgotten', 'erased') ORDER BY seq",
         [namespace, since, until],
     ).fetchall()
-    added, revised, forgotten = [], [], []
+    added, revised, forgotten, erased = [], [], [], []
     for kind, fact_id, target_id in rows:
+        if kind == "erased":  # the facts this receipt ended (fact_id: the receipt's seq)
+            slots = np.flatnonzero(state.table.forgotten_seq[: state.n] == fact_id)
+            erased += [fact_view(state.fact_at(int(s))) for s in slots]
+            continue
         view = fact_view(state.facts[fact_id])
         if kind == "remembered":
             added.append(view)
@@ -46,4 +51,5 @@ def diff(
         ).fetchall()
         return None if own is None else from_us(tx_times[own - 1])
 
-    return Diff(since, until, tx(since), tx(until), tuple(added), tuple(revised), tuple(forgotten))
+    return Diff(since, until, tx(since), tx(until), tuple(added), tuple(revised), tuple(forgotten),
+                tuple(erased))

@@ -19,6 +19,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     RecallServed,
 )
 from projections.state import Episode, Fact, Row
@@ -183,10 +184,12 @@ class Diff(msgspec.Struct, frozen=True):
     added: tuple[FactView, ...]
     revised: tuple[Revision, ...]
     forgotten: tuple[FactView, ...]
+    # facts an erasure (a receipt in the range) ended: their texts are gone
+    erased: tuple[FactView, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.revised or self.forgotten)
+        return not (self.added or self.revised or self.forgotten or self.erased)
 
     def __str__(self) -> str:
         return "\n".join(diff_lines(self))
@@ -257,6 +260,9 @@ def fact_id(n: int | None) -> str:
 
 
 def quote(text: str) -> str:
+    """``text`` in quotes; an erased text (the only empty one) as ``[erased]``."""
+    if not text:
+        return "[erased]"
     return '"' + text.replace("\n", " ") + '"'
 
 
@@ -332,6 +338,13 @@ def _event_body(ev: Event) -> str:
     elif isinstance(ev, RecallServed):
         ids = ", ".join(fact_id(i) for i in ev.hits) or "nothing"
         body = f"{quote(ev.query)} -> {ids}"
+    elif isinstance(ev, FactsErased):
+        body = (
+            f"receipt: {ev.scope} erased, {len(ev.fact_ids)} fact version(s) "
+            f"{', '.join(map(fact_id, ev.fact_ids[:20]))}{' ...' if len(ev.fact_ids) > 20 else ''}"
+            f", {len(ev.episode_ids)} episode(s), {len(ev.recall_ids)} recall(s); "
+            f"log before it {ev.chain_head}" + (f"; reason: {ev.reason}" if ev.reason else "")
+        )
     else:  # pragma: no cover - a new event type
         body = ""
     if ev.source_agent or ev.source_ref:
@@ -383,6 +396,8 @@ def why_lines(why: Why) -> list[str]:
 def _short(ev: Event) -> str:
     if isinstance(ev, FactRevised):
         return f"{fact_id(ev.fact_id)} -> {fact_id(ev.seq)}"
+    if isinstance(ev, FactsErased):  # the receipt, where the texts were
+        return _event_body(ev)
     reason = getattr(ev, "reason", None)
     return fact_id(getattr(ev, "fact_id", None)) + (f" ({reason})" if reason else "")
 
@@ -402,6 +417,8 @@ def diff_lines(diff: Diff) -> list[str]:
     for f in diff.forgotten:
         reason = f" ({f.forget_reason})" if f.forget_reason else ""
         lines.append(f"  forgotten  {fact_id(f.id)} {quote(f.text)}{reason}")
+    for f in diff.erased:
+        lines.append(f"  erased     {fact_id(f.id)} ({f.forget_reason})")
     return lines
 
 

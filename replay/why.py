@@ -30,7 +30,11 @@ def why(
             [namespace, ids],
         ).fetchall()
     ]
-    events = tuple(log.get(s) for s in seqs)
+    receipts = [s for (s,) in con.execute(  # erasures that name a version of the chain
+        "SELECT seq FROM events WHERE namespace = ? AND type = 'erased'", [namespace]
+    ).fetchall()]
+    seqs += [s for s in receipts if set(getattr(log.get(s), "fact_ids", ())) & set(ids)]
+    events = tuple(log.get(s) for s in sorted(seqs))
     turns = sorted({s for f in chain for s in f.derived_from})
     episodes = tuple(episode_view(state.episodes[s]) for s in turns)
     seen_by = tuple(

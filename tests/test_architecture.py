@@ -21,7 +21,7 @@ MAX_LINES = 500
 
 ADAPTERS = {
     "hmem.cli", "hmem.cli_commands", "hmem.cli_format", "hmem.mcp_server", "hmem.demo",
-    "hmem.timeline", "hmem.export", "hmem.usage", "hmem.progress", "hmem.__main__",
+    "hmem.timeline", "hmem.usage", "hmem.progress", "hmem.__main__",
     "hmem.mcp_stdio",
 }
 EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")

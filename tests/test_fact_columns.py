@@ -1,10 +1,11 @@
 """The columnar fold (projections/fact_columns.py, projections/fact_fold.py) equals the fold.
 
 For random histories of remember / revise (world change and correction) / forget / embedding /
-episode events across two namespaces, valid and not: FactColumns built one event at a time,
-FactColumns folded in bulk (whole, or in two parts) and FactState (projections/state.py, itself
-held to a model by tests/test_stateful.py) hold the same facts, field by field and row by row,
-and every event FactState refuses is refused by FactColumns with the same error.
+episode / erasure events (and embeddings read back erased) across two namespaces, valid and
+not: FactColumns built one event at a time, FactColumns folded in bulk (whole, or in two
+parts) and FactState (projections/state.py, itself held to a model by tests/test_stateful.py)
+hold the same facts, field by field and row by row, and every event FactState refuses is
+refused by FactColumns with the same error.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     decode,
     encode,
 )
+from eventlog.sealing import ERASED
 from projections.column_file import (
     COLUMNS_FILE,
     LoadedColumns,
@@ -84,7 +87,12 @@ events = st.one_of(
     remembers, revisions, remembers, revisions,
     st.builds(FactForgotten, fact_id=ids, reason=st.none() | st.just("asked"), **common),
     st.builds(EmbeddingRecorded, fact_id=ids, model=st.sampled_from(["m", "n"]),
-              dims=st.sampled_from([2, 3]), vector=st.just(b""), **common),
+              dims=st.sampled_from([2, 3]), vector=st.just(b""),
+              sealed=st.sampled_from([b"", b"", ERASED]), **common),
+    st.builds(FactsErased, scope=st.sampled_from(["fact", "subject"]),
+              fact_ids=st.lists(ids, min_size=1, max_size=3).map(tuple),
+              episode_ids=st.just(()) | st.lists(ids, max_size=1).map(tuple),
+              recall_ids=st.just(()) | st.just((1,)), **common),
     st.builds(EpisodeRecorded, session_id=st.sampled_from(["s1", "s2"]), turn=st.integers(0, 3),
               role=st.sampled_from(["user", "assistant"]), text=texts, speaker=names,
               observed_at=dates, **common),
@@ -95,7 +103,7 @@ histories = st.lists(st.tuples(events, st.integers(0, 90)), min_size=4, max_size
 def stamp(ev, seq: int, minutes: int):
     """``ev`` as the log would hand it back: stamped, encoded and decoded."""
     fields = {"seq": seq, "tx_at": START + timedelta(minutes=minutes)}
-    if isinstance(ev, EmbeddingRecorded):
+    if isinstance(ev, EmbeddingRecorded) and not ev.sealed:  # an erased one has no vector
         fields["vector"] = bytes(4 * ev.dims)
     return decode(encode(msgspec.structs.replace(ev, **fields)))
 
@@ -151,6 +159,12 @@ def resolve(ev, state: FactState):
         fields["fact_id"] = fid = newest[fact_id % 1000 % len(newest)]
         if fact_id < 2000:
             fields["namespace"] = state.facts[fid].namespace
+    if isinstance(ev, FactsErased) and state.facts:  # 1000+k: the k-th newest fact, any ns
+        newest = sorted(state.facts, reverse=True)
+        fields["fact_ids"] = tuple(dict.fromkeys(
+            newest[i % 1000 % len(newest)] if i >= 1000 else i for i in ev.fact_ids))
+        if ev.fact_ids[0] >= 1000 and ev.fact_ids[0] < 2000:
+            fields["namespace"] = state.facts[fields["fact_ids"][0]].namespace
     derived = getattr(ev, "derived_from", ())
     if any(seq >= 1000 for seq in derived):
         namespace = fields.get("namespace", ev.namespace)

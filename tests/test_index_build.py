@@ -54,7 +54,8 @@ def play(m: Memory, history: list[tuple[object, ...]]) -> None:
             _, ns, subject, text, entities, ref = op
             mem = m.in_namespace(str(ns))
             heads[str(ns)].append(
-                mem.remember(str(subject), str(text), entities=list(entities), source_ref=ref)
+                mem.remember(str(subject), str(text), entities=list(entities), source_ref=ref,
+                             dedup=False)  # each remember is a new fact the history may change
             )
             continue
         kind, pick, text = op

@@ -22,6 +22,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
     RecallServed,
     decode,
     encode,
@@ -41,7 +42,7 @@ names = st.text(min_size=1, max_size=30)
 opt_names = st.none() | names
 common = dict(
     seq=st.integers(0, 2**62), tx_at=times, namespace=names, source_agent=opt_names,
-    source_ref=opt_names,
+    source_ref=opt_names, sealed=st.binary(max_size=64),
 )
 lineage = dict(
     derived_from=st.lists(st.integers(1, 2**62), max_size=3).map(tuple), extractor=opt_names,
@@ -69,6 +70,11 @@ EVENT_STRATEGIES = {
               model=opt_names, query_vector=st.binary(max_size=256),
               hits=st.lists(st.integers(1, 2**62), max_size=5).map(tuple),
               scores=st.lists(st.floats(allow_nan=False), max_size=5).map(tuple), **common),
+    FactsErased: st.builds(FactsErased, scope=names,
+              fact_ids=st.lists(st.integers(1, 2**62), max_size=5).map(tuple),
+              episode_ids=st.lists(st.integers(1, 2**62), max_size=3).map(tuple),
+              recall_ids=st.lists(st.integers(1, 2**62), max_size=3).map(tuple),
+              reason=opt_names, chain_head=st.text(max_size=50), **common),
 }
 events = st.one_of(*EVENT_STRATEGIES.values())
 

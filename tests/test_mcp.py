@@ -30,8 +30,8 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_TOOLS = {"remember", "recall", "revise", "forget", "why", "diff", "history", "stats",
-             "consolidate"}
-WRITE_TOOLS = {"remember", "revise", "forget", "consolidate"}
+             "consolidate", "erase"}
+WRITE_TOOLS = {"remember", "revise", "forget", "consolidate", "erase"}
 TIMEOUT = 30  # seconds for one whole session; a healthy one takes about one
 
 
@@ -108,7 +108,7 @@ def check_schemas(tools: dict[str, dict[str, Any]]) -> None:
     required = {
         "remember": ["subject", "text"], "recall": ["query"], "revise": ["id", "text"],
         "forget": ["id"], "why": ["id"], "diff": ["since"], "history": ["subject"],
-        "stats": [], "consolidate": [],
+        "stats": [], "consolidate": [], "erase": [],
     }
     for name, tool in tools.items():
         schema = tool["inputSchema"]

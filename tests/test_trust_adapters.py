@@ -325,7 +325,8 @@ def test_json_output_is_still_the_encoders_bytes(hostile_store: Path) -> None:
         [*s, "recall", "maya lives london", "--as-of", "1"], [*s, "log", "show"],
         [*s, "history", "maya"]])
     assert (c1, c2, c3) == (0, 0, 0)
-    with EventLog(hostile_store / "log", read_only=True) as events:
+    with Memory(hostile_store, read_only=True, embedder=None) as m:  # the texts opened
+        events = m.store.log
         expected = msgspec.json.encode(list(events.read(1, events.last_seq))) + b"\n"
     assert log == expected
     with Memory(hostile_store, read_only=True, embedder=None) as m:

@@ -1,0 +1,232 @@
+"""The key file: one random 256-bit data key per log seq, kept apart from the log, so that
+destroying keys erases what they sealed while the log's bytes (and its hash chain) stay as written.
+
+Layout (little-endian)::
+
+    header = magic "HMEMKEYS" | u16 version | u16 flags | u32 reserved
+             | u64 erased_through | u64 scrubbed_through | 16-byte file id | 12 zero bytes
+             | u32 crc32 of the 60 bytes before
+    record = u64 seq | u8 state | 7 zero bytes | u64 receipt | 32-byte key | u32 crc32 of the
+             56 bytes before | 4 zero bytes            (record of seq s at 64 * s)
+
+``state`` is LIVE (the key) or ERASED (the key overwritten with zeros; ``receipt`` is the seq
+of the ``FactsErased`` event that erased it). Keys are made ahead, a block at a time, and made
+durable (fsync) before any record sealed with them is written, so a crash never leaves a logged
+event without its key. Erasing overwrites the 32 key bytes in place, then fsyncs: no copy of a
+key is left in the file. ``erased_through`` is the last receipt whose keys are all erased,
+``scrubbed_through`` the last one after which the projection files were rebuilt (a crash
+between the steps of an erasure is finished on the next open).
+
+A reader maps the file and reads keys by offset; it never writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+from eventlog.errors import KeyFileDamaged, KeyFileMissing
+from eventlog.fileio import OS
+from eventlog.segments import fsync_dir
+
+__all__ = ["KeyFile", "LIVE", "ERASED", "KEY_BLOCK"]
+
+MAGIC = b"HMEMKEYS"
+VERSION = 1
+LIVE, ERASED = 1, 2
+KEY_BLOCK = 1024  # keys made at once (one write, one fsync)
+
+_HEAD = struct.Struct("<8sHHIQQ16s12x")
+_REC = struct.Struct("<QB7xQ32s")
+_CRC = struct.Struct("<I")
+RECORD = 64
+assert _HEAD.size + _CRC.size == RECORD and _REC.size + _CRC.size + 4 == RECORD
+
+
+class KeyFile:
+    """One store's data keys. ``KeyFile.create`` makes a new one; ``KeyFile(path)`` opens one
+    (``read_only`` for a reader). Not thread-safe: the log's mutex serialises its writers."""
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY if read_only else os.O_RDWR)
+        except FileNotFoundError:
+            raise KeyFileMissing(
+                f"the key file {self.path} is missing; the store's texts are sealed with its "
+                f"keys and cannot be read without it. Restore it from where you keep it (it is "
+                f"never recreated: a new one would not open the log)"
+            ) from None
+        self._map: mmap.mmap | None = None
+        try:
+            self._read_header()
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str]) -> KeyFile:
+        """A new, empty key file (fails if one exists), durable with its directory entry."""
+        path = Path(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, _header(0, 0, os.urandom(16)))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(OS, path.parent)
+        return cls(path)
+
+    # ------------------------------------------------------------------ header
+
+    def _read_header(self) -> None:
+        raw = os.pread(self._fd, RECORD, 0)
+        if len(raw) < RECORD or raw[:8] != MAGIC:
+            raise self._damaged("its header is missing or not an hmem key file's")
+        if _CRC.unpack_from(raw, 60)[0] != zlib.crc32(raw[:60]):
+            raise self._damaged("its header fails its checksum")
+        _, version, _, _, self.erased_through, self.scrubbed_through, self.file_id = (
+            _HEAD.unpack_from(raw)
+        )
+        if version != VERSION:
+            raise self._damaged(f"it has format version {version}; this hmem reads {VERSION}")
+        self._size = os.fstat(self._fd).st_size
+        if self._size % RECORD:  # a crash while keys were being made: the last block is torn
+            if self.read_only:
+                self._size -= self._size % RECORD
+            else:
+                os.ftruncate(self._fd, self._size - self._size % RECORD)
+                self._size -= self._size % RECORD
+
+    def mark(self, *, erased_through: int | None = None,
+             scrubbed_through: int | None = None) -> None:
+        """Record how far erasures have gone (durably)."""
+        if erased_through is not None:
+            self.erased_through = erased_through
+        if scrubbed_through is not None:
+            self.scrubbed_through = scrubbed_through
+        os.pwrite(self._fd, _header(self.erased_through, self.scrubbed_through, self.file_id), 0)
+        os.fsync(self._fd)
+
+    # ------------------------------------------------------------------ keys
+
+    @property
+    def made_through(self) -> int:
+        """The highest seq a key has been made for."""
+        return self._size // RECORD - 1
+
+    def reserve(self, through_seq: int) -> None:
+        """Make keys (durably) for every seq up to ``through_seq``, a block ahead."""
+        first = self.made_through + 1
+        if through_seq < first:
+            return
+        last = through_seq + KEY_BLOCK - 1
+        keys = os.urandom(32 * (last - first + 1))
+        out = bytearray()
+        for i, seq in enumerate(range(first, last + 1)):
+            out += _record(seq, LIVE, 0, keys[32 * i:32 * i + 32])
+        _pwrite_all(self._fd, bytes(out), self._size)
+        os.fsync(self._fd)
+        self._size += len(out)
+
+    def key(self, seq: int) -> bytes | None:
+        """The key of ``seq``; None if it was erased. Raises ``KeyFileDamaged`` if the file holds
+        no key for it or the key's record fails its checks."""
+        state, _, key = self._record(seq)
+        return key if state == LIVE else None
+
+    def receipt(self, seq: int) -> int | None:
+        """The seq of the receipt that erased ``seq``'s key; None if it is live."""
+        state, receipt, _ = self._record(seq)
+        return receipt if state == ERASED else None
+
+    def _record(self, seq: int) -> tuple[int, int, bytes]:
+        at = RECORD * seq
+        if seq < 1 or at + RECORD > self._size:
+            self._size = os.fstat(self._fd).st_size // RECORD * RECORD  # a writer made more
+            if seq < 1 or at + RECORD > self._size:
+                raise self._damaged(
+                    f"it holds no key for event {seq} (keys end at event {self.made_through}): "
+                    f"it is older than the log, or another store's"
+                )
+        view = self._view(at + RECORD)
+        raw = view[at:at + RECORD]
+        got_seq, state, receipt, key = _REC.unpack_from(raw)
+        if _CRC.unpack_from(raw, 56)[0] != zlib.crc32(raw[:56]) or got_seq != seq or (
+            state not in (LIVE, ERASED)
+        ):
+            raise self._damaged(f"the key record of event {seq} fails its checks")
+        return state, receipt, key
+
+    def digest(self, name: str) -> str:
+        """A keyed hash of ``name`` (keyed with this file's id): what a receipt records of an
+        erased subject."""
+        return hashlib.blake2b(name.encode(), key=self.file_id, digest_size=16).hexdigest()
+
+    def erased_seqs(self, through: int) -> list[int]:
+        """The seqs up to ``through`` whose keys are erased."""
+        n = min(through, self.made_through)
+        if n < 1:
+            return []
+        view = self._view(RECORD * (n + 1))
+        states = memoryview(view)[RECORD + 8:RECORD * (n + 1):RECORD]
+        return [i + 1 for i, state in enumerate(states) if state == ERASED]
+
+    def _view(self, need: int) -> mmap.mmap:
+        if self._map is None or len(self._map) < need:
+            if self._map is not None:
+                self._map.close()
+            self._map = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
+        return self._map
+
+    def erase(self, seqs: Iterable[int], receipt: int) -> int:
+        """Overwrite the keys of ``seqs`` with zeros (state ERASED, naming ``receipt``), then
+        fsync. Keys already erased are left as they are. Returns how many were erased now."""
+        if self.read_only:
+            raise PermissionError("a read-only key file erases nothing")
+        n = 0
+        for seq in sorted(set(seqs)):
+            state, _, _ = self._record(seq)
+            if state == LIVE:
+                os.pwrite(self._fd, _record(seq, ERASED, receipt, bytes(32)), RECORD * seq)
+                n += 1
+        os.fsync(self._fd)
+        return n
+
+    def _damaged(self, detail: str) -> KeyFileDamaged:
+        return KeyFileDamaged(
+            f"the key file {self.path} cannot be used: {detail}. Restore the store's own key "
+            f"file; hmem never reads a sealed text without its key"
+        )
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _header(erased_through: int, scrubbed_through: int, file_id: bytes) -> bytes:
+    body = _HEAD.pack(MAGIC, VERSION, 0, 0, erased_through, scrubbed_through, file_id)
+    return body + _CRC.pack(zlib.crc32(body))
+
+
+def _record(seq: int, state: int, receipt: int, key: bytes) -> bytes:
+    body = _REC.pack(seq, state, receipt, key)
+    return body + _CRC.pack(zlib.crc32(body)) + bytes(4)
+
+
+def _pwrite_all(fd: int, data: bytes, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, at)
+        view, at = view[n:], at + n
+

@@ -1,0 +1,113 @@
+"""Which key file a store uses, and whether it seals at all (see :mod:`eventlog.sealing`).
+
+A new store seals its texts from its first event, with a key file made beside the log (or at
+``key_file`` / ``$HMEM_KEY_FILE``: keep it on other storage than the store's backups, so that an
+erasure also holds for a backup restored later). A store whose log holds events in the clear
+(made before hmem sealed texts, or with ``seal=False``) stays so. A store whose log is sealed
+never opens without its key file: that is an error, never a silent read or write in the clear.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from eventlog.errors import KeyFileDamaged, KeyFileMissing
+from eventlog.events import FactsErased
+from eventlog.keyfile import KeyFile
+from eventlog.log import EventLog
+from eventlog.sealing import Sealer, key_owner
+
+__all__ = ["KEYS_FILE", "key_path", "open_sealer", "shred", "missing_receipts"]
+
+KEYS_FILE = "keys.hmk"
+
+
+def key_path(root: Path, key_file: str | os.PathLike[str] | None) -> Path:
+    """``key_file``, else ``$HMEM_KEY_FILE``, else ``keys.hmk`` in the store directory."""
+    if key_file is not None:
+        return Path(key_file).expanduser()
+    if os.environ.get("HMEM_KEY_FILE"):
+        return Path(os.environ["HMEM_KEY_FILE"]).expanduser()
+    return root / KEYS_FILE
+
+
+def open_sealer(log: EventLog, path: Path, *, seal: bool) -> Sealer | None:
+    """The sealer of the store whose log is ``log``: its key file opened (made, for a new
+    store that seals); None for a store in the clear."""
+    if path.exists():
+        sealer = Sealer(KeyFile(path, read_only=log.read_only))
+        try:
+            _check_opens(log, sealer)
+        except BaseException:
+            sealer.keys.close()
+            raise
+        return sealer
+    if log.last_seq == 0:
+        if not seal or log.read_only:
+            return None
+        return Sealer(KeyFile.create(path))
+    if log.get_raw(1).sealed:
+        raise KeyFileMissing(
+            f"the store's texts are sealed, but its key file {path} is missing. Restore it, or "
+            f"point to it (key_file=..., or $HMEM_KEY_FILE); hmem never reads or writes this "
+            f"store without it"
+        )
+    return None
+
+
+def _check_opens(log: EventLog, sealer: Sealer) -> None:
+    """The key file is this log's: it holds a key for the last event, and the newest sealed
+    event with a live key among the last few opens with it (else ``KeyFileDamaged``)."""
+    last = log.last_seq
+    if not last:
+        return
+    sealer.keys.key(last)  # raises if the file holds no key for it
+    for seq in range(last, max(last - 16, 0), -1):
+        ev = log.get_raw(seq)
+        if ev.sealed and sealer.keys.key(key_owner(ev)) is not None:
+            sealer.open(ev)
+            return
+
+
+def shred(log: EventLog, keys: KeyFile, receipt_seq: int) -> None:
+    """Destroy the keys of every event the erasure receipt at ``receipt_seq`` names (those
+    already destroyed stay so), then note the receipt done in the key file."""
+    receipt = log.get_raw(receipt_seq)
+    if not isinstance(receipt, FactsErased):
+        raise KeyFileDamaged(f"event {receipt_seq} is no erasure receipt")
+    keys.erase(receipt.fact_ids + receipt.episode_ids + receipt.recall_ids, receipt_seq)
+    keys.mark(erased_through=max(keys.erased_through, receipt_seq))
+
+
+def missing_receipts(
+    log: EventLog, keys: KeyFile, receipts: list[int], kind_of: Callable[[int], tuple[str, str]]
+) -> list[FactsErased] | None:
+    """None when the log holds the key file's last erasure receipt (the usual case). Else the
+    log is a backup restored from before erasures the key file records: the receipts (one per
+    namespace, scope "restored") for every event whose key is erased and that none of the log's
+    ``receipts`` names. ``kind_of(seq)`` is ("fact" | "episode" | "recall", namespace)."""
+    last = keys.erased_through
+    if not last or (last <= log.last_seq and isinstance(log.get_raw(last), FactsErased)):
+        return None
+    named: set[int] = set()
+    for seq in receipts:
+        ev = log.get_raw(seq)
+        assert isinstance(ev, FactsErased)
+        named.update(ev.fact_ids + ev.episode_ids + ev.recall_ids)
+    groups: dict[str, dict[str, list[int]]] = {}
+    for seq in keys.erased_seqs(log.last_seq):
+        if seq not in named:
+            kind, namespace = kind_of(seq)
+            groups.setdefault(namespace, {}).setdefault(kind, []).append(seq)
+    head = str(log.head())
+    return [
+        FactsErased(
+            namespace=namespace, scope="restored", fact_ids=tuple(ids.get("fact", ())),
+            episode_ids=tuple(ids.get("episode", ())), recall_ids=tuple(ids.get("recall", ())),
+            reason=f"erased (through receipt {last} of the log this backup was taken from) "
+                   f"before this backup was restored", chain_head=head, source_agent="hmem",
+        )
+        for namespace, ids in sorted(groups.items())
+    ]

@@ -1,0 +1,293 @@
+"""Erasure (crypto-shredding): the erased texts are in no file of the store, nor in its exports,
+while the log verifies and the receipt is shown; and every way it can be misused is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eventlog.events import EpisodeRecorded, FactRemembered, FactsErased
+from eventlog.keyfile import RECORD
+from eventlog.repair import verify_log
+from hmem import Memory
+from hmem.errors import (
+    AlreadyErased,
+    ErasureUnavailable,
+    FactNotFound,
+    InvalidInput,
+    KeyFileDamaged,
+    KeyFileMissing,
+    NothingToErase,
+    ReadersOpen,
+    ReadOnlyStore,
+)
+from hmem.export import export_jsonl, export_parquet
+from hmem.store import Store
+
+SECRETS = ("Alice's locker code is 4815162342", "Alice moved to Reykjavik-Nordurmyri")
+KEPT = "Bob drinks oolong every morning"
+
+
+def clock():
+    t = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
+
+    def now():
+        t[0] += timedelta(seconds=1)
+        return t[0]
+
+    return now
+
+
+def files_holding(roots: list[Path], needle: bytes) -> list[str]:
+    """Every file under ``roots`` whose bytes contain ``needle`` (case-insensitively)."""
+    found = []
+    for root in roots:
+        for path in [root] if root.is_file() else sorted(root.rglob("*")):
+            if path.is_file() and needle.lower() in path.read_bytes().lower():
+                found.append(str(path))
+    return found
+
+
+def vector_bytes(m: Memory) -> list[bytes]:
+    """The namespace's vectors as the log would hold them (little-endian float32)."""
+    rows = m.sql("SELECT vector FROM vectors").fetchall()
+    return [np.asarray(v, "<f4").tobytes() for (v,) in rows]
+
+
+def fill(m: Memory) -> dict[str, int]:
+    ids = {"a": m.remember("alice", SECRETS[0], source_ref="chat:1")}
+    ids["a2"] = m.revise(ids["a"], SECRETS[0] + " (changed)", reason="alice said so")
+    ids["b"] = m.remember("alice", SECRETS[1])
+    ids["kept"] = m.remember("bob", KEPT)
+    m.flush()
+    m.recall("locker code")  # logged: the query's words are Alice's too
+    return ids
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    with Memory(root, embedder="hash", embed_mode="inline", clock=clock(),
+                log_recalls=True) as m:
+        fill(m)
+    return root
+
+
+def test_an_erased_subject_is_in_no_file_of_the_store_nor_its_exports(store, tmp_path):
+    out = tmp_path / "export"
+    jsonl = tmp_path / "events.jsonl"
+    with Memory(store, embedder="hash", clock=clock()) as m:
+        export_parquet(m, out)
+        export_jsonl(m, jsonl)
+        vectors = vector_bytes(m)
+        a = m.recall("locker code").hits[0].id
+        assert files_holding([store, out, jsonl], b"4815162342")  # the projection and exports
+        receipt = m.erase(subject="Alice", reason="subject request", by="dpo")
+        assert receipt.facts == 2 and len(receipt.fact_ids) == 3
+        assert sorted(receipt.exports) == sorted([str(out.resolve()), str(jsonl.resolve())])
+        why = str(m.why(a))
+        assert f"receipt #{receipt.seq}" in "\n".join(receipt.lines())
+        assert "[erased]" in why and "receipt:" in why and "subject erased" in why
+        assert [h.text for h in m.recall("locker code Reykjavik").hits] in ([], [KEPT])
+        assert m.verify().ok  # replay equals the projection the erasure rebuilt
+        remaining = vector_bytes(m)
+    assert verify_log(store / "log").ok
+    for needle in (*SECRETS, "4815162342", "Reykjavik", "locker code", "alice"):
+        assert files_holding([store, out, jsonl], needle.encode()) == [], needle
+    gone = [v for v in vectors if v not in remaining]
+    assert len(gone) == 3 and all(files_holding([store, out, jsonl], v[:32]) == [] for v in gone)
+    assert files_holding([store / "projection.duckdb"], b"oolong")  # the search can find words
+    with Memory(store, read_only=True) as r:
+        assert [h.text for h in r.recall("oolong").hits] == [KEPT]
+        assert "[erased]" in str(r.why(a))
+        assert r.diff(receipt.seq - 1).erased
+
+
+def test_a_fact_erasure_takes_its_whole_chain_and_leaves_the_rest(store):
+    with Memory(store, embedder="hash", clock=clock()) as m:
+        newer = next(f for f in m.history("alice") if f.supersedes is not None)
+        first = newer.supersedes
+        receipt = m.erase(fact=newer.id)  # any version names the chain
+        assert receipt.scope == "fact" and receipt.facts == 1 and len(receipt.fact_ids) == 2
+        assert [f.text for f in m.history("alice")] == [SECRETS[1]]
+        with pytest.raises(AlreadyErased, match=f"#{receipt.seq}"):
+            m.erase(fact=first)
+        with pytest.raises(FactNotFound):
+            m.erase(fact=999)
+
+
+def test_erasing_an_episode_erases_the_facts_derived_from_it(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, clock=clock()) as m:
+        with m.transaction() as txn:
+            txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user",
+                                       text="my pin is 9931 says carol"))
+            txn.append(EpisodeRecorded(session_id="s1", turn=1, role="user", text="hello there"))
+        ep = m.episodes("s1")[0].seq
+        with m.transaction() as txn:
+            txn.append(FactRemembered(subject="carol", text="Carol's pin is 9931",
+                                      derived_from=(ep,)))
+        kept = m.remember("dave", "Dave likes chess")
+        receipt = m.erase(session="s1")
+        assert receipt.episode_ids == (ep, ep + 1) and receipt.facts == 1
+        assert [e.text for e in m.episodes("s1")] == ["", ""]
+        assert m.get(kept).text == "Dave likes chess"
+    assert files_holding([tmp_path / "s"], b"9931") == []
+
+
+def test_erasing_a_namespace_takes_its_logged_recalls_and_nothing_of_another(store):
+    with Memory(store, embedder="hash", clock=clock()) as m:
+        other = m.in_namespace("work")
+        other.remember("alice", "Alice chairs the Tuesday budget meeting")
+        with pytest.raises(InvalidInput, match="in_namespace"):
+            m.erase(namespace="work")
+        receipt = m.erase(namespace="default")
+        assert receipt.recall_ids and receipt.facts == 3
+        assert other.recall("budget meeting").hits
+        with pytest.raises(AlreadyErased):
+            m.erase(namespace="default")
+    assert files_holding([store], b"locker") == []
+    assert files_holding([store], b"budget meeting")
+
+
+def test_bad_erasures_are_refused_and_erase_nothing(store, tmp_path):
+    with Memory(store, embedder="hash", clock=clock()) as m:
+        head = m.last_seq
+        with pytest.raises(NothingToErase, match="'carol'"):
+            m.erase(subject="carol")
+        with pytest.raises(InvalidInput, match="exactly one"):
+            m.erase(subject="alice", fact=1)
+        with pytest.raises(InvalidInput, match="exactly one"):
+            m.erase()
+        with pytest.raises(NothingToErase):
+            m.erase(session="nope")
+        plan = m.erase(subject="alice", dry_run=True)
+        assert plan.seq == 0 and plan.facts == 2 and "would erase" in plan.lines()[0]
+        with Memory(store, read_only=True) as reader:
+            with pytest.raises(ReadersOpen, match=f"pid {os.getpid()}"):
+                m.erase(subject="alice")
+            with pytest.raises(ReadOnlyStore):
+                reader.erase(subject="alice")
+        assert m.last_seq == head
+        assert files_holding([store], b"locker")
+    plain = tmp_path / "plain"
+    clear = Store(plain, seal=False)
+    try:
+        with Memory(store=clear, embedder=None) as m:
+            m.remember("alice", "Alice is in the clear")
+            with pytest.raises(ErasureUnavailable, match="clear"):
+                m.erase(subject="alice")
+    finally:
+        clear.close()
+    with Memory(plain, embedder=None) as m:  # stays in the clear, never half sealed
+        m.remember("bob", "Bob too")
+    assert files_holding([plain / "log"], b"Bob too")
+
+
+def test_a_missing_foreign_or_damaged_key_file_is_an_error_never_plaintext(store, tmp_path):
+    keys = store / "keys.hmk"
+    saved = keys.read_bytes()
+    keys.unlink()
+    with pytest.raises(KeyFileMissing, match="keys.hmk"):
+        Memory(store, embedder=None)
+    with pytest.raises(KeyFileMissing):
+        Memory(store, read_only=True)
+    Memory(tmp_path / "other", embedder=None).close()
+    shutil.copy(tmp_path / "other" / "keys.hmk", keys)  # another store's (no keys made yet)
+    with pytest.raises(KeyFileDamaged, match="holds no key"):
+        Memory(store, embedder=None)
+    with Memory(tmp_path / "other", embedder=None) as o:
+        o.remember("x", "y")
+    shutil.copy(tmp_path / "other" / "keys.hmk", keys)
+    with pytest.raises(KeyFileDamaged, match="another store's or damaged"):
+        Memory(store, embedder=None, read_only=True)
+    damaged = bytearray(saved)
+    damaged[RECORD * 1 + 30] ^= 0xFF  # the key of event 1
+    keys.write_bytes(bytes(damaged))
+    (store / "checkpoint.duckdb").unlink()  # so the reader must replay from event 1
+    with pytest.raises(KeyFileDamaged, match="event 1"):
+        Memory(store, read_only=True)
+    keys.write_bytes(saved)
+    with Memory(store, read_only=True) as r:
+        assert r.recall("locker").hits
+
+
+@pytest.mark.parametrize("step", ["shred", "scrub"])
+def test_an_erasure_cut_short_is_finished_at_the_next_open(store, monkeypatch, step):
+    def crash(*_args, **_kwargs):
+        raise KeyboardInterrupt("power cut")
+
+    m = Memory(store, embedder="hash", clock=clock())
+    if step == "shred":
+        monkeypatch.setattr("hmem.store.shred", crash)
+    else:
+        monkeypatch.setattr(Store, "scrub", crash)
+    with pytest.raises(KeyboardInterrupt):
+        m.erase(subject="alice")
+    monkeypatch.undo()
+    m.store.log.close()  # the process dies: nothing more is written
+    m.store.db.close()
+    with Memory(store, embedder="hash", clock=clock()) as m2:
+        assert any("finished the erasure" in n for n in m2.notes)
+        assert [h.text for h in m2.recall("locker").hits] in ([], [KEPT])
+        assert m2.verify().ok
+    assert files_holding([store], b"4815162342") == []
+
+
+def test_a_backup_restored_with_the_key_file_kept_apart_stays_erased(tmp_path):
+    key_file = tmp_path / "vault" / "keys.hmk"
+    key_file.parent.mkdir()
+    root, backup = tmp_path / "store", tmp_path / "backup"
+    with Memory(root, embedder=None, clock=clock(), key_file=key_file) as m:
+        m.remember("alice", SECRETS[0])
+        m.remember("bob", KEPT)
+    assert not (root / "keys.hmk").exists()
+    shutil.copytree(root, backup)
+    with Memory(root, embedder=None, clock=clock(), key_file=key_file) as m:
+        m.erase(subject="alice")
+    shutil.rmtree(root)
+    shutil.copytree(backup, root)  # the backup from before the erasure, restored
+    with Memory(root, embedder=None, clock=clock(), key_file=key_file) as m:
+        assert any("restored" in n for n in m.notes)
+        assert [h.text for h in m.recall("locker code oolong").hits] == [KEPT]
+        erased = [e for e in m.store.log.read() if isinstance(e, FactsErased)]
+        assert len(erased) == 1 and erased[0].scope == "restored"
+    assert files_holding([root], b"4815162342") == []
+
+
+def test_the_cli_shows_then_erases_and_log_show_opens_texts(store):
+    def hmem(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hmem", "--embedder", "none", "--path",
+                               str(store), *args], capture_output=True, text=True, check=False)
+
+    shown = hmem("log", "show")
+    assert shown.returncode == 0 and "4815162342" in shown.stdout
+    dry = hmem("erase", "--subject", "alice")
+    assert dry.returncode == 0 and "would erase" in dry.stdout
+    done = hmem("--json", "erase", "--subject", "alice", "--yes", "--by", "dpo")
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(done.stdout)
+    assert receipt["by"] == "dpo" and receipt["facts"] == 2
+    shown = hmem("log", "show")
+    assert "4815162342" not in shown.stdout and "receipt: subject erased" in shown.stdout
+    again = hmem("erase", "--subject", "alice", "--yes")
+    assert again.returncode != 0 and f"receipt #{receipt['seq']}" in again.stderr
+
+
+def test_sealing_keeps_texts_out_of_the_log_and_reads_them_back(tmp_path):
+    root = tmp_path / "s"
+    with Memory(root, embedder="hash", embed_mode="inline") as m:
+        fid = m.remember("alice", SECRETS[0])
+        [vec] = vector_bytes(m)
+    assert files_holding([root / "log"], b"4815162342") == []
+    assert files_holding([root / "log"], vec[:32]) == []
+    with Memory(root, read_only=True) as r:
+        assert r.get(fid).text == SECRETS[0]
+        assert [e.text for e in r.store.log.read() if hasattr(e, "text")] == [SECRETS[0]]
