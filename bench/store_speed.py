@@ -42,7 +42,7 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
     # (a) open the log (scan: CRC + blake2b chain check of every record) and decode it
     t0 = time.perf_counter()
     log = EventLog(root / "log", read_only=True)
-    log.sealer = open_sealer(log, key_path(root, None), seal=False)  # a sealed log's keys
+    log.sealer = open_sealer(log, key_path(root, None), root, seal=False)  # a sealed log's keys
     out["log_open_s"] = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()

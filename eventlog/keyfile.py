@@ -14,8 +14,9 @@ of the ``FactsErased`` event that erased it). Keys are made ahead, a block at a 
 durable (fsync) before any record sealed with them is written, so a crash never leaves a logged
 event without its key. Erasing overwrites the 32 key bytes in place, then fsyncs: no copy of a
 key is left in the file. ``erased_through`` is the last receipt whose keys are all erased,
-``scrubbed_through`` the last one after which the projection files were rebuilt (a crash
-between the steps of an erasure is finished on the next open).
+``scrubbed_through`` the last one after which the projection files were rebuilt; the flag
+ERASING is set before a receipt is logged and cleared when all is done (a crash between the
+steps of an erasure is finished on the next writer open; a reader refuses to open meanwhile).
 
 A reader maps the file and reads keys by offset; it never writes.
 """
@@ -39,6 +40,7 @@ __all__ = ["KeyFile", "LIVE", "ERASED", "KEY_BLOCK"]
 MAGIC = b"HMEMKEYS"
 VERSION = 1
 LIVE, ERASED = 1, 2
+ERASING = 1  # header flag: an erasure is under way (set before its receipt is logged)
 KEY_BLOCK = 1024  # keys made at once (one write, one fsync)
 
 _HEAD = struct.Struct("<8sHHIQQ16s12x")
@@ -63,6 +65,8 @@ class KeyFile:
                 f"keys and cannot be read without it. Restore it from where you keep it (it is "
                 f"never recreated: a new one would not open the log)"
             ) from None
+        except OSError as e:
+            raise self._damaged(f"it cannot be opened ({e.strerror})") from None
         self._map: mmap.mmap | None = None
         try:
             self._read_header()
@@ -71,12 +75,13 @@ class KeyFile:
             raise
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str]) -> KeyFile:
-        """A new, empty key file (fails if one exists), durable with its directory entry."""
+    def create(cls, path: str | os.PathLike[str], file_id: bytes) -> KeyFile:
+        """A new, empty key file with this 16-byte id (fails if one exists), durable with its
+        directory entry."""
         path = Path(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.write(fd, _header(0, 0, os.urandom(16)))
+            os.write(fd, _header(0, 0, file_id))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -91,9 +96,10 @@ class KeyFile:
             raise self._damaged("its header is missing or not an hmem key file's")
         if _CRC.unpack_from(raw, 60)[0] != zlib.crc32(raw[:60]):
             raise self._damaged("its header fails its checksum")
-        _, version, _, _, self.erased_through, self.scrubbed_through, self.file_id = (
+        _, version, flags, _, self.erased_through, self.scrubbed_through, self.file_id = (
             _HEAD.unpack_from(raw)
         )
+        self.erasing = bool(flags & ERASING)
         if version != VERSION:
             raise self._damaged(f"it has format version {version}; this hmem reads {VERSION}")
         self._size = os.fstat(self._fd).st_size
@@ -104,14 +110,17 @@ class KeyFile:
                 os.ftruncate(self._fd, self._size - self._size % RECORD)
                 self._size -= self._size % RECORD
 
-    def mark(self, *, erased_through: int | None = None,
-             scrubbed_through: int | None = None) -> None:
-        """Record how far erasures have gone (durably)."""
+    def mark(self, *, erased_through: int | None = None, scrubbed_through: int | None = None,
+             erasing: bool | None = None) -> None:
+        """Record how far erasures have gone, and whether one is under way (durably)."""
         if erased_through is not None:
             self.erased_through = erased_through
         if scrubbed_through is not None:
             self.scrubbed_through = scrubbed_through
-        os.pwrite(self._fd, _header(self.erased_through, self.scrubbed_through, self.file_id), 0)
+        if erasing is not None:
+            self.erasing = erasing
+        os.pwrite(self._fd, _header(self.erased_through, self.scrubbed_through, self.file_id,
+                                    ERASING if self.erasing else 0), 0)
         os.fsync(self._fd)
 
     # ------------------------------------------------------------------ keys
@@ -185,6 +194,22 @@ class KeyFile:
             self._map = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
         return self._map
 
+    def check(self, through: int) -> None:
+        """Read every key record up to seq ``through``; ``KeyFileDamaged`` names the first
+        that fails its checks (what an erasure makes sure of before it destroys anything)."""
+        for seq in range(1, through + 1):
+            self._record(seq)
+
+    def renew_erased_after(self, seq: int) -> int:
+        """Give a new key to every erased seq after ``seq`` (a log restored or cut back to
+        ``seq`` holds no event there, and its next events must be sealable); returns how many."""
+        later = [s for s in self.erased_seqs(self.made_through) if s > seq]
+        for s in later:
+            os.pwrite(self._fd, _record(s, LIVE, 0, os.urandom(32)), RECORD * s)
+        if later:
+            os.fsync(self._fd)
+        return len(later)
+
     def erase(self, seqs: Iterable[int], receipt: int) -> int:
         """Overwrite the keys of ``seqs`` with zeros (state ERASED, naming ``receipt``), then
         fsync. Keys already erased are left as they are. Returns how many were erased now."""
@@ -214,8 +239,8 @@ class KeyFile:
             self._fd = -1
 
 
-def _header(erased_through: int, scrubbed_through: int, file_id: bytes) -> bytes:
-    body = _HEAD.pack(MAGIC, VERSION, 0, 0, erased_through, scrubbed_through, file_id)
+def _header(erased_through: int, scrubbed_through: int, file_id: bytes, flags: int = 0) -> bytes:
+    body = _HEAD.pack(MAGIC, VERSION, flags, 0, erased_through, scrubbed_through, file_id)
     return body + _CRC.pack(zlib.crc32(body))
 
 

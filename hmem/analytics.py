@@ -97,6 +97,14 @@ class NamespaceCopy:
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET lock_configuration = true")
 
+    def erased_since(self, source: duckdb.DuckDBPyConnection) -> bool:
+        """Whether an erasure of this namespace came after the copy's seq: rows it holds were
+        then rewritten (texts emptied, vectors gone), so the copy must be made anew."""
+        return bool(source.execute(
+            "SELECT count(*) FROM events WHERE namespace = ? AND seq > ? AND type = 'erased'",
+            [self.namespace, self.seq],
+        ).fetchone()[0])  # type: ignore[index]
+
     def refresh(self, source: duckdb.DuckDBPyConnection, seq: int) -> None:
         """Bring the copy from its seq to ``seq`` (``source`` holds the projection at ``seq``):
         new rows of the tables that only grow, and every row of a fact an event after the

@@ -336,7 +336,7 @@ def cmd_log_show(args: argparse.Namespace) -> int:
     more = False
     with EventLog(_log_dir(args), read_only=True) as log:
         # the texts opened with the store's key file (none for a store in the clear)
-        log.sealer = open_sealer(log, key_path(_root(args), None), seal=False)
+        log.sealer = open_sealer(log, key_path(_root(args), None), _root(args), seal=False)
         for ev in log.read(args.from_seq):  # this namespace's events only
             if ev.namespace != args.namespace:
                 continue

@@ -205,10 +205,10 @@ def _replacement(x: _Seen, by_sketch: dict[frozenset[str], list[_Seen]]) -> Prop
     if y.start > x.start:  # the newer holds from later on: the older ends there
         return Proposal(pid, "replaced", x.fact.id, keep,
                         f"#{keep} says it with one word changed from "
-                        f"{from_us(y.start).date().isoformat()}: {y.fact.text!r}",
-                        end_us=y.start)
-    return Proposal(pid, "replaced", x.fact.id, keep,
-                    f"#{keep} says it with one word changed: {y.fact.text!r}")
+                        f"{from_us(y.start).date().isoformat()}", end_us=y.start)
+    # the reason names facts by id only: it is logged with the changed fact, and another
+    # fact's words there would outlive that fact's erasure
+    return Proposal(pid, "replaced", x.fact.id, keep, f"#{keep} says it with one word changed")
 
 
 def _vectors(projector: Projector, namespace: str) -> dict[int, np.ndarray]:

@@ -41,7 +41,7 @@ def unembedded_tail(state: FactColumns, namespace: str, model: str) -> list[Pend
         return []
     ids = state.ids_in(namespace)  # ascending
     tail = (state.fact(fid) for fid in ids[ids > max(have)].tolist())
-    return [(f.id, f.subject, f.text) for f in tail]
+    return [(f.id, f.subject, f.text) for f in tail if f.text]  # an erased text is empty
 
 
 class EmbedWorker:

@@ -4,9 +4,10 @@
 chain), a subject (every chain that ever had it), an episode or a session's episodes, or a whole
 namespace (its facts, episodes and logged recalls). Facts derived from an erased episode are
 erased with it (their whole chains: a cascading retraction along ``derived_from``). Events
-whose keys are already destroyed are left out; so are the logged recalls that returned an erased
-fact (their queries may hold its words); an erase with nothing left is
-:class:`~hmem.errors.AlreadyErased`, one that names nothing :class:`~hmem.errors.NothingToErase`.
+whose keys are already destroyed are left out. Logged recalls go with what they name: those that
+returned an erased fact (their queries may hold its words), and for a subject those asked about
+it. An erase with nothing left is :class:`~hmem.errors.AlreadyErased`, one that names nothing
+:class:`~hmem.errors.NothingToErase`.
 """
 
 from __future__ import annotations
@@ -117,6 +118,10 @@ def plan_erasure(
         facts.add(int(scope.fact))  # type: ignore[arg-type]
     elif kind == "subject":
         facts.update(_subject_ids(cols, namespace, scope.subject))  # type: ignore[arg-type]
+        want = subject_key(scope.subject)  # type: ignore[arg-type]
+        recalls = [s for s, about in con.execute(  # recalls asked about it name it
+            "SELECT seq, subject FROM recalls WHERE namespace = ? AND subject IS NOT NULL",
+            [namespace]).fetchall() if subject_key(about) == want]
         if not facts:
             done = earlier(scope.subject)  # type: ignore[arg-type]
             if done is not None:

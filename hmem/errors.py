@@ -72,6 +72,7 @@ __all__ = [
     "NothingToErase",
     "AlreadyErased",
     "ErasureUnavailable",
+    "ErasureUnfinished",
     "shown",
 ]
 
@@ -153,3 +154,8 @@ class AlreadyErased(ErasureError):
 class ErasureUnavailable(ErasureError):
     """The store keeps its texts in the clear (it was made before hmem sealed texts, or with
     sealing off): a tombstone is all it can do."""
+
+
+class ErasureUnfinished(ErasureError):
+    """A writer died in the middle of an erasure; the store's writer finishes it when it next
+    opens, and until then a reader does not open (its copy could still hold the texts)."""

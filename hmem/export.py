@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
@@ -33,6 +33,7 @@ from eventlog.segments import ChainHead
 from hmem.analytics import NamespaceCopy
 from hmem.errors import HmemError, InvalidInput
 from hmem.version import __version__
+from replay import snapshot_query
 from replay.rebuild import Progress
 
 if TYPE_CHECKING:
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "export_parquet", "export_jsonl", "Export", "ExportedTable", "EXPORT_QUERIES",
-    "ExportChanged", "JsonlExport", "EXPORTS_FILE", "rewrite_exports",
+    "ExportChanged", "JsonlExport", "EXPORTS_FILE", "note_export", "rewrite_exports",
 ]
 
-# In the store directory: one JSON line per export to a path (kind, path, namespace), so that
-# an erasure can write those exports again without what it erased.
+# In the store directory: one JSON line per export to a path (kind, path, namespace; for a
+# snapshot its seq and valid time), so that an erasure can write those exports again without
+# what it erased.
 EXPORTS_FILE = "exports.jsonl"
 
 # file stem -> query over the namespace copy (see Memory.sql)
@@ -129,7 +131,7 @@ def export_parquet(
         "last_tx": last_tx.isoformat() if last_tx else None,  # this namespace's last change
         "tables": {name: {"file": Path(t.path).name, "rows": t.rows} for name, t in tables.items()},
     }, indent=2) + "\n")
-    _note_export(memory, "parquet", out)
+    note_export(memory, "parquet", out)
     return Export(str(out), memory.namespace, seq, tables, str(manifest))
 
 
@@ -163,7 +165,7 @@ def export_jsonl(memory: Memory, out: str | os.PathLike[str] | IO[str]) -> Jsonl
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _note_export(memory, "jsonl", path)
+    note_export(memory, "jsonl", path)
     return JsonlExport(str(path), memory.namespace, seq, n)
 
 
@@ -172,10 +174,11 @@ def _last_seq(memory: Memory) -> int:
         return store.projector.last_seq
 
 
-def _note_export(memory: Memory, kind: str, path: Path) -> None:
-    """Add the export to the store's list (once per kind, path and namespace). A store whose
-    directory cannot be written (a reader on a read-only file system) keeps no list."""
-    entry = {"kind": kind, "path": str(path.resolve()), "namespace": memory.namespace}
+def note_export(memory: Memory, kind: str, path: Path, **args: int | None) -> None:
+    """Add the export to the store's list (once per kind, path, namespace and ``args``: what
+    writing it again needs). A store whose directory cannot be written (a reader on a
+    read-only file system) keeps no list."""
+    entry = {"kind": kind, "path": str(path.resolve()), "namespace": memory.namespace, **args}
     try:
         if entry in _exports(memory.path):
             return
@@ -186,7 +189,7 @@ def _note_export(memory: Memory, kind: str, path: Path) -> None:
         return
 
 
-def _exports(root: Path) -> list[dict[str, str]]:
+def _exports(root: Path) -> list[dict[str, Any]]:
     try:
         lines = (root / EXPORTS_FILE).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
@@ -217,6 +220,12 @@ def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
         try:
             if entry["kind"] == "parquet":
                 export_parquet(memory, path)
+            elif entry["kind"] == "snapshot":
+                with memory.reading() as store:
+                    valid = entry.get("valid_at_us")
+                    snapshot_query(store.connection(), memory.namespace, int(entry["as_of"]),
+                                   None if valid is None else int(valid)
+                                   ).write_parquet(str(path))
             else:
                 export_jsonl(memory, path)
         except (OSError, HmemError) as e:

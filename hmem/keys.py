@@ -15,13 +15,16 @@ from pathlib import Path
 
 from eventlog.errors import KeyFileDamaged, KeyFileMissing
 from eventlog.events import FactsErased
+from eventlog.fileio import OS
 from eventlog.keyfile import KeyFile
 from eventlog.log import EventLog
 from eventlog.sealing import Sealer, key_owner
+from eventlog.segments import fsync_dir
 
-__all__ = ["KEYS_FILE", "key_path", "open_sealer", "shred", "missing_receipts"]
+__all__ = ["KEYS_FILE", "KEYS_ID", "key_path", "open_sealer", "shred", "missing_receipts"]
 
 KEYS_FILE = "keys.hmk"
+KEYS_ID = "keys.id"  # in the store directory: the id of the store's key file
 
 
 def key_path(root: Path, key_file: str | os.PathLike[str] | None) -> Path:
@@ -33,12 +36,15 @@ def key_path(root: Path, key_file: str | os.PathLike[str] | None) -> Path:
     return root / KEYS_FILE
 
 
-def open_sealer(log: EventLog, path: Path, *, seal: bool) -> Sealer | None:
-    """The sealer of the store whose log is ``log``: its key file opened (made, for a new
-    store that seals); None for a store in the clear."""
+def open_sealer(log: EventLog, path: Path, root: Path, *, seal: bool) -> Sealer | None:
+    """The sealer of the store at ``root`` whose log is ``log``: its key file opened (made, for
+    a new store that seals); None for a store in the clear. The store keeps its key file's id
+    (``keys.id``), so that it never takes another store's key file for its own."""
+    bound = _bound_id(root)
     if path.exists():
         sealer = Sealer(KeyFile(path, read_only=log.read_only))
         try:
+            _check_owner(log, sealer.keys, bound, root)
             _check_opens(log, sealer)
         except BaseException:
             sealer.keys.close()
@@ -47,7 +53,10 @@ def open_sealer(log: EventLog, path: Path, *, seal: bool) -> Sealer | None:
     if log.last_seq == 0:
         if not seal or log.read_only:
             return None
-        return Sealer(KeyFile.create(path))
+        file_id = bytes.fromhex(bound) if bound else os.urandom(16)
+        if not bound:  # the binding first: a crash before the file leaves it to be made
+            _write_id(root, file_id.hex())
+        return Sealer(KeyFile.create(path, file_id))
     if log.get_raw(1).sealed:
         raise KeyFileMissing(
             f"the store's texts are sealed, but its key file {path} is missing. Restore it, or "
@@ -55,6 +64,46 @@ def open_sealer(log: EventLog, path: Path, *, seal: bool) -> Sealer | None:
             f"store without it"
         )
     return None
+
+
+def _bound_id(root: Path) -> str | None:
+    try:
+        return (root / KEYS_ID).read_text(encoding="ascii").strip() or None
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KeyFileDamaged(f"{root / KEYS_ID} cannot be read ({e})") from None
+
+
+def _write_id(root: Path, file_id: str) -> None:
+    tmp = root / (KEYS_ID + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, f"{file_id}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, root / KEYS_ID)
+    fsync_dir(OS, root)
+
+
+def _check_owner(log: EventLog, keys: KeyFile, bound: str | None, root: Path) -> None:
+    """The key file is the one this store made (its id is the store's ``keys.id``)."""
+    have = keys.file_id.hex()
+    if bound is not None and bound != have:
+        raise KeyFileDamaged(
+            f"the key file {keys.path} is not this store's (its id is {have}; the store at "
+            f"{root} was made with {bound}); point key_file / $HMEM_KEY_FILE at its own"
+        )
+    if bound is None:
+        if log.last_seq == 0:
+            raise KeyFileDamaged(
+                f"the key file {keys.path} already exists and this store did not make it: a "
+                f"new store makes its own key file; point key_file / $HMEM_KEY_FILE at a new "
+                f"path (two stores never share keys: erasing in one would erase in the other)"
+            )
+        if not log.read_only:  # a store made before stores kept the id: bound now
+            _write_id(root, have)
 
 
 def _check_opens(log: EventLog, sealer: Sealer) -> None:

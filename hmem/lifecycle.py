@@ -106,6 +106,8 @@ class LifecycleMethods(StoreHandle):
         what it guarantees and what it cannot."""
         scope = Scope(fact, subject, episode, session, namespace)
         scope.kind  # noqa: B018  (raises for no scope, or more than one)
+        if not isinstance(dry_run, bool):
+            raise InvalidInput(f"dry_run must be True or False, not {dry_run!r}")
         if self.read_only:
             raise ReadOnlyStore("erase needs the writer: open the store without read_only")
         self.flush()  # no embedding of a fact being erased is still on its way
@@ -137,7 +139,12 @@ class LifecycleMethods(StoreHandle):
             if dry_run:
                 check_fields(receipt)
                 return receipt_of(receipt, chains)
-            stamped = store.append(receipt)
+            store.begin_erasure()
+            try:
+                stamped = store.append(receipt)
+            except BaseException:
+                keys.mark(erasing=False)  # nothing was logged: nothing to finish
+                raise
             store.erased(stamped.seq)
             self.copies.clear()
         done, missed = rewrite_exports(self)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -14,6 +15,7 @@ from eventlog.events import EVENT_TAGS
 from hmem.analytics import NamespaceCopy, check_read_only, run_query
 from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
+from hmem.export import note_export
 from hmem.handle import StoreHandle, TxPoint
 from hmem.ranking import rank
 from hmem.recall import RecallRequest, RecallResult, resolve
@@ -188,6 +190,8 @@ class ReadMethods(StoreHandle):
                     os.chmod(parquet, 0o600)  # the beliefs' texts: the owner's eyes only
                 except duckdb.Error as e:
                     raise InvalidInput(f"cannot write {parquet}: {e}") from e
+                note_export(self, "snapshot", Path(parquet), as_of=seq,  # erase rewrites it
+                            valid_at_us=None if valid is None else to_us(valid))
             return rel
 
     def diff(self, since: TxPoint, until: TxPoint | None = None) -> Diff:
@@ -249,6 +253,9 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             seq = store.projector.last_seq
             copy = self.copies.get(self.namespace)
+            if copy is not None and copy.erased_since(store.connection()):
+                copy.close()  # it holds what was erased since
+                copy = None
             if copy is None:
                 copy = self.copies[self.namespace] = NamespaceCopy(
                     store.connection(), self.namespace, seq

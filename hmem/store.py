@@ -22,12 +22,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 import numpy as np
-from msgspec.structs import replace
 
 from eventlog.events import (
     EmbeddingRecorded,
@@ -38,19 +36,18 @@ from eventlog.events import (
     FactRevised,
 )
 from eventlog.fileio import OS, FileIO
-from eventlog.keyfile import KeyFile
 from eventlog.lock import ReaderMark
 from eventlog.log import EventLog, FsyncPolicy
 from hmem.embed_worker import EmbedWorker
 from hmem.errors import (
     EmbeddingFailed,
-    ErasureUnavailable,
     InvalidInput,
     ProjectionError,
     RecordRejected,
     StoreNotFound,
 )
-from hmem.keys import key_path, missing_receipts, open_sealer, shred
+from hmem.keys import key_path, open_sealer
+from hmem.store_erasure import ErasureSteps
 from hmem.timeparse import TimeLike
 from hmem.when import Now, parse_when
 from projections import checkpoint
@@ -85,7 +82,7 @@ def missing_store(root: Path) -> StoreNotFound:
     )
 
 
-class Store:
+class Store(ErasureSteps):
     """The log and its projection, kept in step.
 
     Not thread-safe by itself: whoever uses it holds :attr:`lock` (every ``Memory`` over this
@@ -140,7 +137,9 @@ class Store:
         self._reader_mark = ReaderMark(self.root / "log") if read_only else None
         try:
             self.key_path = key_path(self.root, key_file)
-            self.log.sealer = open_sealer(self.log, self.key_path, seal=seal)
+            self.log.sealer = open_sealer(self.log, self.key_path, self.root, seal=seal)
+            if read_only:
+                self.check_no_unfinished_erasure()
             if not self.log.recovery.clean:
                 self.notes.append(f"log recovery: {self.log.recovery}")
             try:
@@ -155,7 +154,7 @@ class Store:
                 DuckProjection.move_aside(self.root / PROJECTION_FILE)
                 self._open_projection(flush_every)
             if self.log.sealer is not None and not read_only:
-                self._finish_erasures()
+                self.finish_erasures()
         except BaseException:
             self.log.close()
             if self.log.sealer is not None:
@@ -317,6 +316,7 @@ class Store:
                 state.validate(ev)
             if isinstance(ev, EmbeddingRecorded):
                 state.check_dims(ev, dims)
+                self.check_not_erased(ev.fact_id)
             if isinstance(ev, (FactRevised, FactForgotten)):
                 if ev.fact_id in touched:
                     raise InvalidInput(
@@ -373,74 +373,6 @@ class Store:
                 raise InvalidInput(f"{label} seq {point} is outside the log (0..{last})")
             return point
         return seq_at(self.projector.tx_times, to_us(parse_when(point, label, now)))
-
-    def erased(self, receipt_seq: int) -> None:
-        """After the erasure receipt ``receipt_seq`` was logged: destroy the keys it names, then
-        rebuild every projection file from the log (:meth:`scrub`). Each step is noted in the key
-        file, so a crash between them is finished at the next open."""
-        keys = self.erasable_keys()
-        shred(self.log, keys, receipt_seq)
-        self.scrub()
-        keys.mark(scrubbed_through=receipt_seq)
-
-    def erasable_keys(self) -> KeyFile:
-        """The key file, for an erasure; :class:`~hmem.errors.ErasureUnavailable` if the store
-        keeps its texts in the clear."""
-        if self.log.sealer is None:
-            raise ErasureUnavailable(
-                f"the store {self.root} keeps its texts in the clear (it was made before hmem "
-                f"sealed texts, or with seal=False): forget() tombstones a fact, but nothing "
-                f"can be erased from its log"
-            )
-        return self.log.sealer.keys
-
-    def scrub(self) -> None:
-        """Replace every projection file (tables, checkpoint, columns) by one rebuilt from the
-        log: new files, so no page of the old ones (which held erased texts) is kept."""
-        flush_every = self.projector.flush_every
-        self.db.close()
-        for name in (PROJECTION_FILE, checkpoint.CHECKPOINT_FILE, COLUMNS_FILE):
-            for suffix in ("", ".wal", ".tmp"):
-                (self.root / (name + suffix)).unlink(missing_ok=True)
-        self._open_projection(flush_every)
-        self.publish_checkpoint()
-
-    def _finish_erasures(self) -> None:
-        """Finish an erasure a crash interrupted (its receipt is logged, but its keys or the
-        projection files were not yet done); on a backup restored from before erasures its key
-        file records, log their receipts and rebuild the projection files it came with."""
-        keys = self.erasable_keys()
-        self.projector.flush()
-        receipts = [s for (s,) in self.db.con.execute(
-            "SELECT seq FROM events WHERE type = 'erased' ORDER BY seq").fetchall()]
-        restored = missing_receipts(self.log, keys, receipts, self._kind_of)
-        if restored is not None:
-            now = max(datetime.now(timezone.utc), self.log.last_tx_at)
-            receipts += [self.append(replace(ev, tx_at=now)).seq for ev in restored]
-            last = receipts[-1] if receipts else 0
-            keys.mark(erased_through=last, scrubbed_through=last)
-            self.scrub()
-            self.notes.append(
-                "this log is a backup restored from before erasures its key file records: their "
-                "texts stay unreadable; receipts logged and projection files rebuilt"
-            )
-            return
-        todo = [s for s in receipts if s > keys.scrubbed_through]
-        for seq in todo:
-            if seq > keys.erased_through:
-                shred(self.log, keys, seq)
-        if todo:
-            self.scrub()
-            keys.mark(scrubbed_through=todo[-1])
-            self.notes.append(f"finished the erasure of receipt {todo[-1]} (interrupted)")
-
-    def _kind_of(self, seq: int) -> tuple[str, str]:
-        state = self.projector.state
-        code = self.projector.event_namespaces[seq - 1]
-        namespace = state.namespaces.values[code]
-        if state.slot(seq) >= 0:
-            return "fact", namespace
-        return ("episode" if seq in state.episodes else "recall"), namespace
 
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop the projection and replay the whole log into it; returns events replayed."""

@@ -313,7 +313,7 @@ class WriteMethods(StoreHandle):
             todo = [
                 (f.id, f.subject, f.text)
                 for f in sorted(state.in_namespace(self.namespace), key=lambda f: f.id)
-                if f.id not in have
+                if f.id not in have and f.text  # an erased fact's text is empty: no vector
             ]
         done = 0
         for start in range(0, len(todo), batch_size):

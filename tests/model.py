@@ -34,7 +34,7 @@ COMMON_WORDS = frozenset({"the", "a", "an", "this", "that", "i", "we", "you", "m
 class Op:
     """One logged event, as the caller asked for it (the model applies every default)."""
 
-    kind: str  # remember | revise | forget | embed | episode
+    kind: str  # remember | revise | forget | embed | episode | erase
     seq: int
     tx: datetime
     namespace: str
@@ -57,6 +57,7 @@ class Op:
     prompt_version: str | None = None
     category: str | None = None
     importance: int | None = None
+    erased: tuple[int, ...] = ()  # erase: the fact versions it erased (``fact``: the one named)
 
 
 # ---------------------------------------------------------------------- the record of a fact
@@ -214,6 +215,10 @@ class Model:
             elif op.kind == "forget":
                 facts[op.fact].believed = False
                 facts[op.fact].forgotten = True
+            elif op.kind == "erase":  # the receipt ends belief in every version it erased
+                for fid in op.erased:
+                    facts[fid].believed = False
+                    facts[fid].forgotten = True
         return facts
 
     def as_of(self, namespace: str, seq: int, valid_at: datetime | None) -> list[tuple]:
@@ -238,11 +243,12 @@ class Model:
 
     def visible(self, namespace: str, seq: int | None, valid_at: datetime | None) -> set[int]:
         """Ids recall returns: current beliefs (as of seq), or with valid_at everything believed
-        at seq (default now) and true at valid_at, replaced versions included."""
+        at seq (default now) and true at valid_at, replaced versions included; never an erased
+        fact, at any seq (its words are gone)."""
         if valid_at is None:
-            return self.current(namespace, seq)
+            return self.current(namespace, seq) - self.erased()
         return {x[0] for x in self.as_of(namespace, self.last_seq if seq is None else seq,
-                                         valid_at)}
+                                         valid_at)} - self.erased()  # no words: never found
 
     # ------------------------------------------------------------------ the record fold
 
@@ -284,6 +290,17 @@ class Model:
                     if r.tx_to_seq is None:
                         r.tx_to_seq = op.seq
                 f.forgotten_seq, f.forget_reason = op.seq, op.reason
+            elif op.kind == "erase":  # texts gone (subject and entities too); belief ends
+                for fid in op.erased:
+                    f = out[fid]
+                    for r in f.rows:
+                        if r.tx_to_seq is None:
+                            r.tx_to_seq = op.seq
+                    if f.forgotten_seq is None:
+                        f.forgotten_seq, f.forget_reason = op.seq, f"erased (receipt {op.seq})"
+                    else:  # forgotten before: that forget's reason was sealed with the fact
+                        f.forget_reason = None
+                    f.subject, f.text, f.entities, f.reason = "", "", (), None
         return out
 
     @staticmethod
@@ -320,7 +337,8 @@ class Model:
         """(seq, kind) of the events that created or touched these facts, in log order."""
         return [
             (op.seq, op.kind) for op in self.ops
-            if op.kind != "episode" and op.namespace == namespace and op.fact in ids
+            if op.kind != "episode" and op.namespace == namespace
+            and (op.fact in ids if op.kind != "erase" else not set(op.erased).isdisjoint(ids))
         ]
 
     def history(self, namespace: str, subject: str) -> list[int]:
@@ -439,6 +457,25 @@ class Model:
     def lookup_error(self, namespace: str, fid: int) -> str | None:
         """get / why / record_embedding: only facts of this namespace are found."""
         return None if self.namespace_of(fid) == namespace else "FactNotFound"
+
+    def erased(self) -> set[int]:
+        """The fact versions an erasure erased."""
+        return {fid for op in self.ops if op.kind == "erase" for fid in op.erased}
+
+    def erase_plan(self, namespace: str, fid: int, by_subject: bool) -> tuple[str | None, list]:
+        """(the error an erase of fact ``fid`` (or of its subject) must raise, or None; the
+        versions it erases): whole chains, of every fact that has the subject now."""
+        if self.namespace_of(fid) != namespace:
+            return "FactNotFound", []
+        facts = self.facts()
+        if by_subject:
+            key = subject_key(facts[fid].subject)
+            named = [i for i, f in facts.items()
+                     if f.namespace == namespace and subject_key(f.subject) == key]
+        else:
+            named = [fid]
+        versions = {v for i in named for v in self.chain(i)} - self.erased()
+        return (None if versions else "AlreadyErased"), sorted(versions)
 
     def seq_error(self, seq: int) -> str | None:
         """A seq given as a transaction point must be inside the log."""

@@ -141,7 +141,7 @@ class ModelChecks:
         # since the last step, and for all of them after a reopen, crash or rebuild.
         since = self.why_checked[1] if self.why_checked[0] == self.generation else 0
         touched = {c for op in model.ops[since:] if op.kind != "episode"
-                   for c in model.chain(op.fact)}
+                   for f in (op.fact, *op.erased) for c in model.chain(f)}
         self.why_checked = (self.generation, model.last_seq)
         for ns in NAMESPACES:
             m = self.m(ns)

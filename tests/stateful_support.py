@@ -74,7 +74,7 @@ ALL = dict(limit=10_000, max_tokens=10**9)
 # Every fact also gets a vector, so recall's dense path is held to the same visibility rules.
 EMBEDDER = HashEmbedder(16)
 TAGS = {"remembered": "remember", "revised": "revise", "forgotten": "forget",
-        "embedding": "embed", "episode": "episode"}
+        "embedding": "embed", "episode": "episode", "erased": "erase"}
 
 SESSIONS = ["s1", "s2"]
 

@@ -160,7 +160,8 @@ def test_a_refreshed_copy_equals_a_fresh_one(ops):
             elif kind == "recall":
                 mem.recall(f"fact {pick}")
             elif kind == "remember" or not live:
-                live.append(mem.remember("maya", f"fact {pick} about tea", entities=["Tea"]))
+                live.append(mem.remember("maya", f"fact {pick} about tea", entities=["Tea"],
+                                         dedup=False))  # each a fact the ops may change
             elif kind == "embed":
                 mem.record_embedding(live[pick % len(live)], "other-model", [1.0, float(pick)])
             else:

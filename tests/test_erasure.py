@@ -21,6 +21,7 @@ from hmem import Memory
 from hmem.errors import (
     AlreadyErased,
     ErasureUnavailable,
+    ErasureUnfinished,
     FactNotFound,
     InvalidInput,
     KeyFileDamaged,
@@ -69,6 +70,7 @@ def fill(m: Memory) -> dict[str, int]:
     ids["kept"] = m.remember("bob", KEPT)
     m.flush()
     m.recall("locker code")  # logged: the query's words are Alice's too
+    m.recall("nothing here", subject="Alice")  # logged: it names her
     return ids
 
 
@@ -199,18 +201,32 @@ def test_a_missing_foreign_or_damaged_key_file_is_an_error_never_plaintext(store
         Memory(store, embedder=None)
     with pytest.raises(KeyFileMissing):
         Memory(store, read_only=True)
-    Memory(tmp_path / "other", embedder=None).close()
-    shutil.copy(tmp_path / "other" / "keys.hmk", keys)  # another store's (no keys made yet)
-    with pytest.raises(KeyFileDamaged, match="holds no key"):
-        Memory(store, embedder=None)
     with Memory(tmp_path / "other", embedder=None) as o:
         o.remember("x", "y")
-    shutil.copy(tmp_path / "other" / "keys.hmk", keys)
+    shutil.copy(tmp_path / "other" / "keys.hmk", keys)  # another store's
+    with pytest.raises(KeyFileDamaged, match="not this store's"):
+        Memory(store, embedder=None)
+    with pytest.raises(KeyFileDamaged, match="not this store's"):
+        Memory(store, embedder=None, read_only=True)
+    (store / "keys.id").unlink()  # a store that kept no id: the log itself must open
     with pytest.raises(KeyFileDamaged, match="another store's or damaged"):
         Memory(store, embedder=None, read_only=True)
+    keys.write_bytes(saved)
+    with Memory(store, embedder=None):  # its own again: bound anew
+        pass
+    with pytest.raises(KeyFileDamaged, match="already exists"):  # never shared by a new store
+        Memory(tmp_path / "new", embedder=None, key_file=keys)
+    (tmp_path / "dir.hmk").mkdir()
+    with pytest.raises(KeyFileDamaged, match="cannot be opened"):
+        Memory(tmp_path / "other", embedder=None, key_file=tmp_path / "dir.hmk")
     damaged = bytearray(saved)
     damaged[RECORD * 1 + 30] ^= 0xFF  # the key of event 1
     keys.write_bytes(bytes(damaged))
+    with Memory(store, embedder=None) as m:  # opens (its newest events open) ...
+        head = m.last_seq
+        with pytest.raises(KeyFileDamaged, match="event 1"):
+            m.erase(subject="bob")  # ... but an erasure checks every key first
+        assert m.last_seq == head
     (store / "checkpoint.duckdb").unlink()  # so the reader must replay from event 1
     with pytest.raises(KeyFileDamaged, match="event 1"):
         Memory(store, read_only=True)
@@ -226,7 +242,7 @@ def test_an_erasure_cut_short_is_finished_at_the_next_open(store, monkeypatch, s
 
     m = Memory(store, embedder="hash", clock=clock())
     if step == "shred":
-        monkeypatch.setattr("hmem.store.shred", crash)
+        monkeypatch.setattr("hmem.store_erasure.shred", crash)
     else:
         monkeypatch.setattr(Store, "scrub", crash)
     with pytest.raises(KeyboardInterrupt):
@@ -234,8 +250,10 @@ def test_an_erasure_cut_short_is_finished_at_the_next_open(store, monkeypatch, s
     monkeypatch.undo()
     m.store.log.close()  # the process dies: nothing more is written
     m.store.db.close()
+    with pytest.raises(ErasureUnfinished, match="writer once"):
+        Memory(store, read_only=True)  # its copy of the checkpoint could show the texts
     with Memory(store, embedder="hash", clock=clock()) as m2:
-        assert any("finished the erasure" in n for n in m2.notes)
+        assert any("finished an erasure" in n for n in m2.notes)
         assert [h.text for h in m2.recall("locker").hits] in ([], [KEPT])
         assert m2.verify().ok
     assert files_holding([store], b"4815162342") == []

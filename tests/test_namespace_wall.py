@@ -53,7 +53,7 @@ def build(  # type: ignore[no-untyped-def]
         ns = names[k % len(names)]
         v = views[ns]
         if op == "remember" or not live[ns]:
-            fid = v.remember(subject, text)
+            fid = v.remember(subject, text, dedup=False)  # each a fact the program may change
         elif op == "revise":
             old = live[ns].pop(pick % len(live[ns]))
             fid = v.revise(old, text + " now")

@@ -77,7 +77,8 @@ def play(m: Memory, history: list[tuple[object, ...]]) -> list[tuple[int, list[o
         kind, pick, text = op[0], int(op[2]), str(op[3])  # type: ignore[call-overload]
         live = heads[ns]
         if kind == "remember" or not live:
-            live.append(mem.remember("maya" if pick % 2 else "tom", text, source_ref=f"t{pick}"))
+            live.append(mem.remember("maya" if pick % 2 else "tom", text, source_ref=f"t{pick}",
+                                     dedup=False))  # each a fact the ops may change
             continue
         old = live.pop(pick % len(live))
         if kind == "forget":

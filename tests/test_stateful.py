@@ -44,6 +44,7 @@ from hmem.llm.extractor import Candidate
 from tests.conftest import examples
 from tests.model import US, Model, Op
 from tests.stateful_checks import ModelChecks
+from tests.stateful_erase import EraseRules
 from tests.stateful_support import (
     AGENTS,
     DATES,
@@ -70,7 +71,7 @@ from tests.stateful_support import (
 )
 
 
-class MemoryMachine(ModelChecks, RuleBasedStateMachine):
+class MemoryMachine(ModelChecks, EraseRules, RuleBasedStateMachine):
     facts = Bundle("facts")
 
     def __init__(self) -> None:
@@ -263,6 +264,8 @@ class MemoryMachine(ModelChecks, RuleBasedStateMachine):
             return self.m(ns).record_embedding(fid, "hash-4", [0.5, -1.0, 0.25, float(fid)])
 
         expected = self.model.lookup_error(ns, fid)
+        if expected is None and fid in self.model.erased():
+            expected = "InvalidInput"  # nothing about an erased fact is written
         if expected is not None:
             self._refused(expected, call)
             return

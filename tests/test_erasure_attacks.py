@@ -1,0 +1,114 @@
+"""What an outside attack on erasure found, each held by a test: a text kept in another fact's
+reason, in another view's copy, in a file moved aside, in a snapshot; a restored backup that
+could no longer be written; an embedding on its way when its fact was erased."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from hmem import Memory
+from hmem.embedders.base import HashEmbedder
+from hmem.errors import InvalidInput
+from tests.test_erasure import clock, files_holding
+
+
+def test_a_consolidation_reason_names_facts_by_id_not_by_their_words(tmp_path):
+    root = tmp_path / "s"
+    with Memory(root, embedder=None, clock=clock()) as m:
+        x = m.remember("alice", "Alice lives in Oslo", valid_from="2020-01-01")
+        y = m.remember("alice", "Alice lives in Vardoxenhavn", valid_from="2024-01-01")
+        assert m.consolidate(apply=True).applied
+        m.erase(fact=y)
+        assert "Vardoxenhavn" not in str(m.why(x))
+    assert files_holding([root], b"Vardoxenhavn") == []
+
+
+def test_another_views_sql_copy_is_made_anew_after_an_erasure(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, clock=clock()) as m:
+        v, w = m.in_namespace("work"), m.in_namespace("work")
+        v.remember("alice", "Alice secret pin 4815")
+        v.remember("bob", "Bob likes tea")
+        assert len(w.sql("SELECT text FROM facts").fetchall()) == 2  # w's copy is made
+        v.erase(subject="alice")
+        texts = [t for (t,) in w.sql("SELECT text FROM facts").fetchall()]
+        assert "Alice secret pin 4815" not in texts and "Bob likes tea" in texts
+
+
+def test_a_restored_backup_stays_writable_after_erasures_beyond_its_end(tmp_path):
+    key_file = tmp_path / "vault.hmk"
+    root, backup = tmp_path / "s", tmp_path / "backup"
+    with Memory(root, embedder=None, clock=clock(), key_file=key_file) as m:
+        m.remember("bob", "Bob likes tea")
+    shutil.copytree(root, backup)
+    with Memory(root, embedder=None, clock=clock(), key_file=key_file) as m:
+        m.remember("alice", "Alice hides 9931")  # seq 2: beyond the backup's end
+        m.erase(subject="alice")
+    shutil.rmtree(root)
+    shutil.copytree(backup, root)
+    with Memory(root, embedder=None, clock=clock(), key_file=key_file) as m:
+        new = m.remember("carol", "Carol plays chess")  # seq 2 again, with a new key
+    with Memory(root, read_only=True, key_file=key_file) as r:
+        assert r.get(new).text == "Carol plays chess"
+        assert sorted(h.text for h in r.recall("tea chess").hits) == ["Bob likes tea",
+                                                                      "Carol plays chess"]
+
+
+def test_a_projection_moved_aside_as_damaged_is_removed_by_an_erasure(tmp_path):
+    root = tmp_path / "s"
+    with Memory(root, embedder=None, clock=clock()) as m:
+        m.remember("alice", "Alice qwertysecret")
+        m.remember("bob", "Bob likes tea")
+    projection = root / "projection.duckdb"
+    with open(projection, "r+b") as f:
+        f.write(b"\xff" * 4096)
+    with Memory(root, embedder=None, clock=clock()) as m:
+        assert any("moved to" in n for n in m.notes)
+        assert files_holding([root], b"qwertysecret")  # in the file moved aside
+        m.erase(subject="alice")
+    assert files_holding([root], b"qwertysecret") == []
+
+
+def test_a_snapshot_file_is_written_again_and_a_bad_dry_run_is_refused(tmp_path):
+    snap = tmp_path / "snap.parquet"
+    with Memory(tmp_path / "s", embedder=None, clock=clock()) as m:
+        m.remember("alice", "Alice wibbleton")
+        m.remember("bob", "Bob likes tea")
+        m.snapshot(parquet=snap)
+        with pytest.raises(InvalidInput, match="dry_run"):
+            m.erase(subject="alice", dry_run="no")  # type: ignore[arg-type]
+        receipt = m.erase(subject="alice")
+        assert receipt.exports == (str(snap.resolve()),)
+    assert files_holding([snap], b"wibbleton") == [] and files_holding([snap], b"oolong") == []
+    assert files_holding([snap], b"Bob likes tea")
+
+
+class GatedEmbedder(HashEmbedder):
+    """Embeds only when let: a background embedding stays on its way meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__(8)
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.started.set()
+        assert self.go.wait(30)
+        return super().embed(texts)
+
+
+def test_an_embedding_on_its_way_when_its_fact_is_erased_is_dropped(tmp_path, monkeypatch):
+    embedder = GatedEmbedder()
+    with Memory(tmp_path / "s", embedder=embedder, clock=clock()) as m:
+        fid = m.remember("alice", "Alice zanzibarcode")
+        assert embedder.started.wait(30)  # the worker holds the fact, embedding it
+        monkeypatch.setattr(Memory, "flush", lambda self: None)  # erase must not wait for it
+        m.erase(subject="alice")
+        monkeypatch.undo()
+        embedder.go.set()
+        m.flush()  # no EmbeddingFailed: the vector of an erased fact is not recorded
+        assert m.sql("SELECT count(*) FROM vectors").fetchall() == [(0,)]
+        assert m.get(fid).text == ""
+    assert files_holding([Path(tmp_path / "s")], b"zanzibarcode") == []
