@@ -112,3 +112,27 @@ def test_an_embedding_on_its_way_when_its_fact_is_erased_is_dropped(tmp_path, mo
         assert m.sql("SELECT count(*) FROM vectors").fetchall() == [(0,)]
         assert m.get(fid).text == ""
     assert files_holding([Path(tmp_path / "s")], b"zanzibarcode") == []
+
+
+def test_the_mcp_tool_shows_then_erases_with_a_receipt(tmp_path):
+    pytest.importorskip("mcp")
+    from tests.test_mcp import run, serve
+
+    store = tmp_path / "store"
+
+    async def body() -> None:
+        async with serve(store) as c:
+            await c.ok("remember", subject="alice", text="Alice's pin is 5521")
+            await c.ok("remember", subject="bob", text="Bob likes tea")
+            shown = await c.ok("erase", subject="alice")
+            assert "would erase" in shown["text"] and shown["structuredContent"]["seq"] == 0
+            done = await c.ok("erase", subject="alice", confirm=True, reason="asked")
+            assert "erased [receipt #" in done["text"]
+            assert done["structuredContent"]["facts"] == 1
+            again = await c.call("erase", subject="alice", confirm=True)
+            assert again["isError"] and "erased before" in again["text"]
+            recalled = await c.ok("recall", query="pin")
+            assert "5521" not in recalled["text"]
+
+    run(body)
+    assert files_holding([store], b"5521") == []
