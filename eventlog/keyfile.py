@@ -15,8 +15,10 @@ durable (fsync) before any record sealed with them is written, so a crash never 
 event without its key. Erasing overwrites the 32 key bytes in place, then fsyncs: no copy of a
 key is left in the file. ``erased_through`` is the last receipt whose keys are all erased,
 ``scrubbed_through`` the last one after which the projection files were rebuilt; the flag
-ERASING is set before a receipt is logged and cleared when all is done (a crash between the
-steps of an erasure is finished on the next writer open; a reader refuses to open meanwhile).
+ERASING is set before a receipt is logged and cleared when the store's own files are done (a
+crash between the steps is finished on the next writer open; a reader refuses to open
+meanwhile); EXPORTS stays set until the exports the store made are written again (the next
+writer ``Memory`` to open does it if a crash came first).
 
 A reader maps the file and reads keys by offset; it never writes.
 """
@@ -41,6 +43,7 @@ MAGIC = b"HMEMKEYS"
 VERSION = 1
 LIVE, ERASED = 1, 2
 ERASING = 1  # header flag: an erasure is under way (set before its receipt is logged)
+EXPORTS = 2  # header flag: the exports the store made are still to be written again
 KEY_BLOCK = 1024  # keys made at once (one write, one fsync)
 
 _HEAD = struct.Struct("<8sHHIQQ16s12x")
@@ -100,6 +103,7 @@ class KeyFile:
             _HEAD.unpack_from(raw)
         )
         self.erasing = bool(flags & ERASING)
+        self.exports_pending = bool(flags & EXPORTS)
         if version != VERSION:
             raise self._damaged(f"it has format version {version}; this hmem reads {VERSION}")
         self._size = os.fstat(self._fd).st_size
@@ -111,16 +115,20 @@ class KeyFile:
                 self._size -= self._size % RECORD
 
     def mark(self, *, erased_through: int | None = None, scrubbed_through: int | None = None,
-             erasing: bool | None = None) -> None:
-        """Record how far erasures have gone, and whether one is under way (durably)."""
+             erasing: bool | None = None, exports_pending: bool | None = None) -> None:
+        """Record how far erasures have gone, whether one is under way and whether the
+        exports are still to be written again (durably, in one write)."""
         if erased_through is not None:
             self.erased_through = erased_through
         if scrubbed_through is not None:
             self.scrubbed_through = scrubbed_through
         if erasing is not None:
             self.erasing = erasing
+        if exports_pending is not None:
+            self.exports_pending = exports_pending
+        flags = (ERASING if self.erasing else 0) | (EXPORTS if self.exports_pending else 0)
         os.pwrite(self._fd, _header(self.erased_through, self.scrubbed_through, self.file_id,
-                                    ERASING if self.erasing else 0), 0)
+                                    flags), 0)
         os.fsync(self._fd)
 
     # ------------------------------------------------------------------ keys

@@ -273,7 +273,7 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("query", help="what to ask about")
     p.add_argument("--limit", metavar="N", type=arg_positive, help="at most N hits (default: 10)")
     p.add_argument("--max-tokens", metavar="N", type=arg_positive,
-                   help="token budget (default: 1000)")
+                   help="token budget (default: none, --limit hits)")
     p.add_argument("--as-of", metavar="TIME|SEQ", help="what was believed at that time or seq")
     p.add_argument("--valid-at", metavar="TIME", help="what was true in the world then")
     p.add_argument("--subject", metavar="S", help="only facts about this subject")

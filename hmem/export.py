@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import duckdb
 import msgspec
 
 from eventlog.segments import ChainHead
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "export_parquet", "export_jsonl", "Export", "ExportedTable", "EXPORT_QUERIES",
     "ExportChanged", "JsonlExport", "EXPORTS_FILE", "note_export", "rewrite_exports",
+    "rewrite_recorded",
 ]
 
 # In the store directory: one JSON line per export to a path (kind, path, namespace; for a
@@ -190,9 +193,10 @@ def note_export(memory: Memory, kind: str, path: Path, **args: int | None) -> No
 
 
 def _exports(root: Path) -> list[dict[str, Any]]:
+    """The recorded exports; lines that are not one (torn, or edited by hand) are skipped."""
     try:
         lines = (root / EXPORTS_FILE).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+    except (OSError, UnicodeDecodeError):
         return []
     out = []
     for line in lines:
@@ -200,9 +204,33 @@ def _exports(root: Path) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue  # a torn last line
-        if isinstance(entry, dict) and {"kind", "path", "namespace"} <= set(entry):
+        if isinstance(entry, dict) and _is_entry(entry):
             out.append(entry)
     return out
+
+
+def _is_entry(entry: dict[str, Any]) -> bool:
+    if entry.get("kind") not in ("parquet", "jsonl", "snapshot") or not all(
+        isinstance(entry.get(k), str) for k in ("path", "namespace")
+    ):
+        return False
+    return entry["kind"] != "snapshot" or (
+        type(entry.get("as_of")) is int and type(entry.get("valid_at_us")) in (int, type(None))
+    )
+
+
+def rewrite_recorded(
+    handle_for: Callable[[str], Memory], root: Path
+) -> tuple[list[str], list[str]]:
+    """:func:`rewrite_exports` for every namespace with a recorded export (``handle_for(ns)``:
+    a handle of that namespace)."""
+    done: list[str] = []
+    missed: list[str] = []
+    for namespace in sorted({e["namespace"] for e in _exports(root)}):
+        got, lost = rewrite_exports(handle_for(namespace))
+        done += got
+        missed += lost
+    return done, missed
 
 
 def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
@@ -228,7 +256,7 @@ def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
                                    ).write_parquet(str(path))
             else:
                 export_jsonl(memory, path)
-        except (OSError, HmemError) as e:
+        except (OSError, HmemError, duckdb.Error, ValueError) as e:
             missed.append(f"{path} ({e})")
             continue
         done.append(str(path))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 import duckdb
 import msgspec
@@ -15,7 +16,7 @@ from eventlog.lock import readers_excluded
 from hmem.consolidate import SOURCE, ConsolidationReport, Proposal, propose
 from hmem.erasure import ErasureReceipt, Scope, plan_erasure, receipt_of
 from hmem.errors import InvalidInput, ReadOnlyStore
-from hmem.export import rewrite_exports
+from hmem.export import rewrite_exports, rewrite_recorded
 from hmem.handle import StoreHandle
 from hmem.store import Store
 from hmem.transaction import transaction_time
@@ -29,7 +30,22 @@ MAX_STALE_DAYS = 1_000_000  # ~2,700 years: beyond it a date is no longer a date
 
 
 class LifecycleMethods(StoreHandle):
-    """Consolidation: proposals to forget what the memory could do without."""
+    """Consolidation: proposals to forget what the memory could do without; erasure."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        store = self.store
+        keys = None if store.read_only or store.log.sealer is None else store.log.sealer.keys
+        if keys is not None and keys.exports_pending:  # an erasure's last step, cut short
+            with store.lock:
+                _, missed = rewrite_recorded(
+                    lambda ns: StoreHandle(namespace=ns, store=store, embedder=None), store.root
+                )
+                keys.mark(exports_pending=False)
+            store.notes.append(
+                "the exports the store made were written again after an erasure a crash "
+                "interrupted" + "".join(f"; NOT written again: {m}" for m in missed)
+            )
 
     def consolidate(
         self,
@@ -148,6 +164,7 @@ class LifecycleMethods(StoreHandle):
             store.erased(stamped.seq)
             self.copies.clear()
         done, missed = rewrite_exports(self)
+        keys.mark(exports_pending=False)
         return msgspec.structs.replace(
             receipt_of(stamped, chains),  # type: ignore[arg-type]
             exports=tuple(done), exports_missed=tuple(missed),

@@ -42,7 +42,7 @@ class RecallConfig:
     half_life_days: float = 90.0
     recency_weight: float = 0.05  # a tie-breaker: a true old fact must not lose to a new aside
     limit: int = 10
-    max_tokens: int = 1000
+    max_tokens: int | None = None  # a token budget for the hits; None: ``limit`` hits
     chars_per_token: float = 4.0
     fusion: str = "rrf"  # or "weighted"
     rrf_k: float = 10.0
@@ -78,6 +78,12 @@ class RecallConfig:
                         f"RecallConfig.{f.name} must be one of "
                         f"{', '.join(map(repr, _CHOICES[f.name]))}, not {value!r}"
                     )
+            elif f.name == "max_tokens":
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < 1
+                ):
+                    raise InvalidInput(f"RecallConfig.max_tokens must be None (no budget) or an "
+                                       f"integer >= 1, not {value!r}")
             elif f.name == "dense_neighbors":
                 if not isinstance(value, bool):
                     raise InvalidInput(f"RecallConfig.dense_neighbors must be True or False, "

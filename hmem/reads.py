@@ -52,7 +52,8 @@ class ReadMethods(StoreHandle):
         source_agent: str | None = None,
         source_ref: str | None = None,
     ) -> RecallResult:
-        """The facts most relevant to ``query``, best first, within ``max_tokens`` (~4 chars each).
+        """The ``limit`` facts most relevant to ``query``, best first; with ``max_tokens``
+        (~4 chars each, also ``RecallConfig.max_tokens``), only as many as fit that budget.
 
         By default: current beliefs only (forgotten and superseded facts are left out, but each
         hit shows the versions it replaced). ``as_of``: what was believed then. ``valid_at``:

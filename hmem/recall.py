@@ -44,6 +44,7 @@ from projections.timeutil import to_us
 
 __all__ = [
     "FUSIONS",
+    "NO_BUDGET",
     "ContextTurn",
     "Hit",
     "PastVersion",
@@ -55,6 +56,10 @@ __all__ = [
     "query_time_range",
     "resolve",
 ]
+
+# The budget of a recall asked without one (max_tokens None): ``limit`` hits, however long. A
+# logged recall records it as this number; views show None.
+NO_BUDGET = 2**31 - 1  # the largest budget the recall log's table holds
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -92,9 +97,15 @@ class RecallRequest:
         check_text("query", query, MAX_TEXT_CHARS)
         limit = config.limit if limit is None else limit
         max_tokens = config.max_tokens if max_tokens is None else max_tokens
+        if max_tokens is None:
+            max_tokens = NO_BUDGET
         for name, value in (("limit", limit), ("max_tokens", max_tokens)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise InvalidInput(f"{name} must be an integer of at least 1, not {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
+                1 <= value <= NO_BUDGET
+            ):
+                raise InvalidInput(
+                    f"{name} must be an integer from 1 to {NO_BUDGET:,}, not {value!r}"
+                )
         if subject is not None and (not isinstance(subject, str) or not subject.strip()):
             raise InvalidInput("subject must be a non-empty string (or None for every subject)")
         if isinstance(as_of, bool) or not isinstance(

@@ -24,10 +24,11 @@ import numpy as np
 
 from eventlog.events import RecallServed
 from eventlog.log import EventLog
-from hmem.errors import InvalidInput
+from eventlog.sealing import is_erased
+from hmem.errors import AlreadyErased, InvalidInput
 from hmem.hits import RecallResult
 from hmem.ranking import RecallConfig, RecallQuery, rank
-from hmem.recall import RecallRequest, query_at
+from hmem.recall import NO_BUDGET, RecallRequest, query_at
 from projections.duck import DuckProjection
 from projections.projector import BULK_FLUSH_EVENTS, Projector
 from replay.views import fact_id, pretty_text, quote, source_of, tx
@@ -53,7 +54,7 @@ class LoggedRecall(msgspec.Struct, frozen=True):
     served_at: datetime
     query: str
     limit: int
-    max_tokens: int
+    max_tokens: int | None  # None: no budget (limit hits)
     as_of_seq: int | None
     valid_at: datetime | None
     subject: str | None
@@ -83,6 +84,9 @@ class RecallReplay(msgspec.Struct, frozen=True):
     replayed: tuple[ServedHit, ...]
     same: bool
     differences: str = ""
+    # events before the recall whose texts were erased since: the replay ranks without their
+    # words, so it may differ from what was served for that reason alone
+    erased_before: int = 0
 
     def __str__(self) -> str:
         return "\n".join(replay_lines(self))
@@ -98,6 +102,9 @@ def replay_lines(replay: RecallReplay) -> list[str]:
         lines.append("replayed: the same hits in the same order")
     else:
         lines.append(f"replayed DIFFERENTLY: {replay.differences}")
+    if replay.erased_before:
+        lines.append(f"note: {replay.erased_before} event(s) before this recall were erased "
+                     f"since; the replay ranks without their words (a difference is expected)")
     lines.append(f"  {'rank':>4}  {'logged':>18}  {'replayed':>18}")
     for i in range(max(len(r.hits), len(replay.replayed))):
         was = r.hits[i] if i < len(r.hits) else None
@@ -135,8 +142,9 @@ def recall_view(ev: RecallServed) -> LoggedRecall:
     )
     return LoggedRecall(
         seq=ev.seq, served_at=ev.tx_at, query=ev.query, limit=ev.limit,
-        max_tokens=ev.max_tokens, as_of_seq=ev.as_of_seq, valid_at=ev.valid_at,
-        subject=ev.subject, model=ev.model, source_agent=ev.source_agent,
+        max_tokens=None if ev.max_tokens >= NO_BUDGET else ev.max_tokens,
+        as_of_seq=ev.as_of_seq, valid_at=ev.valid_at, subject=ev.subject, model=ev.model,
+        source_agent=ev.source_agent,
         source_ref=ev.source_ref, hits=hits,
     )
 
@@ -151,6 +159,9 @@ def logged_recall(log: EventLog, namespace: str, seq: int) -> RecallServed:
             f"seq {seq} is not a recall logged in namespace {namespace!r}; list them with "
             f"recalls()"
         )
+    if is_erased(ev):
+        raise AlreadyErased(f"the recall at seq {seq} was erased (its query is gone): there is "
+                            f"nothing to replay")
     return ev
 
 
@@ -169,7 +180,9 @@ def replay_recall(log: EventLog, namespace: str, seq: int) -> RecallReplay:
     db = DuckProjection(None)
     try:
         projector = Projector(db, log.chain_at, flush_every=BULK_FLUSH_EVENTS)
-        projector.apply_all(log.read(1, seq - 1), bulk=True)
+        events = list(log.read(1, seq - 1))
+        erased = sum(map(is_erased, events))
+        projector.apply_all(events, bulk=True)
         vector = np.frombuffer(ev.query_vector, dtype="<f4") if ev.model is not None else None
         query = query_at(
             projector.tx_times, ev.query, limit=ev.limit, max_tokens=ev.max_tokens,
@@ -182,7 +195,7 @@ def replay_recall(log: EventLog, namespace: str, seq: int) -> RecallReplay:
     logged = recall_view(ev)
     replayed = tuple(ServedHit(h.id, rank, float(h.score)) for rank, h in enumerate(result, 1))
     differences = _differences(logged.hits, replayed)
-    return RecallReplay(logged, replayed, not differences, differences)
+    return RecallReplay(logged, replayed, not differences, differences, erased)
 
 
 def _differences(logged: tuple[ServedHit, ...], replayed: tuple[ServedHit, ...]) -> str:

@@ -24,6 +24,7 @@ from eventlog.keyfile import KeyFile
 from eventlog.log import EventLog
 from hmem.errors import ErasureUnavailable, ErasureUnfinished, InvalidInput
 from hmem.keys import missing_receipts, shred
+from projections.checkpoint import sweep_dead_copies
 from projections.duck import DuckProjection
 from projections.projector import Projector
 
@@ -74,6 +75,7 @@ class ErasureSteps:
         that an erasure is under way."""
         keys = self.erasable_keys()
         keys.check(self.log.last_seq)
+        sweep_dead_copies()  # copies of the checkpoint left by readers that died
         keys.mark(erasing=True)
 
     def erased(self, receipt_seq: int) -> None:
@@ -82,7 +84,7 @@ class ErasureSteps:
         keys = self.erasable_keys()
         shred(self.log, keys, receipt_seq)
         self.scrub()
-        keys.mark(scrubbed_through=receipt_seq, erasing=False)
+        keys.mark(scrubbed_through=receipt_seq, erasing=False, exports_pending=True)
 
     def scrub(self) -> None:
         """Replace every projection file (tables, checkpoint, columns) by one rebuilt from the
@@ -134,7 +136,8 @@ class ErasureSteps:
             receipts += [self.append(replace(ev, tx_at=now)).seq for ev in restored]
             last = receipts[-1] if receipts else 0
             self.scrub()
-            keys.mark(erased_through=last, scrubbed_through=last, erasing=False)
+            keys.mark(erased_through=last, scrubbed_through=last, erasing=False,
+                      exports_pending=True)
             self.notes.append(
                 "this log is a backup restored from before erasures its key file records: their "
                 "texts stay unreadable; receipts logged and projection files rebuilt"
@@ -146,7 +149,8 @@ class ErasureSteps:
                 shred(self.log, keys, seq)
         if todo or keys.erasing:
             self.scrub()
-            keys.mark(scrubbed_through=max(todo, default=keys.scrubbed_through), erasing=False)
+            keys.mark(scrubbed_through=max(todo, default=keys.scrubbed_through), erasing=False,
+                      exports_pending=True)
             self.notes.append("finished an erasure a crash interrupted"
                               + (f" (receipt {todo[-1]})" if todo else " (before its receipt)"))
 

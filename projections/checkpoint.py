@@ -40,7 +40,7 @@ import duckdb
 from projections.duck import SCHEMA_VERSION, DuckProjection, from_log
 from projections.errors import ProjectionError
 
-__all__ = ["CHECKPOINT_FILE", "Stamp", "open_copy", "publish", "read_stamp"]
+__all__ = ["sweep_dead_copies", "CHECKPOINT_FILE", "Stamp", "open_copy", "publish", "read_stamp"]
 
 CHECKPOINT_FILE = "checkpoint.duckdb"
 
@@ -94,7 +94,7 @@ def open_copy(
     copy's directory is removed when the returned projection is closed."""
     if not path.exists():
         return None, None
-    _sweep_dead_copies()
+    sweep_dead_copies()
     scratch = Path(tempfile.mkdtemp(prefix=f"{_COPY_PREFIX}{os.getpid()}-"))
     db: DuckProjection | None = None
     try:
@@ -121,7 +121,7 @@ def open_copy(
 _COPY_PREFIX = "hmem-reader-"
 
 
-def _sweep_dead_copies() -> None:
+def sweep_dead_copies() -> None:
     """Remove reader copies left by processes that died without closing them."""
     for left in Path(tempfile.gettempdir()).glob(f"{_COPY_PREFIX}*-*"):
         pid = left.name[len(_COPY_PREFIX):].split("-", 1)[0]

@@ -5,6 +5,9 @@ could no longer be written; an embedding on its way when its fact was erased."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -12,7 +15,8 @@ import pytest
 
 from hmem import Memory
 from hmem.embedders.base import HashEmbedder
-from hmem.errors import InvalidInput
+from hmem.errors import AlreadyErased, InvalidInput
+from hmem.export import export_jsonl
 from tests.test_erasure import clock, files_holding
 
 
@@ -136,3 +140,61 @@ def test_the_mcp_tool_shows_then_erases_with_a_receipt(tmp_path):
 
     run(body)
     assert files_holding([store], b"5521") == []
+
+
+def test_exports_cut_short_by_a_crash_are_written_again_at_the_next_open(tmp_path, monkeypatch):
+    root, out = tmp_path / "s", tmp_path / "out.jsonl"
+    m = Memory(root, embedder=None, clock=clock())
+    m.remember("alice", "Alice's code is 55443322")
+    m.remember("bob", "Bob likes tea")
+    export_jsonl(m, out)
+
+    def crash(*_args, **_kwargs):
+        raise KeyboardInterrupt("power cut")
+
+    monkeypatch.setattr("hmem.lifecycle.rewrite_exports", crash)
+    with pytest.raises(KeyboardInterrupt):
+        m.erase(subject="alice")
+    monkeypatch.undo()
+    m.store.log.close()  # the process dies
+    m.store.db.close()
+    assert files_holding([out], b"55443322")  # not yet
+    with Memory(root, read_only=True) as r:  # the store's own files are done: readers open
+        assert r.recall("code").hits == ()
+    with Memory(root, embedder=None) as m2:
+        assert any("written again" in n for n in m2.notes)
+    assert files_holding([out], b"55443322") == [] and files_holding([out], b"Bob likes tea")
+
+
+def test_a_replayed_recall_says_what_an_erasure_took(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, clock=clock(), log_recalls=True) as m:
+        for i in range(6):
+            m.remember("bob", f"Bob drinks tea number {i}")
+        m.remember("alice", "Alice drinks tea too")
+        m.recall("alice tea")  # serves alice's fact: erased with her
+        m.recall("bob number 3", limit=1)  # serves bob's fact only
+        gone, kept = (r.seq for r in m.recalls())
+        m.erase(subject="alice")
+        with pytest.raises(AlreadyErased, match="nothing to replay"):
+            m.replay_recall(gone)
+        replay = m.replay_recall(kept)
+        assert replay.erased_before == 2 and "were erased since" in str(replay)  # fact, recall
+
+
+def test_a_hand_edited_export_list_and_a_dead_readers_copy(tmp_path):
+    root = tmp_path / "s"
+    with Memory(root, embedder=None, clock=clock()) as m:
+        m.remember("alice", "Alice hums 777")
+        m.remember("bob", "Bob likes tea")
+    with open(root / "exports.jsonl", "a") as f:
+        f.write('{"kind": "snapshot", "path": "x", "namespace": "default"}\n')
+        f.write('{"kind": "jsonl", "path": 5, "namespace": "default"}\nnot json\n')
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    copy = Path(tempfile.gettempdir()) / f"hmem-reader-{dead.pid}-test"
+    copy.mkdir(exist_ok=True)
+    (copy / "checkpoint.duckdb").write_bytes(b"Alice hums 777")
+    with Memory(root, embedder=None, clock=clock()) as m:
+        receipt = m.erase(subject="alice")  # the odd lines are skipped, not fatal
+        assert receipt.facts == 1 and receipt.exports == ()
+    assert not copy.exists()  # a reader that died left it: swept before keys are destroyed

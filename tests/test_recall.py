@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from hmem import Memory
-from hmem.ranking import ranked_order
+from hmem.errors import InvalidInput
+from hmem.ranking import RecallConfig, ranked_order
 from projections.recall_index import NamespaceIndex
 from projections.state import Fact, Row
 from projections.timeutil import to_us
@@ -242,6 +243,24 @@ def test_budget_skips_long_hits_past_the_first_block(tmp_path):
         assert len(res) == 1 and res.omitted == 41
         assert len(m.recall("tea", limit=3, max_tokens=1)) == 0
         assert m.recall("tea", limit=3, max_tokens=1).omitted == 42
+
+
+def test_limit_k_returns_k_hits_however_long_unless_a_budget_is_given(tmp_path):
+    """The budget is explicit: no max_tokens (and none in RecallConfig) means ``limit`` hits."""
+    with Memory(tmp_path / "store", clock=Clock(), fsync="never", log_recalls=True) as m:
+        for i in range(12):
+            m.remember("s", f"tea note {i} " + "long words " * 80, dedup=False)
+        res = m.recall("tea", limit=10)
+        assert len(res) == 10 and res.tokens > 1000
+        assert len(m.recall("tea", limit=10, max_tokens=1000)) == 4
+        budgeted = Memory(store=m.store, recall_config=RecallConfig(max_tokens=1000))
+        assert len(budgeted.recall("tea", limit=10)) == 4
+        assert [r.max_tokens for r in m.recalls()] == [None, 1000]  # as logged (m's only)
+        for bad in (0, 2**31, True):
+            with pytest.raises(InvalidInput, match="max_tokens must be an integer from 1"):
+                m.recall("tea", max_tokens=bad)
+        with pytest.raises(InvalidInput, match="RecallConfig.max_tokens must be None"):
+            RecallConfig(max_tokens=0)
 
 
 def test_feedback_finds_a_document_through_the_words_of_the_top_hit(tmp_path):
