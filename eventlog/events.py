@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 
 import msgspec
 
+from eventlog.errors import RecordRejected
+
 __all__ = [
     "EPOCH",
     "EventBase",
@@ -29,6 +31,7 @@ __all__ = [
     "EVENT_TAGS",
     "LINEAGE_FIELDS",
     "encode",
+    "encode_record",
     "decode",
 ]
 
@@ -218,3 +221,15 @@ def encode(event: EventBase) -> bytes:
 def decode(payload: bytes | memoryview) -> Event:
     """Decode one msgpack payload; raises ``msgspec.DecodeError``/``ValidationError`` if invalid."""
     return _decoder.decode(payload)
+
+
+def encode_record(event: EventBase) -> bytes:
+    """Encode one event for the log; ``RecordRejected`` if a field holds a value msgpack
+    cannot encode."""
+    try:
+        return encode(event)
+    except (TypeError, msgspec.EncodeError, OverflowError) as e:
+        raise RecordRejected(
+            f"a {type(event).__name__} cannot be encoded ({e}); pass plain str, int, float, "
+            f"bytes and datetime values"
+        ) from e

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["FileIO", "OS"]
+__all__ = ["FileIO", "OS", "write_all"]
 
 
 class FileIO:
@@ -38,3 +38,14 @@ class FileIO:
 
 
 OS = FileIO()
+
+
+def write_all(io: FileIO, fd: int, data: bytes) -> None:
+    """Write all of ``data`` (a write may take only part of it); a write of nothing is an
+    ``OSError``."""
+    view = memoryview(data)
+    while view:
+        n = io.write(fd, view)
+        if n <= 0:
+            raise OSError("short write")
+        view = view[n:]

@@ -140,6 +140,7 @@ class KeyFile:
 
     def reserve(self, through_seq: int) -> None:
         """Make keys (durably) for every seq up to ``through_seq``, a block ahead."""
+        self._size = os.fstat(self._fd).st_size // RECORD * RECORD  # another writer's keys
         first = self.made_through + 1
         if through_seq < first:
             return

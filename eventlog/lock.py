@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,11 +27,21 @@ class WriterLock:
         self.label = label
         self._fd: int | None = None
 
-    def acquire(self) -> None:
+    def acquire(self, wait: float = 0.0) -> None:
+        """Take the lock; wait up to ``wait`` seconds for another holder to let go (a shared
+        log's writers take it per append), then raise ``StoreLocked`` naming the holder."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        deadline = time.monotonic() + wait
+        pause = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.02)
+                    continue
             holder = _read_holder(fd)
             os.close(fd)
             raise StoreLocked(

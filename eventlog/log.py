@@ -33,12 +33,11 @@ from eventlog import format as fmt
 from eventlog.errors import (
     LogWriteFailed,
     ReadOnlyStore,
-    RecordRejected,
     StoreClosed,
     StoreNotFound,
 )
-from eventlog.events import EPOCH, Event, EventBase, encode
-from eventlog.fileio import OS, FileIO
+from eventlog.events import EPOCH, Event, EventBase, encode_record
+from eventlog.fileio import OS, FileIO, write_all
 from eventlog.lock import AppendLock, WriterLock
 from eventlog.sealing import Sealer
 from eventlog.segments import (
@@ -62,7 +61,10 @@ class EventLog:
     Open a writer with ``EventLog(dir)`` (takes the store's writer lock) or a reader with
     ``EventLog(dir, read_only=True)`` (no lock; never modifies files). A reader with
     ``lazy=True`` scans only the last segment at open and each sealed one when it first reads
-    from it (see :mod:`eventlog.segments`).
+    from it (see :mod:`eventlog.segments`). ``shared=True`` opens one of many writers: each
+    append takes the writer lock (waiting up to ``lock_wait`` seconds), takes in what others
+    appended (cutting a torn tail a dead writer left), appends and syncs (unless the policy is
+    ``never``), and lets go; an event stamped before the last one's tx_at is stamped with it.
     """
 
     def __init__(
@@ -78,7 +80,11 @@ class EventLog:
         io: FileIO = OS,
         lazy: bool = False,
         sealer: Sealer | None = None,
+        shared: bool = False,
+        lock_wait: float = 10.0,
     ) -> None:
+        if shared and read_only:
+            raise ValueError("a log is opened shared (many writers) or read_only, not both")
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, not {fsync!r}")
         if segment_bytes <= fmt.SEGMENT_HEADER_SIZE:
@@ -94,10 +100,15 @@ class EventLog:
         self.batch_interval = batch_interval
         self.io = io
         self.lazy = lazy
+        # shared: many processes write this log, each taking the writer lock for one append
+        # (waiting up to lock_wait seconds for it) after reading what the others appended
+        self.shared = shared
+        self.lock_wait = lock_wait
         # seals each event's texts as it is written and opens them as it is read (None: the
         # log holds them in the clear, as a store made before sealing does)
         self.sealer = sealer
-        self.segments = Segments(self.directory, read_only=read_only, io=io)
+        # a shared log's segments are cut back (a torn tail) only under the writer lock
+        self.segments = Segments(self.directory, read_only=read_only or shared, io=io)
         self._last_tx_at: datetime = EPOCH
         self._fd: int | None = None
         self._lock: WriterLock | None = None
@@ -117,11 +128,12 @@ class EventLog:
             self._lock = WriterLock(
                 self.directory / "LOCK", lock_label or f"event log {self.directory}"
             )
-            self._lock.acquire()
+            if not shared:
+                self._lock.acquire()
         try:
             self._append_lock = AppendLock(self.directory / "APPEND", create=not read_only)
             self._load()
-            if not read_only:
+            if not read_only and not shared:
                 self._open_for_append()
                 if fsync == "batch":
                     self._flusher = threading.Thread(
@@ -204,7 +216,7 @@ class EventLog:
         header = fmt.pack_segment_header(first_seq, self.segments.chain)
         fd = self.io.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            _write_all(self.io, fd, header)
+            write_all(self.io, fd, header)
             self.io.fsync(fd)
         except BaseException:
             self.io.close(fd)
@@ -245,52 +257,92 @@ class EventLog:
                 return []
             if links:
                 _check_links(links, len(events))
-            stamped: list[Event] = []
-            frames: list[bytes] = []
-            chain = self.segments.chain
-            seq = self.last_seq
-            last_tx = self._last_tx_at
-            sealer = self.sealer
-            if sealer is not None:  # every key this batch may use is on disk before it is
-                sealer.keys.reserve(seq + len(events))
-            for j, ev in enumerate(events):
-                if ev.tx_at < last_tx:
-                    raise ValueError(
-                        f"tx_at {ev.tx_at.isoformat()} is before the log's last tx_at "
-                        f"{last_tx.isoformat()}; transaction time never goes backwards"
-                    )
-                seq += 1
-                if j in links:
-                    ev = msgspec.structs.replace(ev, seq=seq, fact_id=stamped[links[j]].seq)
-                else:
-                    ev = msgspec.structs.replace(ev, seq=seq)
-                record, chain = fmt.frame(
-                    _encoded(ev if sealer is None else sealer.seal(ev)), chain
+            if self.shared:
+                return self._shared_append(events, links, durable)
+            return self._append_locked(events, links, durable)
+
+    def _shared_append(
+        self, events: Sequence[EventBase], links: Mapping[int, int], durable: bool
+    ) -> list[Event]:
+        """One append of a shared log: take the writer lock, take in what other writers
+        appended (cutting off a torn tail a dead one left), append, sync, let go."""
+        assert self._lock is not None
+        self._lock.acquire(wait=self.lock_wait)
+        try:
+            segments = self.segments
+            segments.read_only = False
+            try:
+                segments.refresh()
+            finally:
+                segments.read_only = True
+            self._read_last_tx()
+            self._open_for_append()
+            try:
+                stamped = self._append_locked(events, links, durable)
+                if self._unsynced and self.fsync_policy != "never" and not self._failed:
+                    self._sync()  # before another writer appends after it
+                return stamped
+            finally:
+                if self._fd is not None:
+                    self.io.close(self._fd)
+                    self._fd = None
+        finally:
+            self._lock.release()
+
+    def _append_locked(
+        self, events: Sequence[EventBase], links: Mapping[int, int], durable: bool
+    ) -> list[Event]:
+        """Append under the writer lock (held for the log's life, or for this append)."""
+        stamped: list[Event] = []
+        frames: list[bytes] = []
+        chain = self.segments.chain
+        seq = self.last_seq
+        last_tx = self._last_tx_at
+        sealer = self.sealer
+        if sealer is not None:  # every key this batch may use is on disk before it is
+            sealer.keys.reserve(seq + len(events))
+        for j, ev in enumerate(events):
+            if ev.tx_at < last_tx and self.shared:
+                # another writer appended after this one read the clock: the transaction
+                # happens now, under the lock (transaction time never goes backwards)
+                ev = msgspec.structs.replace(ev, tx_at=last_tx)
+            elif ev.tx_at < last_tx:
+                raise ValueError(
+                    f"tx_at {ev.tx_at.isoformat()} is before the log's last tx_at "
+                    f"{last_tx.isoformat()}; transaction time never goes backwards"
                 )
-                frames.append(record)
-                stamped.append(ev)  # type: ignore[arg-type]
-                last_tx = ev.tx_at
-            assert self._append_lock is not None
-            # Readers wait for a whole batch; one record needs no lock (a reader takes a record
-            # it finds half written for a torn tail and waits for the rest).
-            if len(frames) == 1:
-                seg = self._write_frames(frames)
+            seq += 1
+            if j in links:
+                ev = msgspec.structs.replace(ev, seq=seq, fact_id=stamped[links[j]].seq)
             else:
-                with self._append_lock.held(shared=False):
-                    seg = self._write_frames(frames)
-            pos = seg.end
-            for record in frames:
-                seg.offsets.append(pos)
-                pos += len(record)
-            seg.end = pos
-            self.segments.chain = chain
-            self._last_tx_at = last_tx
-            self._unsynced += len(frames)
-            if durable and (self.fsync_policy == "always" or (
-                self.fsync_policy == "batch" and self._unsynced >= self.batch_events
-            )):
-                self._sync()
-            return stamped
+                ev = msgspec.structs.replace(ev, seq=seq)
+            record, chain = fmt.frame(
+                encode_record(ev if sealer is None else sealer.seal(ev)), chain
+            )
+            frames.append(record)
+            stamped.append(ev)  # type: ignore[arg-type]
+            last_tx = ev.tx_at
+        assert self._append_lock is not None
+        # Readers wait for a whole batch; one record needs no lock (a reader takes a record
+        # it finds half written for a torn tail and waits for the rest).
+        if len(frames) == 1:
+            seg = self._write_frames(frames)
+        else:
+            with self._append_lock.held(shared=False):
+                seg = self._write_frames(frames)
+        pos = seg.end
+        for record in frames:
+            seg.offsets.append(pos)
+            pos += len(record)
+        seg.end = pos
+        self.segments.chain = chain
+        self._last_tx_at = last_tx
+        self._unsynced += len(frames)
+        if durable and (self.fsync_policy == "always" or (
+            self.fsync_policy == "batch" and self._unsynced >= self.batch_events
+        )):
+            self._sync()
+        return stamped
 
     def _write_frames(self, frames: list[bytes]) -> Segment:
         """Write whole records at the end of the last segment (a new one when it is full)."""
@@ -303,7 +355,7 @@ class EventLog:
     def _write(self, seg: Segment, data: bytes) -> None:
         assert self._fd is not None
         try:
-            _write_all(self.io, self._fd, data)
+            write_all(self.io, self._fd, data)
         except OSError as e:
             # Cut the partial write off so the file still ends after a whole record.
             try:
@@ -437,26 +489,8 @@ class EventLog:
         self.close()
 
 
-def _encoded(ev: EventBase) -> bytes:
-    try:
-        return encode(ev)
-    except (TypeError, msgspec.EncodeError, OverflowError) as e:
-        raise RecordRejected(
-            f"a {type(ev).__name__} cannot be encoded ({e}); pass plain str, int, float, "
-            f"bytes and datetime values"
-        ) from e
-
-
 def _check_links(links: Mapping[int, int], n: int) -> None:
     for j, i in links.items():
         if not 0 <= i < j < n:
             raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")
 
-
-def _write_all(io: FileIO, fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = io.write(fd, view)
-        if n <= 0:
-            raise OSError("short write")
-        view = view[n:]
