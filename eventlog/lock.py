@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eventlog.errors import ReadersOpen, StoreLocked
 
-__all__ = ["AppendLock", "ReaderMark", "WriterLock", "readers_excluded"]
+__all__ = ["AppendLock", "ReaderMark", "WriterKind", "WriterLock", "readers_excluded"]
 
 
 class WriterLock:
@@ -185,3 +185,45 @@ def _live_readers(directory: Path) -> list[str]:
         finally:
             os.close(fd)
     return sorted(set(pids), key=int)
+
+
+class WriterKind:
+    """Held for a writer's lifetime on ``WRITERS``: shared by the writers of a shared log,
+    exclusive by a lifetime writer, so the two kinds never meet (a lifetime writer would keep
+    every shared one waiting at its first write)."""
+
+    def __init__(self, path: Path, *, shared: bool, label: str) -> None:
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            self._fd = None
+            if shared:
+                holder = _holder_of(path.with_name("LOCK"))
+                raise StoreLocked(
+                    f"{label} is open for writing by another process that does not share "
+                    f"it{holder}; "
+                    f"stop it (or open that one with shared=True) to write here, or read: "
+                    f"Memory(path, read_only=True)"
+                ) from None
+            raise StoreLocked(
+                f"{label} has shared writers open (MCP servers, hmem commands); write beside "
+                f"them with Memory(path, shared=True), or read with read_only=True"
+            ) from None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _holder_of(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return ""
+    try:
+        return _read_holder(fd)
+    finally:
+        os.close(fd)

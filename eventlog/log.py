@@ -38,7 +38,7 @@ from eventlog.errors import (
 )
 from eventlog.events import EPOCH, Event, EventBase, encode_record
 from eventlog.fileio import OS, FileIO, write_all
-from eventlog.lock import AppendLock, WriterLock
+from eventlog.lock import AppendLock, WriterKind, WriterLock
 from eventlog.sealing import Sealer
 from eventlog.segments import (
     ChainHead,
@@ -48,6 +48,7 @@ from eventlog.segments import (
     fsync_dir,
     segment_name,
 )
+from eventlog.shared import SharedWriting
 
 __all__ = ["ChainHead", "EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES"]
 
@@ -55,7 +56,7 @@ FsyncPolicy = Literal["always", "batch", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "batch", "never")
 
 
-class EventLog:
+class EventLog(SharedWriting):
     """An append-only log of events in segment files under ``directory``.
 
     Open a writer with ``EventLog(dir)`` (takes the store's writer lock) or a reader with
@@ -104,6 +105,7 @@ class EventLog:
         # (waiting up to lock_wait seconds for it) after reading what the others appended
         self.shared = shared
         self.lock_wait = lock_wait
+        self._held = 0  # depth of writing() blocks
         # seals each event's texts as it is written and opens them as it is read (None: the
         # log holds them in the clear, as a store made before sealing does)
         self.sealer = sealer
@@ -112,6 +114,7 @@ class EventLog:
         self._last_tx_at: datetime = EPOCH
         self._fd: int | None = None
         self._lock: WriterLock | None = None
+        self._kind: WriterKind | None = None
         self._append_lock: AppendLock | None = None
         self._mutex = threading.RLock()
         self._closed = False
@@ -125,11 +128,15 @@ class EventLog:
             raise StoreNotFound(f"no event log at {self.directory}")
         if not read_only:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._lock = WriterLock(
-                self.directory / "LOCK", lock_label or f"event log {self.directory}"
-            )
+            label = lock_label or f"event log {self.directory}"
+            self._lock = WriterLock(self.directory / "LOCK", label)
             if not shared:
-                self._lock.acquire()
+                self._lock.acquire()  # another lifetime writer: StoreLocked naming it
+            try:
+                self._kind = WriterKind(self.directory / "WRITERS", shared=shared, label=label)
+            except BaseException:
+                self._lock.release()
+                raise
         try:
             self._append_lock = AppendLock(self.directory / "APPEND", create=not read_only)
             self._load()
@@ -260,34 +267,6 @@ class EventLog:
             if self.shared:
                 return self._shared_append(events, links, durable)
             return self._append_locked(events, links, durable)
-
-    def _shared_append(
-        self, events: Sequence[EventBase], links: Mapping[int, int], durable: bool
-    ) -> list[Event]:
-        """One append of a shared log: take the writer lock, take in what other writers
-        appended (cutting off a torn tail a dead one left), append, sync, let go."""
-        assert self._lock is not None
-        self._lock.acquire(wait=self.lock_wait)
-        try:
-            segments = self.segments
-            segments.read_only = False
-            try:
-                segments.refresh()
-            finally:
-                segments.read_only = True
-            self._read_last_tx()
-            self._open_for_append()
-            try:
-                stamped = self._append_locked(events, links, durable)
-                if self._unsynced and self.fsync_policy != "never" and not self._failed:
-                    self._sync()  # before another writer appends after it
-                return stamped
-            finally:
-                if self._fd is not None:
-                    self.io.close(self._fd)
-                    self._fd = None
-        finally:
-            self._lock.release()
 
     def _append_locked(
         self, events: Sequence[EventBase], links: Mapping[int, int], durable: bool
@@ -471,16 +450,22 @@ class EventLog:
         if self._flusher is not None:
             self._flusher.join()
 
-    def _release(self) -> None:
+    def _close_fd(self) -> None:
         if self._fd is not None:
             self.io.close(self._fd)
             self._fd = None
+
+    def _release(self) -> None:
+        self._close_fd()
         if self._append_lock is not None:
             self._append_lock.close()
             self._append_lock = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+        if self._kind is not None:
+            self._kind.release()
+            self._kind = None
 
     def __enter__(self) -> EventLog:
         return self

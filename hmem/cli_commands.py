@@ -62,7 +62,8 @@ def _memory(
     from hmem.memory import Memory
 
     mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync,
-                 embedder=args.embedder, log_recalls=log_recalls)
+                 embedder=args.embedder, log_recalls=log_recalls,
+                 shared=not read_only)  # one of many writers (MCP servers, CLI commands)
     try:
         for note in mem.notes:
             say(f"note: {note}", err=True)

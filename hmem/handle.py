@@ -62,6 +62,7 @@ class StoreHandle:
         embed_mode: EmbedMode = "background",
         log_recalls: bool | None = None,
         key_file: str | os.PathLike[str] | None = None,
+        shared: bool = False,
     ) -> None:
         self.namespace = check_namespace(namespace)
         if fsync not in FSYNC_POLICIES:
@@ -88,7 +89,7 @@ class StoreHandle:
         if store is None:
             root = Path(path) if path is not None else default_root()
             store = Store(root, read_only=read_only, fsync=fsync, flush_every=flush_every,
-                          key_file=key_file)
+                          key_file=key_file, shared=shared)
         self._store: Store | None = store
 
     # ------------------------------------------------------------------ lifecycle
@@ -190,7 +191,7 @@ class StoreHandle:
         store first picks up what the writer appended)."""
         store = self.store
         with store.lock:
-            if store.read_only:
+            if store.follows:  # a reader, or one of many writers: what the others appended
                 store.catch_up()
             yield store
 

@@ -12,7 +12,6 @@ import duckdb
 import msgspec
 
 from eventlog.events import FactForgotten, FactRevised, FactsErased
-from eventlog.lock import readers_excluded
 from hmem.consolidate import SOURCE, ConsolidationReport, Proposal, propose
 from hmem.erasure import ErasureReceipt, Scope, plan_erasure, receipt_of
 from hmem.errors import InvalidInput, ReadOnlyStore
@@ -129,7 +128,8 @@ class LifecycleMethods(StoreHandle):
         self.flush()  # no embedding of a fact being erased is still on its way
         store = self.store
         keys = store.erasable_keys()
-        with store.lock, readers_excluded(store.log.directory, "an erasure"):
+        with store.lock, store.excluding_readers("an erasure"), store.log.writing():
+            store.catch_up()  # a shared writer: what the others appended first
             con = store.connection()
             digest = keys.digest(subject_key(subject)) if isinstance(subject, str) else ""
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import duckdb
 import numpy as np
+from msgspec.structs import replace
 
 from eventlog.events import (
     EmbeddingRecorded,
@@ -44,6 +46,7 @@ from hmem.errors import (
     InvalidInput,
     ProjectionError,
     RecordRejected,
+    StoreLocked,
     StoreNotFound,
 )
 from hmem.keys import key_path, open_sealer
@@ -101,6 +104,7 @@ class Store(ErasureSteps):
         checkpoint_every: int = 1000,
         key_file: str | os.PathLike[str] | None = None,
         seal: bool = True,
+        shared: bool = False,
     ) -> None:
         for name, value, what in (
             ("flush_every", flush_every, "events the tables may lag behind the log in memory"),
@@ -108,8 +112,14 @@ class Store(ErasureSteps):
         ):
             if type(value) is not int or value < 1:
                 raise InvalidInput(f"{name} must be a whole number >= 1 ({what}), not {value!r}")
+        if shared and read_only:
+            raise InvalidInput("a store is opened shared (one of many writers) or read_only")
         self.root = Path(root)
         self.read_only = read_only
+        # shared: one of many writer processes; its projection is a private copy, as a
+        # reader's, and each write takes the log's writer lock for its transaction only
+        self.shared = shared
+        self.follows = read_only or shared  # follows the log others append to
         self.checkpoint_every = checkpoint_every
         # The seq of the checkpoint readers find (the writer's last published one; for a
         # reader, the one it opened from). 0: none.
@@ -131,13 +141,15 @@ class Store(ErasureSteps):
             segment_bytes=segment_bytes,
             lock_label=f"store {self.root}",
             io=io,
-            lazy=read_only,  # a reader from a checkpoint reads only the log's tail
+            lazy=self.follows,  # from a checkpoint, only the log's tail is read
+            shared=shared,
         )
         # a reader is marked open (an erasure waits for none: eventlog/lock.py)
-        self._reader_mark = ReaderMark(self.root / "log") if read_only else None
+        self._reader_mark = ReaderMark(self.root / "log") if self.follows else None
         try:
             self.key_path = key_path(self.root, key_file)
-            self.log.sealer = open_sealer(self.log, self.key_path, self.root, seal=seal)
+            with self.log.writing() if shared else nullcontext():  # one makes the key file
+                self.log.sealer = open_sealer(self.log, self.key_path, self.root, seal=seal)
             if read_only:
                 self.check_no_unfinished_erasure()
             if not self.log.recovery.clean:
@@ -154,7 +166,9 @@ class Store(ErasureSteps):
                 DuckProjection.move_aside(self.root / PROJECTION_FILE)
                 self._open_projection(flush_every)
             if self.log.sealer is not None and not read_only:
-                self.finish_erasures()
+                with self.log.writing():
+                    self.catch_up()
+                    self.finish_erasures()
         except BaseException:
             self.log.close()
             if self.log.sealer is not None:
@@ -166,7 +180,7 @@ class Store(ErasureSteps):
     def _open_projection(self, flush_every: int, *, replay: bool = False) -> None:
         """Open the projection and fold the log's tail; ``replay``: a reader replays the whole
         log into memory (no checkpoint)."""
-        if not self.read_only:
+        if not self.follows:
             db = DuckProjection(self.root / PROJECTION_FILE)
         elif replay:
             self.checkpoint_seq = 0
@@ -179,7 +193,7 @@ class Store(ErasureSteps):
         try:
             if db.recreated:
                 self.notes.append(db.recreated)
-            if not self.read_only:
+            if not self.follows:
                 self._check_cursor(db)
             stamp = db.cursor()
             loaded = load_column_file(self.columns_path, stamp) if stamp[0] else None
@@ -187,7 +201,7 @@ class Store(ErasureSteps):
                 db, self.log.chain_at, flush_every=flush_every, loaded=loaded
             )
             self.catch_up()
-            if not self.read_only:
+            if not self.follows:
                 self.projector.flush()
                 self._find_checkpoint()
                 self._maybe_publish()
@@ -213,7 +227,8 @@ class Store(ErasureSteps):
             self.notes.append(note)
         if db is None:
             self.checkpoint_seq = 0
-            return DuckProjection(None)
+            # a shared writer's copy is a file, so that it can publish a checkpoint
+            return checkpoint.empty_copy() if self.shared else DuckProjection(None)
         self.checkpoint_seq = db.cursor()[0]
         return db
 
@@ -225,11 +240,24 @@ class Store(ErasureSteps):
             self.checkpoint_seq = stamp[0]
 
     def _maybe_publish(self, *, closing: bool = False) -> None:
+        if self.shared:  # under its writer lock: whoever published last counts
+            self._find_checkpoint()
         tail = self.projector.last_seq - self.checkpoint_seq
-        if self.read_only or tail <= 0:
+        if self.read_only or tail <= 0 or self.db.path is None:
             return
         if closing or tail >= max(self.checkpoint_every, self.projector.last_seq // 100):
             self.publish_checkpoint()
+
+    def _publish_shared(self) -> None:
+        """A shared writer's close: publish its copy as the checkpoint if it is ahead of the one
+        published (under the log's writer lock; if another writer holds it long, skip)."""
+        try:
+            with self.log.writing():
+                self.catch_up()
+                self.projector.flush()
+                self._maybe_publish(closing=True)
+        except StoreLocked:
+            self.notes.append("checkpoint not published at close: another writer was busy")
 
     def publish_checkpoint(self) -> int:
         """Publish the projection as the checkpoint readers open (the writer does this on its
@@ -266,8 +294,10 @@ class Store(ErasureSteps):
 
     def catch_up(self) -> int:
         """Apply events the projection has not seen (a reader first looks for new ones)."""
-        if self.read_only:
+        if self.follows:
             self.log.refresh()
+            if self.log.sealer is None and self.key_path.exists():  # opened when it was empty
+                self.log.sealer = open_sealer(self.log, self.key_path, self.root, seal=False)
         seq = self.projector.last_seq
         try:
             return self.projector.apply_all(self.log.read(seq + 1), bulk=True)
@@ -280,6 +310,24 @@ class Store(ErasureSteps):
         return self.append_batch([event])[0]
 
     def append_batch(
+        self,
+        events: Sequence[EventBase],
+        links: Mapping[int, int] | None = None,
+        *,
+        durable: bool = True,
+    ) -> list[Event]:
+        """Validate, then log as one write and apply, a batch (:meth:`_append_batch`). A shared
+        writer does it in one write transaction of the log, after folding what the others
+        appended (its events take the log's last tx time if theirs is earlier)."""
+        if not self.shared:
+            return self._append_batch(events, links, durable=durable)
+        with self.log.writing():
+            self.catch_up()
+            last = self.log.last_tx_at
+            events = [ev if ev.tx_at >= last else replace(ev, tx_at=last) for ev in events]
+            return self._append_batch(events, links, durable=durable)
+
+    def _append_batch(
         self,
         events: Sequence[EventBase],
         links: Mapping[int, int] | None = None,
@@ -404,7 +452,9 @@ class Store(ErasureSteps):
 
     def _close_files(self) -> None:
         try:
-            if not self.read_only:
+            if self.shared:
+                self._publish_shared()
+            elif not self.read_only:
                 self.projector.flush()
                 self._maybe_publish(closing=True)
             self.db.close()

@@ -14,6 +14,8 @@ A reader that finds the flag set (a writer died mid-erasure) refuses to open
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from msgspec.structs import replace
 
 from eventlog.events import Event, EventBase
 from eventlog.keyfile import KeyFile
+from eventlog.lock import ReaderMark, readers_excluded
 from eventlog.log import EventLog
 from hmem.errors import ErasureUnavailable, ErasureUnfinished, InvalidInput
 from hmem.keys import missing_receipts, shred
@@ -40,6 +43,7 @@ class ErasureSteps:
 
     root: Path
     log: EventLog
+    _reader_mark: ReaderMark | None
     notes: list[str]
     read_only: bool
     projector: Projector
@@ -69,6 +73,20 @@ class ErasureSteps:
                 f"can be erased from its log"
             )
         return self.log.sealer.keys
+
+    @contextmanager
+    def excluding_readers(self, what: str) -> Iterator[None]:
+        """No reader open, none opening, for ``what`` (``ReadersOpen`` names them): a shared
+        writer, which marks itself as a reader, steps aside for its own erasure."""
+        mark = self._reader_mark
+        if mark is not None:
+            mark.release()
+        try:
+            with readers_excluded(self.log.directory, what):
+                yield
+        finally:
+            if mark is not None:
+                self._reader_mark = ReaderMark(self.log.directory)
 
     def begin_erasure(self) -> None:
         """Check every key record (``KeyFileDamaged`` before anything is destroyed), then note

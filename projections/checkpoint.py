@@ -40,7 +40,10 @@ import duckdb
 from projections.duck import SCHEMA_VERSION, DuckProjection, from_log
 from projections.errors import ProjectionError
 
-__all__ = ["sweep_dead_copies", "CHECKPOINT_FILE", "Stamp", "open_copy", "publish", "read_stamp"]
+__all__ = [
+    "sweep_dead_copies", "CHECKPOINT_FILE", "Stamp", "empty_copy", "open_copy", "publish",
+    "read_stamp",
+]
 
 CHECKPOINT_FILE = "checkpoint.duckdb"
 
@@ -84,6 +87,14 @@ def read_stamp(path: Path) -> Stamp | None:
         return None
     finally:
         con.close()
+
+
+def empty_copy() -> DuckProjection:
+    """An empty private projection in a file of its own (removed when it is closed): a shared
+    writer's when there is no checkpoint yet, so that it can publish one."""
+    sweep_dead_copies()
+    scratch = Path(tempfile.mkdtemp(prefix=f"{_COPY_PREFIX}{os.getpid()}-"))
+    return DuckProjection(scratch / CHECKPOINT_FILE, scratch=scratch)
 
 
 def open_copy(
