@@ -58,3 +58,35 @@ def test_four_mcp_clients_on_one_store_write_and_read_at_once(tmp_path: Path) ->
     with Memory(store, read_only=True) as r:
         assert r.stats().facts == 12 + 32 + 1
         assert r.verify().ok
+
+
+RACER = """
+import sys
+from hmem import Memory
+with Memory(sys.argv[1], shared=True, embedder=None) as m:
+    ids = [m.remember(sys.argv[2], f"{sys.argv[2]} note {i}", dedup=False) for i in range(20)]
+print(" ".join(map(str, ids)))
+"""
+
+
+def test_writers_racing_to_create_a_store_make_one_store(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    store = tmp_path / "new"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(store), name],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for name in ("p", "q", "r", "s")]
+    acked = {}
+    for name, p in zip("pqrs", procs, strict=True):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        acked[name] = [int(x) for x in out.split()]
+    assert sorted(i for ids in acked.values() for i in ids) == list(range(1, 81))
+    with Memory(store, read_only=True) as r:
+        for name, ids in acked.items():
+            assert [r.get(i).text for i in ids] == [f"{name} note {i}" for i in range(20)]
+        assert r.verify().ok
+    assert len(list(store.glob("keys.hmk"))) == 1  # one key file, made by whoever came first
