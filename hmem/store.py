@@ -170,11 +170,7 @@ class Store(ErasureSteps):
                     self.catch_up()
                     self.finish_erasures()
         except BaseException:
-            self.log.close()
-            if self.log.sealer is not None:
-                self.log.sealer.keys.close()
-            if self._reader_mark is not None:
-                self._reader_mark.release()
+            self._close_log()
             raise
 
     def _open_projection(self, flush_every: int, *, replay: bool = False) -> None:
@@ -459,10 +455,14 @@ class Store(ErasureSteps):
                 self._maybe_publish(closing=True)
             self.db.close()
         finally:
-            try:
-                self.log.close()
-            finally:
-                if self.log.sealer is not None:
-                    self.log.sealer.keys.close()
-                if self._reader_mark is not None:
-                    self._reader_mark.release()
+            self._close_log()
+
+    def _close_log(self) -> None:
+        """Close the log, its key file, and the reader's mark."""
+        try:
+            self.log.close()
+        finally:
+            if self.log.sealer is not None:
+                self.log.sealer.keys.close()
+            if self._reader_mark is not None:
+                self._reader_mark.release()
