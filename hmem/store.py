@@ -236,13 +236,19 @@ class Store(ErasureSteps):
             self.checkpoint_seq = stamp[0]
 
     def _maybe_publish(self, *, closing: bool = False) -> None:
-        if self.shared:  # under its writer lock: whoever published last counts
-            self._find_checkpoint()
-        tail = self.projector.last_seq - self.checkpoint_seq
-        if self.read_only or tail <= 0 or self.db.path is None:
+        if self.read_only or self.db.path is None or not self._publish_due(closing):
             return
-        if closing or tail >= max(self.checkpoint_every, self.projector.last_seq // 100):
-            self.publish_checkpoint()
+        if self.shared:  # under its writer lock: whoever published last counts; its stamp is
+            self._find_checkpoint()  # read only when a publish seems due (not on every write)
+            if not self._publish_due(closing):
+                return
+        self.publish_checkpoint()
+
+    def _publish_due(self, closing: bool) -> bool:
+        tail = self.projector.last_seq - self.checkpoint_seq
+        return tail > 0 and (
+            closing or tail >= max(self.checkpoint_every, self.projector.last_seq // 100)
+        )
 
     def _publish_shared(self) -> None:
         """A shared writer's close: publish its copy as the checkpoint if it is ahead of the one
