@@ -65,6 +65,9 @@ class FactRemembered(EventBase, frozen=True, tag="remembered"):
     ``derived_from`` are the seqs of the ``EpisodeRecorded`` turns it came from, ``extractor``
     the model and ``prompt_version`` the extraction prompt; ``category`` (semantic, episodic,
     procedural) and ``importance`` (1-10) are the extractor's judgement.
+
+    ``request_id`` (here, in ``FactRevised`` and in ``FactForgotten``): the client's name for the
+    write this event belongs to, so that a retried write is answered, not stored twice.
     """
 
     subject: str
@@ -78,6 +81,7 @@ class FactRemembered(EventBase, frozen=True, tag="remembered"):
     prompt_version: str | None = None
     category: str | None = None
     importance: int | None = None
+    request_id: str | None = None
 
 
 class FactRevised(EventBase, frozen=True, tag="revised"):
@@ -102,6 +106,7 @@ class FactRevised(EventBase, frozen=True, tag="revised"):
     prompt_version: str | None = None
     category: str | None = None
     importance: int | None = None
+    request_id: str | None = None
 
 
 class FactForgotten(EventBase, frozen=True, tag="forgotten"):
@@ -109,6 +114,7 @@ class FactForgotten(EventBase, frozen=True, tag="forgotten"):
 
     fact_id: int
     reason: str | None = None
+    request_id: str | None = None
 
 
 class EmbeddingRecorded(EventBase, frozen=True, tag="embedding"):

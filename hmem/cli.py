@@ -208,10 +208,9 @@ def _command(
                        help="store directory")
         p.add_argument("--namespace", metavar="NS", type=arg_namespace, default=argparse.SUPPRESS,
                        help="namespace")
-        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                       help="print one JSON document")
-        p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                       help="no progress bars")
+        for flags, helped in ((("--json",), "print one JSON document"),
+                              (("-q", "--quiet"), "no progress bars")):
+            p.add_argument(*flags, action="store_true", default=argparse.SUPPRESS, help=helped)
     if writes:
         p.add_argument("--fsync", choices=FSYNC_POLICIES, default=argparse.SUPPRESS,
                        help="log durability (default: always)")
@@ -221,6 +220,7 @@ def _command(
 def _provenance(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source-agent", metavar="AGENT", help="who said it (e.g. chat, planner)")
     p.add_argument("--source-ref", metavar="REF", help="where exactly (e.g. session:turn)")
+    p.add_argument("--request-id", metavar="ID", help="retry-safe: a write with ID is made once")
 
 
 def _statement(p: argparse.ArgumentParser) -> None:
@@ -247,9 +247,9 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p = _command(sub, "revise", cmd_revise, "replace a fact with a new version; prints the new id",
                  ['hmem revise 1 "Maya lives in Paris" --valid-from 2026-03-01  # world changed',
                   'hmem revise 2 "Maya lives in Lyon" --reason "misheard"        # a correction'],
-                 description="Replace a fact with a new version; prints the new id. With "
-                 "--valid-from the world changed then (the old fact stays true before it); "
-                 "without it this is a correction.", writes=True)
+                 description="Replace a fact with a new version; prints the new id. With --valid-"
+                 "from the world changed then (the old fact stays true before it); else a "
+                 "correction.", writes=True)
     p.add_argument("id", type=arg_fact_id, help="the fact to revise (its newest version)")
     p.add_argument("text", help="the new statement")
     _statement(p)
@@ -258,10 +258,10 @@ def _fact_commands(sub: argparse._SubParsersAction[Any]) -> None:
     _provenance(p)
 
     p = _command(sub, "forget", cmd_forget, "stop believing a fact (kept in history and why)", [
-        'hmem forget 2 --reason "user asked"',
-    ], writes=True)
+        'hmem forget 2 --reason "user asked"'], writes=True)
     p.add_argument("id", type=arg_fact_id, help="the fact to forget")
     p.add_argument("--reason", metavar="TEXT", help="why it was forgotten")
+    _provenance(p)
 
     p = _command(sub, "recall", cmd_recall, "the facts most relevant to a query, best first", [
         'hmem recall "where does maya live"',

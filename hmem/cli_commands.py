@@ -151,10 +151,12 @@ def cmd_remember(args: argparse.Namespace) -> int:
             args.subject, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
             confidence=args.confidence, entities=args.entity or (),
             source_agent=args.source_agent, source_ref=args.source_ref,
-            dedup=not args.no_dedup,
+            dedup=not args.no_dedup, request_id=args.request_id,
         )
-        repeat = new <= before  # an id from before: it repeats a current fact
+        repeat = new <= before  # an id from before: it repeats a current fact, or a retry
     _emit(args, {"id": new, "repeat": repeat}, [
+        f"{fmt.fact_id(new)} (already remembered: this --request-id was written before)"
+        if repeat and args.request_id is not None else
         f"{fmt.fact_id(new)} (already remembered: same subject and text, still believed; "
         "--no-dedup stores it again)" if repeat else fmt.fact_id(new)
     ])
@@ -167,6 +169,7 @@ def cmd_revise(args: argparse.Namespace) -> int:
             args.id, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
             subject=args.subject, confidence=args.confidence, entities=args.entity or (),
             reason=args.reason, source_agent=args.source_agent, source_ref=args.source_ref,
+            request_id=args.request_id,
         )
     _emit(args, {"id": new, "revises": args.id}, [fmt.fact_id(new)])
     return 0
@@ -174,7 +177,8 @@ def cmd_revise(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     with _memory(args, read_only=False) as m:
-        seq = m.forget(args.id, reason=args.reason)
+        seq = m.forget(args.id, reason=args.reason, source_agent=args.source_agent,
+                       source_ref=args.source_ref, request_id=args.request_id)
     _emit(args, {"id": args.id, "seq": seq}, [f"forgot {fmt.fact_id(args.id)} (log seq {seq})"])
     return 0
 

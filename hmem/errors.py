@@ -9,6 +9,9 @@ re-exports them all, so ``from hmem.errors import ...`` is the one place to catc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from eventlog.errors import (
     HmemError,
     KeyFileDamaged,
@@ -73,6 +76,8 @@ __all__ = [
     "AlreadyErased",
     "ErasureUnavailable",
     "ErasureUnfinished",
+    "AlreadyWritten",
+    "RequestIdReused",
     "shown",
 ]
 
@@ -159,3 +164,22 @@ class ErasureUnavailable(ErasureError):
 class ErasureUnfinished(ErasureError):
     """A writer died in the middle of an erasure; the store's writer finishes it when it next
     opens, and until then a reader does not open (its copy could still hold the texts)."""
+
+
+class AlreadyWritten(HmemError):
+    """The write's ``request_id`` names a write the store already holds; ``events`` are what
+    that write logged. ``remember``, ``revise`` and ``forget`` answer such a retry from them
+    (the caller never sees this error); a raw transaction raises it and writes nothing."""
+
+    def __init__(self, request_id: str, events: Sequence[Any]) -> None:
+        seqs = ", ".join(str(ev.seq) for ev in events)
+        super().__init__(
+            f"request {request_id!r} was already written (seq {seqs}); nothing was written again"
+        )
+        self.request_id = request_id
+        self.events = tuple(events)
+
+
+class RequestIdReused(InvalidInput):
+    """A ``request_id`` already names a different write; nothing was written. A request id
+    names one write: give each new write a new one."""

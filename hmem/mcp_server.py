@@ -83,6 +83,11 @@ Entities = Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]] |
     max_length=50,
     description="Names the fact mentions (people, places, projects); default: its proper nouns.",
 )]
+RequestId = Annotated[str | None, Field(
+    max_length=200,
+    description="Optional: a name of your choice for this write (e.g. a UUID). Send the same "
+    "one when you retry a call that failed or timed out: the write is then made only once.",
+)]
 Limit = Annotated[int, Field(ge=1, le=50, description="At most this many facts.")]
 MaxTokens = Annotated[int, Field(
     ge=50, le=20000, description="Token budget for all returned facts (~4 characters a token).",
@@ -301,17 +306,19 @@ def build_server(
         valid_to: When = None,
         confidence: Confidence = 1.0,
         entities: Entities = None,
+        request_id: RequestId = None,
     ) -> CallToolResult:
         before = memory.last_seq
         new = memory.remember(
             subject, text, valid_from=_blank(valid_from), valid_to=_blank(valid_to),
             confidence=confidence, entities=entities or (), source_agent=source_agent,
-            source_ref=_blank(source_ref),
+            source_ref=_blank(source_ref), request_id=request_id,
         )
-        repeat = new <= before  # an id from before: it repeats a current fact
+        repeat = new <= before  # an id from before: a repeat of a current fact, or a retry
         fact = memory.get(new)
         head = (f"already remembered as {fmt.fact_id(new)} (same subject and text, still "
-                "believed): nothing stored" if repeat else f"remembered {fmt.fact_id(new)}")
+                "believed, or this request was made before): nothing stored" if repeat
+                else f"remembered {fmt.fact_id(new)}")
         return _ok([head, *fmt.fact_lines(fact)],
                    {"id": new, "seq": new, "repeat": repeat, "fact": _data(fact)})
 
@@ -348,12 +355,13 @@ def build_server(
         subject: Annotated[str | None, Field(
             max_length=200, description="Move the fact to another subject.")] = None,
         confidence: Confidence = 1.0,
+        request_id: RequestId = None,
     ) -> CallToolResult:
         vf = _blank(valid_from)
         new = memory.revise(
             id, text, valid_from=vf, valid_to=_blank(valid_to), subject=_blank(subject),
             confidence=confidence, reason=_blank(reason), source_agent=source_agent,
-            source_ref=_blank(source_ref),
+            source_ref=_blank(source_ref), request_id=request_id,
         )
         kind = "world" if vf is not None else "correction"
         fact, old = memory.get(new), memory.get(id)
@@ -368,8 +376,9 @@ def build_server(
                     "previous": _data(old)})
 
     @tool("forget", destructive=True)
-    def forget(id: FactId, reason: Reason = None) -> CallToolResult:
-        seq = memory.forget(id, reason=_blank(reason), source_agent=source_agent)
+    def forget(id: FactId, reason: Reason = None, request_id: RequestId = None) -> CallToolResult:
+        seq = memory.forget(id, reason=_blank(reason), source_agent=source_agent,
+                            request_id=request_id)
         fact = memory.get(id)
         return _ok([f"forgot {fmt.fact_id(id)} (log seq {seq}); history and why still show it",
                     *fmt.fact_lines(fact)],

@@ -50,6 +50,7 @@ from hmem.errors import (
     StoreNotFound,
 )
 from hmem.keys import key_path, open_sealer
+from hmem.retries import check_not_written
 from hmem.store_erasure import ErasureSteps
 from hmem.timeparse import TimeLike
 from hmem.when import Now, parse_when
@@ -272,7 +273,8 @@ class Store(ErasureSteps):
             p = self.projector
             save_column_file(
                 self.columns_path, p.state, np.frombuffer(p.tx_times, dtype=np.int64),
-                np.frombuffer(p.event_namespaces, dtype=np.int32), stamp,
+                np.frombuffer(p.event_namespaces, dtype=np.int32),
+                np.frombuffer(p.event_requests, dtype=np.int64), stamp,
             )
         except (OSError, duckdb.Error) as e:
             self.notes.append(f"checkpoint not published ({e}); readers replay more of the log")
@@ -344,6 +346,7 @@ class Store(ErasureSteps):
         forget a fact only once. All or nothing: an invalid event rejects the whole batch
         before anything is written.
         """
+        check_not_written(self.projector, self.log, events)  # a retry: answered, not checked
         links = dict(links or {})
         state = self.projector.state
         touched: set[int] = set()

@@ -27,8 +27,9 @@ from hmem.args import (
     text_arg,
 )
 from hmem.dedup import DedupKey, dedup_key, duplicate_of
-from hmem.errors import EmbedderUnavailable, InvalidInput
+from hmem.errors import AlreadyWritten, EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
+from hmem.retries import forgotten_seq, remembered_ids, request_arg, revised_seq
 from hmem.timeparse import TimeLike
 from hmem.transaction import Transaction, transaction_time
 from hmem.when import parse_when_opt
@@ -73,6 +74,7 @@ class WriteMethods(StoreHandle):
         source_agent: str | None = None,
         source_ref: str | None = None,
         dedup: bool = True,
+        request_id: str | None = None,
     ) -> int:
         """Store a new belief about ``subject``; returns its id.
 
@@ -86,25 +88,34 @@ class WriteMethods(StoreHandle):
         period: see :meth:`duplicate_of`) is not stored again: its id is returned and nothing
         is written. ``dedup=False`` stores it anyway (e.g. conversation turns, each its own
         evidence).
+
+        ``request_id`` (any name the client picks, e.g. a UUID) makes a retry safe: a write with
+        a request id the store already holds in this namespace is answered as it was the first
+        time and writes nothing, from any process; the same id for a different write is
+        ``RequestIdReused``.
         """
         return self._append_facts([self._remembered(dict(
             subject=subject, text=text, valid_from=valid_from, valid_to=valid_to,
             confidence=confidence, entities=entities, source_agent=source_agent,
             source_ref=source_ref,
-        ), 0)], dedup=dedup)[0]
+        ), 0)], dedup=dedup, request_id=request_id)[0]
 
-    def remember_many(self, facts: Iterable[dict[str, Any]], *, dedup: bool = True) -> list[int]:
+    def remember_many(
+        self, facts: Iterable[dict[str, Any]], *, dedup: bool = True,
+        request_id: str | None = None,
+    ) -> list[int]:
         """Remember many facts as one write (one fsync; embeddings computed in batches).
 
         Each item holds ``remember``'s arguments by name, e.g.
         ``{"subject": "maya", "text": "...", "valid_from": "2025-01-01"}``. All or nothing:
         one invalid item rejects the batch. Returns the ids in order: with ``dedup`` (see
         :meth:`remember`) an item that repeats a current fact, or an earlier item of the
-        batch, gets that fact's id.
+        batch, gets that fact's id. ``request_id`` names the whole batch (see :meth:`remember`).
         """
         check_sequence(facts, "facts", "a list of dicts of remember's arguments")
         return self._append_facts(
-            [self._remembered(item, i) for i, item in enumerate(facts)], dedup=dedup
+            [self._remembered(item, i) for i, item in enumerate(facts)], dedup=dedup,
+            request_id=request_id,
         )
 
     def duplicate_of(
@@ -126,10 +137,29 @@ class WriteMethods(StoreHandle):
             return duplicate_of(store.projector, self.namespace, event.subject, event.text,
                                 key, now)
 
-    def _append_facts(self, events: list[FactRemembered], *, dedup: bool) -> list[int]:
+    def _append_facts(
+        self, events: list[FactRemembered], *, dedup: bool, request_id: str | None = None
+    ) -> list[int]:
         """Append new facts as one write, with their vectors (inline mode) or queued for the
         background worker (which then embeds what the log holds, never a refused text);
-        with ``dedup``, repeats are answered with the id they repeat instead."""
+        with ``dedup``, repeats are answered with the id they repeat instead; a retried
+        ``request_id`` is answered as the first call was (hmem/retries.py)."""
+        if request_arg(request_id) is not None:
+            events = [msgspec.structs.replace(ev, request_id=request_id) for ev in events]
+        try:
+            return self._append_new_facts(events, dedup)
+        except AlreadyWritten as retry:
+            return remembered_ids(
+                retry, events, lambda ev: self._repeat_of(ev, dedup),
+                lambda ev: dedup_key(ev.subject, ev.text, ev.valid_from, ev.valid_to),
+            )
+
+    def _repeat_of(self, event: FactRemembered, dedup: bool) -> int | None:
+        """The current fact ``event`` repeats (with ``dedup``), or None."""
+        old = self._repeats([event], dedup, None)[0]
+        return old if isinstance(old, int) else None
+
+    def _append_new_facts(self, events: list[FactRemembered], dedup: bool) -> list[int]:
         self._check_before_embedding(events)
         worker = self.embedding_worker()
         if worker is not None:
@@ -217,15 +247,18 @@ class WriteMethods(StoreHandle):
         reason: str | None = None,
         source_agent: str | None = None,
         source_ref: str | None = None,
+        request_id: str | None = None,
     ) -> int:
         """Replace fact ``fact_id`` with a new version; returns the new id. Nothing is overwritten.
 
         With ``valid_from`` the world changed at that time: the old fact stays believed as true
         until then. Without it this is a correction: the old statement is no longer believed at
         all (``as_of`` earlier times still shows it). Only the newest version of a chain can be
-        revised. ``source_agent`` defaults to the old fact's.
+        revised. ``source_agent`` defaults to the old fact's. ``request_id``: as in
+        :meth:`remember` (a retry returns the first call's new id).
         """
         fid = _fact_id(fact_id)
+        request_arg(request_id)
         vf = parse_when_opt(valid_from, "valid_from", self.clock)
         vt = parse_when_opt(valid_to, "valid_to", self.clock)
         text = text_arg(text, "text")
@@ -239,7 +272,15 @@ class WriteMethods(StoreHandle):
             valid_to=vt, confidence=confidence_arg(confidence),
             entities=fact_entities(subject or old_subject, text, names), reason=reason,
             source_agent=source_agent or self.source_agent or old_agent, source_ref=source_ref,
+            request_id=request_id,
         )
+        try:
+            return self._append_revision(event, subject or old_subject)
+        except AlreadyWritten as retry:
+            return revised_seq(retry, fid, text)
+
+    def _append_revision(self, event: FactRevised, subject: str) -> int:
+        """Append a revision (``subject``: its subject, old or new) with its vector."""
         self._check_before_embedding([event])
         worker = self.embedding_worker()
         if worker is not None:
@@ -247,9 +288,9 @@ class WriteMethods(StoreHandle):
             with self.transaction() as txn:
                 position = txn.append(event)
                 txn.commit()
-                worker.put([(txn.seq(position), subject or old_subject, text)])
+                worker.put([(txn.seq(position), subject, event.text)])
             return txn.seq(position)
-        vector = self._vector_of(subject or old_subject, text)
+        vector = self._vector_of(subject, event.text)
         with self.transaction() as txn:
             position = txn.append(event)
             if vector is not None:
@@ -263,17 +304,22 @@ class WriteMethods(StoreHandle):
         reason: str | None = None,
         source_agent: str | None = None,
         source_ref: str | None = None,
+        request_id: str | None = None,
     ) -> int:
         """Tombstone a fact: gone from recall from now on, still in history, why and as_of.
 
-        Returns the seq of the tombstone event. Nothing is deleted.
+        Returns the seq of the tombstone event. Nothing is deleted. ``request_id``: as in
+        :meth:`remember` (a retry returns the first call's tombstone).
         """
         fid = _fact_id(fact_id)
-        with self.transaction() as txn:
-            position = txn.append(FactForgotten(
-                fact_id=fid, reason=reason, source_agent=source_agent or self.source_agent,
-                source_ref=source_ref,
-            ))
+        try:
+            with self.transaction() as txn:
+                position = txn.append(FactForgotten(
+                    fact_id=fid, reason=reason, source_agent=source_agent or self.source_agent,
+                    source_ref=source_ref, request_id=request_arg(request_id),
+                ))
+        except AlreadyWritten as retry:
+            return forgotten_seq(retry, fid)
         return txn.seq(position)
 
     def record_embedding(self, fact_id: int, model: str, vector: Any) -> int:

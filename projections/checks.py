@@ -57,6 +57,9 @@ def check_fields(ev: EventBase) -> None:
     for label, value in (("source_agent", ev.source_agent), ("source_ref", ev.source_ref)):
         if value is not None:
             check_text(label, value, MAX_NAME_CHARS, allow_empty=True)
+    request_id = getattr(ev, "request_id", None)
+    if request_id is not None:
+        check_name("request_id", request_id)
     if isinstance(ev, FactRemembered):
         check_name("subject", ev.subject)
         _check_statement(ev.text, ev.confidence, ev.entities)

@@ -40,8 +40,10 @@ _HEAD = struct.Struct("<8sIQI")
 _ALIGN = 64
 
 Stamp = tuple[int, str]
-# (the fold, each event's tx time, each event's namespace code), by seq - 1
-LoadedColumns = tuple[FactColumns, npt.NDArray[np.int64], npt.NDArray[np.int32]]
+# (the fold, and by seq - 1 each event's tx time, namespace code and request key)
+LoadedColumns = tuple[
+    FactColumns, npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int64]
+]
 
 _STRING_TABLES = (
     "namespaces", "subjects", "agents", "labels", "reasons", "entity_names", "terms"
@@ -75,13 +77,14 @@ class _Manifest(msgspec.Struct):
 
 def save_column_file(
     path: Path, cols: FactColumns, tx_times: npt.NDArray[np.int64],
-    event_namespaces: npt.NDArray[np.int32], stamp: Stamp,
+    event_namespaces: npt.NDArray[np.int32], event_requests: npt.NDArray[np.int64], stamp: Stamp,
 ) -> None:
-    """Write ``cols`` (the fold at ``stamp``) and each event's tx time and namespace code to
-    ``path``, atomically."""
+    """Write ``cols`` (the fold at ``stamp``) and each event's tx time, namespace code and
+    request key to ``path``, atomically."""
     arrays = dict(_arrays(cols))
     arrays["tx_times"] = np.asarray(tx_times, dtype=np.int64)
     arrays["event_namespaces"] = np.asarray(event_namespaces, dtype=np.int32)
+    arrays["event_requests"] = np.asarray(event_requests, dtype=np.int64)
     extra = msgspec.msgpack.encode(_Extra(
         cols.last_seq, cols.tokened, cols.odd, cols.vectors, list(cols.episodes.values())
     ))
@@ -129,10 +132,10 @@ def load_column_file(path: Path, stamp: Stamp) -> LoadedColumns | None:
                     return None
                 arrays[column.name] = into if isinstance(into, bytearray) else into.obj
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
-        tx_times, event_namespaces = arrays["tx_times"], arrays["event_namespaces"]
-        if not len(tx_times) == len(event_namespaces) == extra.last_seq:
+        per_event = arrays["tx_times"], arrays["event_namespaces"], arrays["event_requests"]
+        if any(len(column) != extra.last_seq for column in per_event):
             return None
-        return _columns(arrays, extra), tx_times, event_namespaces
+        return (_columns(arrays, extra), *per_event)
     except (OSError, ValueError, KeyError, msgspec.DecodeError, struct.error):
         return None
 

@@ -62,6 +62,7 @@ class EventRow(NamedTuple):
     source_agent: str | None
     source_ref: str | None
     reason: str | None
+    request_id: str | None
 
 
 def event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
@@ -78,6 +79,7 @@ def event_columns(events: Sequence[EventRow]) -> dict[str, np.ndarray]:
         "source_agent": object_column(cols[6]),
         "source_ref": object_column(cols[7]),
         "reason": object_column(cols[8]),
+        "request_id": object_column(cols[9]),
     }
 
 

@@ -46,6 +46,7 @@ from projections.columns import (
 from projections.errors import DamagedProjection, ProjectionError
 from projections.fact_columns import FactColumns
 from projections.fact_rows import entity_rows, fact_rows, posting_rows, version_rows
+from projections.requests import request_key
 from projections.state import Episode, Vector
 
 __all__ = [
@@ -56,7 +57,7 @@ __all__ = [
 
 # 2: Snowball stems in postings; subject in indexed text. 3: episodes table, fact lineage.
 # 4: recalls and recall_hits (logged recalls).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR NOT NULL, value VARCHAR NOT NULL);
@@ -106,7 +107,7 @@ CREATE TABLE IF NOT EXISTS postings (
 CREATE TABLE IF NOT EXISTS events (
     seq BIGINT NOT NULL, type VARCHAR NOT NULL, tx_at TIMESTAMPTZ NOT NULL,
     namespace VARCHAR NOT NULL, fact_id BIGINT NOT NULL, target_id BIGINT,
-    source_agent VARCHAR, source_ref VARCHAR, reason VARCHAR
+    source_agent VARCHAR, source_ref VARCHAR, reason VARCHAR, request_id VARCHAR
 );
 CREATE TABLE IF NOT EXISTS vectors (
     fact_id BIGINT NOT NULL, namespace VARCHAR NOT NULL, model VARCHAR NOT NULL,
@@ -411,13 +412,20 @@ class DuckProjection:
         """The in-memory fold state, loaded from the tables in bulk (fast reopen)."""
         return load_columns(self.con, self.cursor()[0])
 
-    def event_columns(self, namespaces: Strings) -> tuple[np.ndarray, np.ndarray]:
-        """tx_at (microseconds) and namespace (its code in ``namespaces``, new ones added) of
-        every applied event, indexed by seq - 1."""
+    def event_columns(self, namespaces: Strings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """tx_at (microseconds), namespace (its code in ``namespaces``, new ones added) and
+        request key (projections/requests.py; 0 for none) of every applied event, by seq - 1."""
         got = self.con.execute(
             "SELECT epoch_us(tx_at) AS t, namespace FROM events ORDER BY seq"
         ).fetchnumpy()
-        return np.asarray(got["t"], dtype=np.int64), namespaces.encode(list(got["namespace"]))
+        keys = np.zeros(len(got["t"]), dtype=np.int64)
+        for seq, namespace, request_id in self.con.execute(
+            "SELECT seq, namespace, request_id FROM events WHERE request_id IS NOT NULL"
+        ).fetchall():
+            keys[seq - 1] = request_key(namespace, request_id)
+        return (
+            np.asarray(got["t"], dtype=np.int64), namespaces.encode(list(got["namespace"])), keys
+        )
 
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every table's rows in canonical order (for verify and tests)."""

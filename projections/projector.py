@@ -28,6 +28,7 @@ from projections.fact_tokens import set_tokens
 from projections.gc_pause import paused_gc
 from projections.index_build import Indexes, build_index
 from projections.recall_index import NamespaceIndex
+from projections.requests import event_request_key, request_key, request_seqs
 from projections.state import Episode, Vector
 from projections.text import tokenize
 from projections.timeutil import to_us
@@ -64,13 +65,15 @@ class Projector:
             raise ValueError("the loaded columns are not the fold of this projection")
         if loaded is None:
             state = db.load_state()
-            tx_times, event_namespaces = db.event_columns(state.namespaces)
+            tx_times, event_namespaces, event_requests = db.event_columns(state.namespaces)
         else:
-            state, tx_times, event_namespaces = loaded
+            state, tx_times, event_namespaces, event_requests = loaded
         self.state = state
         self.tx_times = array("q", tx_times.tobytes())  # by seq - 1: each event's tx_at
         # by seq - 1: each event's namespace, a code into state.namespaces
         self.event_namespaces = array("i", event_namespaces.astype(np.int32).tobytes())
+        # by seq - 1: each event's request key (projections/requests.py), 0 for none
+        self.event_requests = array("q", event_requests.astype(np.int64).tobytes())
         self._db_seq = self.state.last_seq
         self._indexes: Indexes | None = None
         self._vector_groups: dict[str, list[int]] = {}  # namespace -> positions in vectors
@@ -95,6 +98,11 @@ class Projector:
         if not len(times):
             return 0, None, None
         return len(times), int(times.min()), int(times.max())
+
+    def request_seqs(self, namespace: str, request_id: str) -> list[int]:
+        """Seqs of the events that may carry ``request_id`` in ``namespace`` (read them back to
+        be sure: keys are hashes)."""
+        return request_seqs(self.event_requests, request_key(namespace, request_id))
 
     @property
     def pending(self) -> int:
@@ -136,6 +144,7 @@ class Projector:
         changed = self.state.apply(ev, validated=validated, tx=tx)
         self.tx_times.append(tx)
         self.event_namespaces.append(self.state.namespaces.code(ev.namespace))
+        self.event_requests.append(event_request_key(ev))
         self._events.append(_event_row(ev, tx))
         indexes = self._indexes
         if isinstance(ev, (FactRemembered, FactRevised)):
@@ -214,6 +223,7 @@ class Projector:
         self.event_namespaces.frombytes(
             state.namespaces.encode([ev.namespace for ev in events]).tobytes()
         )
+        self.event_requests.extend(map(event_request_key, events))
         self._events.extend(map(_event_row, events, txs))
         subjects, table = state.subjects.values, state.table
         made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]
@@ -269,7 +279,7 @@ def _event_row(ev: Event, tx: int) -> EventRow:
         fact_id, target, reason = ev.fact_id, None, getattr(ev, "reason", None)
     return EventRow(
         ev.seq, ev.__struct_config__.tag, tx, ev.namespace, fact_id, target,  # type: ignore[arg-type]
-        ev.source_agent, ev.source_ref, reason,
+        ev.source_agent, ev.source_ref, reason, getattr(ev, "request_id", None),
     )
 
 

@@ -72,7 +72,8 @@ lineage = dict(
     importance=st.none() | st.sampled_from([1, 10, 200]),  # 200: refused on write, kept by a fold
 )
 common = dict(namespace=ns, source_agent=names, source_ref=names)
-statement = dict(
+requests = st.none() | st.none() | st.sampled_from(["r1", "r2"])  # the same id in two events too
+statement = dict(request_id=requests,
     text=texts, valid_from=mostly_none, valid_to=mostly_none,
     confidence=st.sampled_from([1.0, 0.5, 0.0]),
     entities=st.sampled_from([(), ("Paris",), ("acme", "Acme's")]), **lineage, **common,
@@ -85,7 +86,8 @@ revisions = st.builds(
 )
 events = st.one_of(
     remembers, revisions, remembers, revisions,
-    st.builds(FactForgotten, fact_id=ids, reason=st.none() | st.just("asked"), **common),
+    st.builds(FactForgotten, fact_id=ids, reason=st.none() | st.just("asked"),
+              request_id=requests, **common),
     st.builds(EmbeddingRecorded, fact_id=ids, model=st.sampled_from(["m", "n"]),
               dims=st.sampled_from([2, 3]), vector=st.just(b""),
               sealed=st.sampled_from([b"", b"", ERASED]), **common),
@@ -249,6 +251,12 @@ def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
         for p in (projector, tail, from_file):  # each event's namespace, however it was loaded
             names = p.state.namespaces.values
             assert [names[c] for c in p.event_namespaces] == [ev.namespace for ev in accepted]
+            for request_id in ("r1", "r2"):  # each request id's events, however it was loaded
+                for namespace in NAMESPACES:
+                    assert p.request_seqs(namespace, request_id) == [
+                        ev.seq for ev in accepted if getattr(ev, "request_id", None) == request_id
+                        and ev.namespace == namespace
+                    ]
         for fid in state.facts:
             assert projector.state.fact(fid).rows == state.facts[fid].rows
     finally:
@@ -262,7 +270,8 @@ def through_column_file(projector: Projector, db: DuckProjection) -> LoadedColum
         path = Path(d) / COLUMNS_FILE
         stamp_ = db.cursor()
         save_column_file(path, projector.state, np.frombuffer(projector.tx_times, "<i8"),
-                         np.frombuffer(projector.event_namespaces, "<i4"), stamp_)
+                         np.frombuffer(projector.event_namespaces, "<i4"),
+                         np.frombuffer(projector.event_requests, "<i8"), stamp_)
         assert load_column_file(path, (stamp_[0] + 1, stamp_[1])) is None
         assert load_column_file(path, (stamp_[0], stamp_[1] + "0")) is None
         loaded = load_column_file(path, stamp_)
@@ -280,7 +289,9 @@ def test_a_damaged_column_file_is_refused_never_misread(history, where, bit):
         path = Path(d) / COLUMNS_FILE
         tx_times = np.arange(cols.last_seq, dtype=np.int64)
         event_namespaces = np.arange(cols.last_seq, dtype=np.int32) % 3
-        save_column_file(path, cols, tx_times, event_namespaces, (cols.last_seq, "ab"))
+        event_requests = np.arange(cols.last_seq, dtype=np.int64) * 7
+        save_column_file(path, cols, tx_times, event_namespaces, event_requests,
+                         (cols.last_seq, "ab"))
         raw = bytearray(path.read_bytes())
         raw[min(int(where * len(raw)), len(raw) - 1)] ^= 1 << bit
         path.write_bytes(bytes(raw))
@@ -289,6 +300,7 @@ def test_a_damaged_column_file_is_refused_never_misread(history, where, bit):
         assert_same_state(loaded[0], state, "loaded despite a flipped bit")
         assert loaded[1].tolist() == tx_times.tolist()
         assert loaded[2].tolist() == event_namespaces.tolist()
+        assert loaded[3].tolist() == event_requests.tolist()
 
 
 @settings(max_examples=examples(dev=100, ci=300))
