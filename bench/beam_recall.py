@@ -126,12 +126,13 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
         n = results[names[0]]["abilities"][ability]["n"]
         cells = " | ".join(f"{results[c]['abilities'][ability]['R@10']:.3f}" for c in names)
         lines.append(f"| {ability} | {n} | {cells} |")
-    lines += ["", "| config | R@5 | R@10 | R@25 | tokens@10 | recall p50 / p95 ms |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| config | R@5 | R@10 | R@25 | tokens@10 | R@10 in 1k | recall p50 / p95 ms |",
+              "|---|---|---|---|---|---|---|"]
     for name, res in results.items():
         row, lat = res["abilities"]["overall"], res["latency_ms"]
         lines.append(f"| {name} | {row['R@5']:.3f} | {row['R@10']:.3f} | {row['R@25']:.3f} | "
-                     f"{row['tokens@10']:.0f} | {lat['p50']:.1f} / {lat['p95']:.1f} |")
+                     f"{row['tokens@10']:.0f} | {row['R@10 in 1k']:.3f} | "
+                     f"{lat['p50']:.1f} / {lat['p95']:.1f} |")
     return "\n".join(lines)
 
 

@@ -40,6 +40,7 @@ from hmem.recall import RecallConfig
 # The data file (conversations, questions, evidence ids, splits) is read by bench.locomo_data;
 # this module scores hmem's recall on it.
 KS = (5, 10, 25)
+BUDGET = 1000  # tokens: "R@10 in 1k" is recall(limit=10, max_tokens=BUDGET)'s evidence recall
 
 # name -> (embedder spec, RecallConfig); "best" is the configuration chosen on the dev split.
 # "plain" is BM25 alone (no feedback, neighbouring turns, entity, time or recency weight), and
@@ -61,6 +62,7 @@ CONFIGS: dict[str, tuple[str | None, RecallConfig]] = {
 class Scores:
     hits: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
     tokens: dict[int, list[int]] = field(default_factory=lambda: {k: [] for k in KS})
+    budget: list[float] = field(default_factory=list)  # R@10 within BUDGET tokens
 
 
 def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
@@ -79,12 +81,22 @@ def score_hits(
     scores: Scores, evidence: frozenset[str], refs: Sequence[str | None],
     tokens: Sequence[int] | None = None,
 ) -> None:
-    """Add one question's evidence recall at every k (|evidence ∩ refs[:k]| / |evidence|) and
-    the tokens of its top-k hits (0 when not given) to ``scores``."""
+    """Add one question's evidence recall at every k (|evidence ∩ refs[:k]| / |evidence|), the
+    tokens of its top-k hits (0 when not given) and its recall at 10 hits within :data:`BUDGET`
+    tokens (the hits that ``max_tokens=BUDGET`` keeps: in rank order, each that still fits)."""
     for k in KS:
         found = {r for r in refs[:k] if r is not None} & evidence
         scores.hits[k].append(len(found) / len(evidence))
         scores.tokens[k].append(sum(tokens[:k]) if tokens is not None else 0)
+    kept: set[str] = set()
+    used = count = 0
+    for ref, cost in zip(refs, tokens if tokens is not None else [0] * len(refs), strict=True):
+        if count == 10:
+            break
+        if used + cost <= BUDGET:
+            used, count = used + cost, count + 1
+            kept.add(ref or "")
+    scores.budget.append(len(kept & evidence) / len(evidence))
 
 
 def evaluate(
@@ -126,6 +138,7 @@ def score_rows(groups: dict[str, Scores]) -> dict[str, Any]:
         for k in KS:
             every.hits[k] += sc.hits[k]
             every.tokens[k] += sc.tokens[k]
+        every.budget += sc.budget
     rows["overall"] = score_row(every)
     return rows
 
@@ -146,6 +159,7 @@ def score_row(sc: Scores) -> dict[str, Any]:
         "n": n,
         **{f"R@{k}": statistics.fmean(sc.hits[k]) if n else 0.0 for k in KS},
         **{f"tokens@{k}": statistics.fmean(sc.tokens[k]) if n else 0.0 for k in KS},
+        "R@10 in 1k": statistics.fmean(sc.budget) if sc.budget else 0.0,
     }
 
 
@@ -154,13 +168,13 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
     for split in ("held-out", "dev"):
         which = "eight conversations" if split == "held-out" else "conv-26, conv-30"
         lines.append(f"\n**{split}** ({which})\n")
-        lines.append("| config | category | n | R@5 | R@10 | R@25 | tokens@10 |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append("| config | category | n | R@5 | R@10 | R@25 | tokens@10 | R@10 in 1k |")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for name, res in results.items():
             for cat, row in res[split].items():
                 lines.append(
                     f"| {name} | {cat} | {row['n']} | {row['R@5']:.3f} | {row['R@10']:.3f} | "
-                    f"{row['R@25']:.3f} | {row['tokens@10']:.0f} |"
+                    f"{row['R@25']:.3f} | {row['tokens@10']:.0f} | {row['R@10 in 1k']:.3f} |"
                 )
     lines.append("\n| config | recall p50 ms | p95 ms |")
     lines.append("|---|---|---|")
