@@ -52,7 +52,7 @@ class RecallConfig:
     entity_boost: float = 0.25
     time_boost: float = 0.5
     neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
-    next_weight: float = 0.3  # ... and with its next turn's, times this
+    next_weight: float = 0.4  # ... and with its next turn's, times this
     context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
     dense_neighbors: bool = False  # neighbour weights apply to cosines too
     feedback_docs: int = 2  # pseudo-relevance feedback: expand the query from the top docs...

@@ -93,7 +93,7 @@ class TextIndex:
     postings are the loaded ones followed by those.
     """
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, k1: float = 1.0, b: float = 0.85) -> None:
         self.k1 = k1
         self.b = b
         self._terms: dict[str, _Postings] = {}
