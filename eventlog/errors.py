@@ -72,6 +72,19 @@ class UnsupportedFormat(LogError):
     """The log was written by a newer (or unknown) format version."""
 
 
+class ServerLogCorrupted(LogCorrupted):
+    """A row of a log held by a database server (PostgreSQL) failed its checks: ``offset`` is
+    its seq. Nothing from it on is read."""
+
+    def __init__(self, where: str, seq: int, detail: str) -> None:
+        LogError.__init__(
+            self,
+            f"event log corrupted in {where} at seq {seq}: {detail}. Nothing from it on can be "
+            f"trusted: restore the database from a backup, or copy the events before it out",
+        )
+        self.segment, self.offset, self.detail = where, seq, detail
+
+
 class RecordRejected(LogError, ValueError):
     """An event cannot be written as a record: a field holds a value msgpack cannot encode, or
     the record would exceed the 64 MiB limit. Nothing of the call was written."""
