@@ -45,6 +45,7 @@ from tests.conftest import examples
 from tests.model import US, Model, Op
 from tests.stateful_checks import ModelChecks
 from tests.stateful_erase import EraseRules
+from tests.stateful_retry import RetryRules
 from tests.stateful_support import (
     AGENTS,
     DATES,
@@ -71,7 +72,7 @@ from tests.stateful_support import (
 )
 
 
-class MemoryMachine(ModelChecks, EraseRules, RuleBasedStateMachine):
+class MemoryMachine(ModelChecks, EraseRules, RetryRules, RuleBasedStateMachine):
     facts = Bundle("facts")
 
     def __init__(self) -> None:
@@ -148,17 +149,17 @@ class MemoryMachine(ModelChecks, EraseRules, RuleBasedStateMachine):
 
     @rule(target=facts, ns=namespaces, subject=st.sampled_from(SUBJECTS), text=padded_texts,
           valid_from=opt_dates, valid_to=opt_ends, confidence=confidences,
-          entities=entity_args, source_agent=agents, source_ref=refs)
+          entities=entity_args, source_agent=agents, source_ref=refs, request=st.booleans())
     def remember(self, ns, subject, text, valid_from, valid_to, confidence, entities,
-                 source_agent, source_ref):
-        vf, now = self._time(valid_from), self.tx_now()
+                 source_agent, source_ref, request=False):
+        vf, now, rid = self._time(valid_from), self.tx_now(), self.request_id(request)
         vt = self._time(valid_to, start=vf or now)
 
         def call():
             return self.m(ns).remember(  # repeats stored too: tests/test_dedup.py models dedup
                 subject, text, valid_from=vf, valid_to=vt, confidence=confidence,
                 entities=entities, source_agent=source_agent, source_ref=source_ref,
-                dedup=False,
+                dedup=False, request_id=rid,
             )
 
         expected = self.model.remember_error(now, vf, vt)
@@ -166,6 +167,7 @@ class MemoryMachine(ModelChecks, EraseRules, RuleBasedStateMachine):
             self._refused(expected, call)
             return multiple()
         fid = call()
+        self.was_sent(ns, rid, "remember", call, fid)
         self._logged(Op("remember", fid, now, ns, fid, subject=subject, text=text,
                         valid_from=vf, valid_to=vt, confidence=confidence, entities=entities,
                         source_agent=source_agent, agent_default=AGENTS[ns],
@@ -244,14 +246,16 @@ class MemoryMachine(ModelChecks, EraseRules, RuleBasedStateMachine):
                         agent_default=AGENTS[ns], source_ref=source_ref, reason=reason))
         return (ns, new)
 
-    @rule(fact=facts, other=elsewhere, reason=reasons)
-    def forget(self, fact, other, reason):
-        ns, fid = self.ns_for(fact, other), fact[1]
+    @rule(fact=facts, other=elsewhere, reason=reasons, request=st.booleans())
+    def forget(self, fact, other, reason, request):
+        ns, fid, rid = self.ns_for(fact, other), fact[1], self.request_id(request)
         expected = self.model.forget_error(ns, fid)
         if expected is not None:
-            self._refused(expected, lambda: self.m(ns).forget(fid, reason=reason))
+            self._refused(expected, lambda: self.m(ns).forget(fid, reason=reason, request_id=rid))
             return
-        seq = self.m(ns).forget(fid, reason=reason)
+        seq = self.m(ns).forget(fid, reason=reason, request_id=rid)
+        self.was_sent(ns, rid, "forget", lambda: self.m(ns).forget(fid, reason=reason,
+                                                                   request_id=rid), seq)
         event("forget: " + ("superseded fact" if self.model.snapshot()[fid].superseded
                             else "head"))
         self._logged(Op("forget", seq, self.tx_now(), ns, fid, reason=reason))
