@@ -17,10 +17,10 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra: pip install 'hmem[postgres]'")
 
+from bench.pg_server import PgServer  # noqa: E402
 from eventlog.errors import ServerLogCorrupted  # noqa: E402
 from eventlog.events import FactRemembered  # noqa: E402
 from eventlog.pg_log import PgLog  # noqa: E402
-from tests.pg_server import PgServer  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _names = itertools.count()

@@ -1,5 +1,5 @@
-"""A throwaway PostgreSQL server for the tests (issue 15): initdb and pg_ctl in a temporary
-directory, listening on a Unix socket only, as the ``postgres`` user when the tests run as root
+"""A throwaway PostgreSQL server for the tests and benchmarks (issue 15): initdb and pg_ctl in a
+temporary directory, listening on a Unix socket only, as the ``postgres`` user when run as root
 (initdb refuses root). Debian's ``postgresql`` package provides the binaries
 (``apt-get install -y postgresql``); without them the tests that need a server skip, naming it."""
 
