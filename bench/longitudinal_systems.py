@@ -94,6 +94,24 @@ class System:
         pass
 
 
+class DatedNotes(System):
+    """A store of dated notes: ``latest`` finds the (value, source_ref) of the newest note on
+    the attribute noted at or before a time; a note's date is all it knows of time."""
+
+    def latest(self, subject: str, attribute: str,
+               at: datetime | None) -> tuple[str, str] | None:
+        raise NotImplementedError
+
+    def value(self, subject: str, attribute: str, *, valid_at: datetime | None = None,
+              as_of: datetime | None = None) -> str | None:
+        hit = self.latest(subject, attribute, valid_at or as_of)
+        return None if hit is None else hit[0]
+
+    def source(self, subject: str, attribute: str) -> str | None:
+        hit = self.latest(subject, attribute, None)
+        return None if hit is None else hit[1]
+
+
 def answer(system: System, q: Question) -> Answer:
     """``system``'s answer to ``q``."""
     if q.kind == "changed_between":
@@ -176,7 +194,7 @@ class HmemSystem(System):
 # -------------------------------------------------------------------------------- plain files
 
 
-class PlainFiles(System):
+class PlainFiles(DatedNotes):
     name = "plain files"
 
     def __init__(self, root: Path) -> None:
@@ -191,7 +209,7 @@ class PlainFiles(System):
         with self.path.open("a", encoding="utf-8") as f:
             f.write(f"- {st.tx.date().isoformat()} ({st.source_ref}) {body}\n")
 
-    def _latest(self, subject: str, attribute: str,
+    def latest(self, subject: str, attribute: str,
                 at: datetime | None) -> tuple[str, str] | None:
         """(value, ref) of the latest line about it noted on or before ``at``'s date."""
         grep = re.compile(rf"\b{re.escape(subject)}\b", re.IGNORECASE)
@@ -209,15 +227,6 @@ class PlainFiles(System):
             elif (v := extract(m[3], subject, attribute)) is not None:
                 current = (v, m[2])
         return current
-
-    def value(self, subject: str, attribute: str, *, valid_at: datetime | None = None,
-              as_of: datetime | None = None) -> str | None:
-        hit = self._latest(subject, attribute, valid_at or as_of)
-        return None if hit is None else hit[0]
-
-    def source(self, subject: str, attribute: str) -> str | None:
-        hit = self._latest(subject, attribute, None)
-        return None if hit is None else hit[1]
 
 
 # ---------------------------------------------------------------------------------- overwrite
@@ -252,7 +261,7 @@ class Overwrite(System):
 # ---------------------------------------------------------------------------- SQLite + FTS5
 
 
-class SqliteFts(System):
+class SqliteFts(DatedNotes):
     name = "sqlite-fts5"
 
     def __init__(self, root: Path) -> None:
@@ -278,7 +287,7 @@ class SqliteFts(System):
             self.db.execute("INSERT INTO memories_fts(rowid, text) VALUES (?, ?)",
                             (cur.lastrowid, st.text))
 
-    def _newest(self, subject: str, attribute: str,
+    def latest(self, subject: str, attribute: str,
                 at: datetime | None) -> tuple[str, str] | None:
         match = fts_query(query(subject, attribute))
         assert match is not None
@@ -295,15 +304,6 @@ class SqliteFts(System):
             return None
         _, _, v, ref = max(found)
         return v, ref
-
-    def value(self, subject: str, attribute: str, *, valid_at: datetime | None = None,
-              as_of: datetime | None = None) -> str | None:
-        hit = self._newest(subject, attribute, valid_at or as_of)
-        return None if hit is None else hit[0]
-
-    def source(self, subject: str, attribute: str) -> str | None:
-        hit = self._newest(subject, attribute, None)
-        return None if hit is None else hit[1]
 
     def close(self) -> None:
         self.store.close()

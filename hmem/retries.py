@@ -43,10 +43,11 @@ def check_not_written(projector: Projector, log: EventLog, events: Sequence[Even
         if request_id is None or (ev.namespace, request_id) in asked:
             continue
         asked.add((ev.namespace, request_id))
-        earlier = [
-            old for seq in projector.request_seqs(ev.namespace, request_id)
-            for old in log.read(seq, seq)
-            if getattr(old, "request_id", None) == request_id and old.namespace == ev.namespace
+        seqs = projector.request_seqs(ev.namespace, request_id)
+        earlier = [  # one read over the candidates (a write's events are adjacent)
+            old for old in (log.read(seqs[0], seqs[-1]) if seqs else ())
+            if old.seq in seqs and getattr(old, "request_id", None) == request_id
+            and old.namespace == ev.namespace
         ]
         if earlier:
             raise AlreadyWritten(request_id, earlier)

@@ -416,16 +416,15 @@ class DuckProjection:
         """tx_at (microseconds), namespace (its code in ``namespaces``, new ones added) and
         request key (projections/requests.py; 0 for none) of every applied event, by seq - 1."""
         got = self.con.execute(
-            "SELECT epoch_us(tx_at) AS t, namespace FROM events ORDER BY seq"
+            "SELECT epoch_us(tx_at) AS t, namespace, request_id FROM events ORDER BY seq"
         ).fetchnumpy()
+        namespaces_, requests = got["namespace"], got["request_id"]
         keys = np.zeros(len(got["t"]), dtype=np.int64)
-        for seq, namespace, request_id in self.con.execute(
-            "SELECT seq, namespace, request_id FROM events WHERE request_id IS NOT NULL"
-        ).fetchall():
-            keys[seq - 1] = request_key(namespace, request_id)
-        return (
-            np.asarray(got["t"], dtype=np.int64), namespaces.encode(list(got["namespace"])), keys
-        )
+        given = np.ma.getdata(requests)
+        for i in np.flatnonzero(~np.ma.getmaskarray(requests)):  # NULL: masked (or None)
+            if given[i] is not None:
+                keys[i] = request_key(namespaces_[i], given[i])
+        return np.asarray(got["t"], dtype=np.int64), namespaces.encode(list(namespaces_)), keys
 
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every table's rows in canonical order (for verify and tests)."""
