@@ -1,36 +1,49 @@
-"""The event log on PostgreSQL (issue 15, first slice): the file log's events and hash chain in
-one append-only table, for stores that live on a server teams already run.
+"""The event log on PostgreSQL: the file log's events and hash chain in one append-only table,
+for stores that live on a server teams already run (issue 15).
 
 - ``hmem_log(seq, payload, chain, tx_us)``: one row per event. ``payload`` is the event's msgpack
   encoding, as in a segment record; ``chain`` the 16-byte hash chain through it
   (:func:`eventlog.format.chain_next` from :data:`~eventlog.format.ZERO_CHAIN`), so a log
   copied either way verifies the same.
-- Seqs are a total order without gaps: an append takes a transaction-scoped advisory lock, reads
-  the head, numbers its events after it and inserts them in that transaction. Nothing is
-  numbered outside it, so a rolled-back or killed append leaves no hole; ``tx_at`` never goes
-  back.
+- Seqs are a total order without gaps: an append holds the store's advisory lock, reads the
+  head, numbers its events after it and inserts them in one transaction. Nothing is numbered
+  outside it, so a rolled-back or killed append leaves no hole; ``tx_at`` never goes back.
 - UPDATE, DELETE and TRUNCATE of the table are refused by triggers.
-- An acknowledged append is a committed transaction (the server's ``synchronous_commit`` default:
-  in its WAL on disk), so it survives the server being killed.
+- An acknowledged append is a committed transaction (the server's ``synchronous_commit``
+  default: in its WAL on disk), so it survives the server being killed.
 
-Not yet (issue 15 goes on): sealing (payloads are in the clear here, so ``erase`` is not
-available), the projections as tables, namespaces as row-level security, ``Memory(url)``.
+It speaks the protocol :class:`~hmem.store.Store` uses of a shared :class:`~eventlog.log.EventLog`
+(many writer processes, each holding the writer lock for one write transaction: here the
+session advisory lock, which the server lets go if the process dies). An append may run
+``then(events)`` inside its transaction, so that the tables derived from it commit with it.
+
+Payloads are in the clear (no sealing on a server log yet, so ``erase`` is not available).
 Needs the ``postgres`` extra (psycopg 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
 
-from eventlog.errors import LogWriteFailed, RecordRejected, ServerLogCorrupted
+from eventlog.errors import (
+    LogWriteFailed,
+    ReadOnlyStore,
+    RecordRejected,
+    ServerLogCorrupted,
+    StoreClosed,
+    StoreLocked,
+    StoreNotFound,
+)
 from eventlog.events import EPOCH, Event, EventBase, decode, encode_record
 from eventlog.format import MAX_RECORD_BYTES, ZERO_CHAIN, chain_next
+from eventlog.segments import ChainHead, Recovery
 
-__all__ = ["PgLog", "SCHEMA"]
+__all__ = ["PgLog", "SCHEMA", "is_server_url"]
 
 _LOCK = 0x686D656D  # "hmem": the advisory lock key of appends (and of the schema's creation)
 
@@ -52,11 +65,17 @@ CREATE TRIGGER hmem_log_no_change BEFORE UPDATE OR DELETE ON hmem_log
 DROP TRIGGER IF EXISTS hmem_log_no_truncate ON hmem_log;
 CREATE TRIGGER hmem_log_no_truncate BEFORE TRUNCATE ON hmem_log
     FOR EACH STATEMENT EXECUTE FUNCTION hmem_log_refuse();
+REVOKE ALL ON hmem_log FROM PUBLIC;
 """
-
 
 _MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 _PAGE = 10_000  # rows read per query
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_server_url(target: object) -> bool:
+    """Whether ``target`` names a PostgreSQL store (a ``postgresql://`` URL), not a directory."""
+    return isinstance(target, str) and target.startswith(_SCHEMES)
 
 
 def _us(t: datetime) -> int:
@@ -64,78 +83,202 @@ def _us(t: datetime) -> int:
 
 
 class PgLog:
-    """An append-only event log in a PostgreSQL database (``url``: a libpq connection string)."""
+    """An append-only event log in a PostgreSQL database (``url``: a libpq connection string).
 
-    def __init__(self, url: str) -> None:
+    ``read_only``: refuses appends and makes nothing (``StoreNotFound`` when the database has no
+    log). ``lock_wait``: seconds a write waits for another writer's transaction before
+    ``StoreLocked``. ``then`` hooks see the connection as :attr:`con`.
+    """
+
+    shared = True  # every writer takes the lock per write transaction
+    fsync_policy = "always"  # what an acknowledged append survives: the server's commit
+    sealer = None  # texts in the clear (no sealing on a server log yet)
+    directory = None  # nothing on local disk
+
+    def __init__(self, url: str, *, read_only: bool = False, lock_wait: float = 10.0) -> None:
         import psycopg
 
         self.url = url
+        self.read_only = read_only
+        self.lock_wait = lock_wait
+        self.recovery = Recovery()  # a server log has no torn tail to cut
         self._psycopg = psycopg
-        self._con: Any = psycopg.connect(url, autocommit=True)
-        with self._con.transaction():  # one creator at a time: concurrent CREATEs collide
-            self._con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-            self._con.execute(SCHEMA)
+        self._held = 0  # depth of writing() blocks
+        self._closed = False
+        self._last_seq = 0
+        self._last_tx_at = EPOCH
+        try:
+            self.con: Any = psycopg.connect(url, autocommit=True)
+        except psycopg.OperationalError as e:
+            raise StoreNotFound(f"cannot connect to the PostgreSQL store {url!r}: {e}") from e
+        try:
+            if read_only:
+                found: Any = self.con.execute("SELECT to_regclass('hmem_log')").fetchone()
+                if found[0] is None:
+                    raise StoreNotFound(
+                        f"no hmem store in {self._where()}; create one by writing to it"
+                    )
+            else:
+                with self.con.transaction():  # one creator at a time: concurrent CREATEs collide
+                    self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+                    self.con.execute(SCHEMA)
+            self.refresh()
+        except BaseException:
+            self.con.close()
+            raise
+
+    # ------------------------------------------------------------------ where it stands
 
     @property
     def last_seq(self) -> int:
-        """The newest event's seq (0 for an empty log)."""
-        row = self._con.execute("SELECT max(seq) FROM hmem_log").fetchone()
-        return int(row[0] or 0)
+        """The newest event's seq as of the last :meth:`refresh` or append (0: empty)."""
+        return self._last_seq
 
-    def append_many(self, events: Sequence[EventBase]) -> list[Event]:
+    @property
+    def last_tx_at(self) -> datetime:
+        """tx_at of the newest event (the epoch when empty), as :attr:`last_seq`."""
+        return self._last_tx_at
+
+    def __len__(self) -> int:
+        return self._last_seq
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes the log's table takes on the server (rows, indexes and TOAST)."""
+        row = self._execute("SELECT pg_total_relation_size('hmem_log')").fetchone()
+        return int(row[0])
+
+    @property
+    def segment_paths(self) -> list[Any]:
+        return []
+
+    def refresh(self) -> int:
+        """Pick up events other writers appended; returns the last seq."""
+        head = self._execute(
+            "SELECT seq, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        seq, tx_us = head or (0, 0)
+        self._last_seq, self._last_tx_at = int(seq), EPOCH + tx_us * _MICROSECOND
+        return self._last_seq
+
+    def head(self) -> ChainHead:
+        """The last seq and the hash chain after it (see :class:`~eventlog.segments.ChainHead`)."""
+        seq = self._last_seq
+        return ChainHead(seq, self.chain_at(seq).hex() if seq else "")
+
+    def chain_at(self, seq: int) -> bytes:
+        """The hash chain after the event with this seq (identifies the whole prefix)."""
+        if seq == 0:
+            return ZERO_CHAIN
+        row = self._execute("SELECT chain FROM hmem_log WHERE seq = %s", (seq,)).fetchone()
+        if row is None:
+            raise ServerLogCorrupted(self._where(), seq, "the row is missing")
+        return bytes(row[0])
+
+    # ------------------------------------------------------------------ write
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """A write transaction of this writer: hold the store's lock (waiting up to
+        ``lock_wait`` seconds: ``StoreLocked``) and take in what others appended; appends
+        inside need no other lock. Reentrant."""
+        if self._held:
+            self._held += 1
+            try:
+                yield
+            finally:
+                self._held -= 1
+            return
+        self._check_writable()
+        try:
+            self._execute(f"SET lock_timeout = {int(self.lock_wait * 1000)}")
+            self._execute("SELECT pg_advisory_lock(%s)", (_LOCK,))
+        except self._psycopg.errors.LockNotAvailable as e:
+            raise StoreLocked(
+                f"another writer of {self._where()} held it for {self.lock_wait:g} s; try again"
+            ) from e
+        self._held = 1
+        try:
+            self.refresh()
+            yield
+        finally:
+            self._held = 0
+            try:
+                if not self.con.closed:
+                    self._execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
+            except self._psycopg.OperationalError:
+                pass  # the connection died: the server let the lock go with it
+
+    def append(self, event: EventBase) -> Event:
+        """Append one event; returns it stamped with its seq."""
+        return self.append_many([event])[0]
+
+    def append_many(
+        self,
+        events: Sequence[EventBase],
+        links: Mapping[int, int] | None = None,
+        *,
+        durable: bool = True,
+        then: Callable[[list[Event]], None] | None = None,
+    ) -> list[Event]:
         """Number, stamp and append ``events`` as one transaction; returns them as logged.
+
         ``tx_at`` becomes the latest of the event's own, the log's last and the previous
-        event's. All or nothing."""
+        event's. ``links[j] = i`` sets event ``j``'s ``fact_id`` to the seq event ``i`` gets.
+        ``then(stamped)`` runs inside the transaction (an error there rolls the append back).
+        All or nothing. ``durable`` is accepted for the file log's signature: every commit is
+        durable."""
+        del durable
+        self._check_writable()
         if not events:
             return []
+        links = links or {}
+        for j, i in links.items():
+            if not 0 <= i < j < len(events):
+                raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")
         try:
-            with self._con.transaction():
-                self._con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-                head = self._con.execute(
+            with self.con.transaction():
+                if not self._held:
+                    self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+                head = self.con.execute(
                     "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
                 ).fetchone()
-                seq, chain, last_us = head or (0, ZERO_CHAIN, 0)
-                chain = bytes(chain)
-                stamped: list[Event] = []
-                rows = []
-                for ev in events:
-                    seq += 1
-                    tx_us = max(_us(ev.tx_at), last_us)
-                    tx_at = EPOCH + tx_us * _MICROSECOND
-                    event = msgspec.structs.replace(ev, seq=seq, tx_at=tx_at)
-                    payload = encode_record(event)
-                    if len(payload) > MAX_RECORD_BYTES:
-                        raise RecordRejected(
-                            f"an event of {len(payload):,} bytes exceeds the "
-                            f"{MAX_RECORD_BYTES:,}-byte record limit"
-                        )
-                    chain = chain_next(chain, payload)
-                    rows.append((seq, payload, chain, tx_us))
-                    stamped.append(event)  # type: ignore[arg-type]
-                    last_us = tx_us
-                with self._con.cursor() as cur:
+                stamped, rows = _stamp(events, links, head)
+                with self.con.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO hmem_log (seq, payload, chain, tx_us) VALUES (%s, %s, %s, %s)",
                         rows,
                     )
+                if then is not None:
+                    then(stamped)
         except self._psycopg.OperationalError as e:
-            raise LogWriteFailed(f"append to {self._where()} failed: {e}") from e
+            raise LogWriteFailed(
+                f"append to {self._where()} failed: {e}. Nothing of this call is known to be "
+                f"stored; reopen the store and look before writing it again"
+            ) from e
+        self._last_seq, self._last_tx_at = stamped[-1].seq, stamped[-1].tx_at
         return stamped
 
+    def sync(self) -> None:
+        """Nothing to do: every append is a committed transaction."""
+
+    # ------------------------------------------------------------------ read
+
     def read(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[Event]:
-        """Events with ``from_seq <= seq <= to_seq``, in order, each checked against the chain
-        (``LogCorrupted`` at the first that does not hold, or at a missing seq)."""
+        """Events with ``from_seq <= seq <= to_seq`` (default: to the last seq as of the last
+        refresh), in order, each checked against the chain (``ServerLogCorrupted`` at the
+        first that does not hold, or at a missing seq)."""
         from_seq = max(from_seq, 1)
-        before = self._con.execute(
-            "SELECT chain FROM hmem_log WHERE seq = %s", (from_seq - 1,)
-        ).fetchone()
-        chain = ZERO_CHAIN if from_seq == 1 else bytes(before[0]) if before else None
-        if chain is None:
-            raise ServerLogCorrupted(self._where(), from_seq - 1, "the row is missing")
-        last = self.last_seq if to_seq is None else to_seq
-        expect = from_seq
+        last = self._last_seq if to_seq is None else min(to_seq, self._last_seq)
+        if from_seq > last:
+            return iter(())
+        return self._read(from_seq, last, self.chain_at(from_seq - 1))
+
+    read_raw = read  # a server log holds no sealed texts
+
+    def _read(self, expect: int, last: int, chain: bytes) -> Iterator[Event]:
         while expect <= last:
-            page = self._con.execute(
+            page = self._execute(
                 "SELECT seq, payload, chain FROM hmem_log WHERE seq >= %s AND seq <= %s "
                 "ORDER BY seq LIMIT %s", (expect, last, _PAGE)
             ).fetchall()
@@ -153,15 +296,46 @@ class PgLog:
                 yield event
                 expect += 1
 
+    def get(self, seq: int) -> Event:
+        """The event with this seq."""
+        row = self._execute("SELECT payload FROM hmem_log WHERE seq = %s", (seq,)).fetchone()
+        if row is None:
+            raise KeyError(f"no event with seq {seq} (the log holds 1..{self._last_seq})")
+        event = decode(row[0])
+        if event.seq != seq:
+            raise ServerLogCorrupted(self._where(), seq, f"its event says seq {event.seq}")
+        return event
+
+    get_raw = get
+
     def verify(self) -> int:
         """Read the whole log through its chain; returns the number of events."""
+        self.refresh()
         return sum(1 for _ in self.read())
 
+    # ------------------------------------------------------------------ lifecycle
+
+    def _execute(self, query: str, params: Sequence[object] | None = None) -> Any:
+        if self._closed:
+            raise StoreClosed("the event log is closed")
+        return self.con.execute(query, params)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreClosed("the event log is closed")
+        if self.read_only:
+            raise ReadOnlyStore("this log was opened read-only; open it without read_only to write")
+
     def close(self) -> None:
-        self._con.close()
+        self._closed = True
+        self.con.close()
+
+    def where(self) -> str:
+        """The log's table and database, for messages."""
+        return self._where()
 
     def _where(self) -> str:
-        info = self._con.info
+        info = self.con.info
         return f"hmem_log in database {info.dbname!r} on {info.host or 'localhost'}"
 
     def __enter__(self) -> PgLog:
@@ -169,3 +343,31 @@ class PgLog:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _stamp(
+    events: Sequence[EventBase], links: Mapping[int, int], head: tuple[Any, ...] | None
+) -> tuple[list[Event], list[tuple[int, bytes, bytes, int]]]:
+    """Number and stamp ``events`` after ``head`` (seq, chain, tx_us) and make their rows."""
+    seq, chain, last_us = head or (0, ZERO_CHAIN, 0)
+    chain = bytes(chain)
+    stamped: list[Event] = []
+    rows = []
+    for j, ev in enumerate(events):
+        seq += 1
+        tx_us = max(_us(ev.tx_at), last_us)
+        changes: dict[str, Any] = {"seq": seq, "tx_at": EPOCH + tx_us * _MICROSECOND}
+        if j in links:
+            changes["fact_id"] = stamped[links[j]].seq
+        event = msgspec.structs.replace(ev, **changes)
+        payload = encode_record(event)
+        if len(payload) > MAX_RECORD_BYTES:
+            raise RecordRejected(
+                f"an event of {len(payload):,} bytes exceeds the "
+                f"{MAX_RECORD_BYTES:,}-byte record limit"
+            )
+        chain = chain_next(chain, payload)
+        rows.append((seq, payload, chain, tx_us))
+        stamped.append(event)  # type: ignore[arg-type]
+        last_us = tx_us
+    return stamped, rows

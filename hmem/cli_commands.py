@@ -40,16 +40,27 @@ def fail(message: str) -> int:
     return 1
 
 
-def _root(args: argparse.Namespace) -> Path:
-    from hmem.store import default_root  # lazy, like every heavy import: `hmem --help` stays fast
+def _root(args: argparse.Namespace) -> Path | str:
+    from hmem.store import store_target  # lazy, like every heavy import: `hmem --help` stays fast
 
-    return Path(args.path).expanduser() if args.path else default_root()
+    return store_target(args.path)
+
+
+def _dir(args: argparse.Namespace) -> Path:
+    """The store's directory, for the commands that read its files."""
+    root = _root(args)
+    if isinstance(root, str):
+        raise InvalidInput(
+            "this command reads a store directory's files; a store on PostgreSQL keeps its log "
+            "in the hmem_log table (check it with `hmem replay verify`; copy it with `hmem copy`)"
+        )
+    return root
 
 
 def _log_dir(args: argparse.Namespace) -> Path:
     from hmem.store import missing_store
 
-    root = _root(args)
+    root = _dir(args)
     if not (root / "log").is_dir():
         raise missing_store(root)
     return root / "log"
@@ -280,7 +291,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.usage:
         from hmem.usage import summarize_usage, usage_lines
 
-        summary = summarize_usage(_root(args))
+        summary = summarize_usage(_dir(args))
         _emit(args, summary, usage_lines(summary))
         return 0
     with _memory(args, read_only=True) as m:
@@ -321,14 +332,14 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
         raise InvalidInput(str(e)) from None
     key = None if args.key is None else load_key(args.key)
     report = verify_log(_log_dir(args), expect=expect, key=key, witness=args.witness)
-    _emit(args, report, fmt.log_verify_lines(report, _root(args)))
+    _emit(args, report, fmt.log_verify_lines(report, _dir(args)))
     return 0 if report.ok else 1
 
 
 def cmd_log_repair(args: argparse.Namespace) -> int:
     from eventlog.repair import repair_log
 
-    report = repair_log(_log_dir(args), _root(args) / "backups")
+    report = repair_log(_log_dir(args), _dir(args) / "backups")
     _emit(args, report, fmt.log_repair_lines(report))
     return 0
 
@@ -341,7 +352,7 @@ def cmd_log_show(args: argparse.Namespace) -> int:
     more = False
     with EventLog(_log_dir(args), read_only=True) as log:
         # the texts opened with the store's key file (none for a store in the clear)
-        log.sealer = open_sealer(log, key_path(_root(args), None), _root(args), seal=False)
+        log.sealer = open_sealer(log, key_path(_dir(args), None), _dir(args), seal=False)
         for ev in log.read(args.from_seq):  # this namespace's events only
             if ev.namespace != args.namespace:
                 continue

@@ -29,7 +29,7 @@ from hmem.embed_worker import EmbedWorker
 from hmem.embedders import Embedder, resolve_embedder
 from hmem.errors import InvalidInput, StoreClosed
 from hmem.recall import RecallConfig
-from hmem.store import Store, default_root
+from hmem.store import Store, store_target
 from hmem.timeparse import TimeLike
 from hmem.transaction import Clock, Transaction, utc_now
 from replay import verify_projection
@@ -87,9 +87,8 @@ class StoreHandle:
         )
         self.owns_store = store is None
         if store is None:
-            root = Path(path) if path is not None else default_root()
-            store = Store(root, read_only=read_only, fsync=fsync, flush_every=flush_every,
-                          key_file=key_file, shared=shared)
+            store = Store(store_target(path), read_only=read_only, fsync=fsync,
+                          flush_every=flush_every, key_file=key_file, shared=shared)
         self._store: Store | None = store
 
     # ------------------------------------------------------------------ lifecycle

@@ -24,9 +24,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from typing import cast
 
 import duckdb
-import numpy as np
 from msgspec.structs import replace
 
 from eventlog.events import (
@@ -40,31 +40,33 @@ from eventlog.events import (
 from eventlog.fileio import OS, FileIO
 from eventlog.lock import ReaderMark
 from eventlog.log import EventLog, FsyncPolicy
+from eventlog.pg_log import PgLog
 from hmem.embed_worker import EmbedWorker
 from hmem.errors import (
     EmbeddingFailed,
     InvalidInput,
     ProjectionError,
     RecordRejected,
-    StoreLocked,
     StoreNotFound,
 )
 from hmem.keys import key_path, open_sealer
 from hmem.retries import check_not_written
+from hmem.server_store import is_server_url, open_server_log, rewrite_tables, write_tables
+from hmem.store_checkpoints import CheckpointSteps
 from hmem.store_erasure import ErasureSteps
 from hmem.timeparse import TimeLike
 from hmem.when import Now, parse_when
-from projections import checkpoint
 from projections.checks import check_fields
-from projections.column_file import COLUMNS_FILE, load_column_file, save_column_file
+from projections.column_file import load_column_file
 from projections.duck import DuckProjection, from_log, is_lock_conflict
 from projections.errors import DamagedProjection
+from projections.pg_tables import tables_seq
 from projections.projector import BULK_FLUSH_EVENTS, Projector
 from projections.timeutil import to_us
 from replay.asof import seq_at
 from replay.rebuild import Progress, rebuild_projection
 
-__all__ = ["Store", "StoreNotFound", "default_root", "missing_store"]
+__all__ = ["Store", "StoreNotFound", "default_root", "missing_store", "store_target"]
 
 PROJECTION_FILE = "projection.duckdb"
 
@@ -78,6 +80,17 @@ def default_root() -> Path:
     return Path(base) / "hmem"
 
 
+def store_target(path: str | os.PathLike[str] | None) -> Path | str:
+    """Where a store lives: a ``postgresql://`` URL as given, else a directory (``~``
+    expanded); None means :func:`default_root` (``$HMEM_HOME`` may be a URL too)."""
+    if path is None:
+        home = os.environ.get("HMEM_HOME")
+        return home if is_server_url(home) else default_root()  # type: ignore[return-value]
+    if is_server_url(path):
+        return str(path)
+    return Path(path).expanduser()
+
+
 def missing_store(root: Path) -> StoreNotFound:
     """The error for a read of a store that does not exist (nothing was created)."""
     return StoreNotFound(
@@ -86,7 +99,7 @@ def missing_store(root: Path) -> StoreNotFound:
     )
 
 
-class Store(ErasureSteps):
+class Store(CheckpointSteps, ErasureSteps):
     """The log and its projection, kept in step.
 
     Not thread-safe by itself: whoever uses it holds :attr:`lock` (every ``Memory`` over this
@@ -115,7 +128,10 @@ class Store(ErasureSteps):
                 raise InvalidInput(f"{name} must be a whole number >= 1 ({what}), not {value!r}")
         if shared and read_only:
             raise InvalidInput("a store is opened shared (one of many writers) or read_only")
-        self.root = Path(root)
+        # a store on PostgreSQL (hmem/server_store.py): every writer is a shared one
+        self.url = str(root) if is_server_url(root) else None
+        shared = shared or (self.url is not None and not read_only)
+        self.root = Path(root) if self.url is None else Path()
         self.read_only = read_only
         # shared: one of many writer processes; its projection is a private copy, as a
         # reader's, and each write takes the log's writer lock for its transaction only
@@ -125,32 +141,30 @@ class Store(ErasureSteps):
         # The seq of the checkpoint readers find (the writer's last published one; for a
         # reader, the one it opened from). 0: none.
         self.checkpoint_seq = 0
+        # the projection holds events a rolled-back server append never logged: reopened
+        # before the next read or write
+        self.diverged = False
         self.lock = threading.RLock()
         self.notes: list[str] = []
         # The background embedding workers of every Memory over this store (closed before it),
         # and the (namespace, model) pairs whose unembedded tail a worker has already queued.
         self.embed_workers: list[EmbedWorker] = []
         self.embed_tails: set[tuple[str, str]] = set()
-        if read_only and not (self.root / "log").is_dir():
-            raise missing_store(self.root)
-        if not read_only:  # the store holds what an agent believes: its owner's eyes only
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.log = EventLog(
-            self.root / "log",
-            read_only=read_only,
-            fsync=fsync,
-            segment_bytes=segment_bytes,
-            lock_label=f"store {self.root}",
-            io=io,
-            lazy=self.follows,  # from a checkpoint, only the log's tail is read
-            shared=shared,
-        )
+        if self.url is not None:
+            # PgLog speaks the protocol the store uses of a shared EventLog
+            server_log, self.root = open_server_log(self.url, read_only=read_only)
+            self.log = cast(EventLog, server_log)
+        else:
+            self.log = self._open_file_log(fsync, segment_bytes, io)
         # a reader is marked open (an erasure waits for none: eventlog/lock.py)
-        self._reader_mark = ReaderMark(self.root / "log") if self.follows else None
+        self._reader_mark = (
+            ReaderMark(self.root / "log") if self.follows and self.url is None else None
+        )
         try:
             self.key_path = key_path(self.root, key_file)
             with self.log.writing() if shared else nullcontext():  # one makes the key file
-                self.log.sealer = open_sealer(self.log, self.key_path, self.root, seal=seal)
+                if self.url is None:  # a server log holds its texts in the clear
+                    self.log.sealer = open_sealer(self.log, self.key_path, self.root, seal=seal)
             if read_only:
                 self.check_no_unfinished_erasure()
             if not self.log.recovery.clean:
@@ -170,9 +184,37 @@ class Store(ErasureSteps):
                 with self.log.writing():
                     self.catch_up()
                     self.finish_erasures()
+            if self.url is not None and not read_only:
+                self._check_server_tables()
         except BaseException:
             self._close_log()
             raise
+
+    def _open_file_log(self, fsync: FsyncPolicy, segment_bytes: int, io: FileIO) -> EventLog:
+        if self.read_only and not (self.root / "log").is_dir():
+            raise missing_store(self.root)
+        if not self.read_only:  # the store holds what an agent believes: its owner's eyes only
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return EventLog(
+            self.root / "log",
+            read_only=self.read_only,
+            fsync=fsync,
+            segment_bytes=segment_bytes,
+            lock_label=f"store {self.root}",
+            io=io,
+            lazy=self.follows,  # from a checkpoint, only the log's tail is read
+            shared=self.shared,
+        )
+
+    def _check_server_tables(self) -> None:
+        """A writer of a server store finds its tables behind the log (written by something
+        that did not keep them) and writes them whole."""
+        server = cast(PgLog, self.log)
+        with self.log.writing():
+            self.catch_up()
+            if tables_seq(server.con) != self.projector.last_seq:
+                rewrite_tables(server, self.projector.state)
+                self.notes.append("the server's tables were behind the log; written again")
 
     def _open_projection(self, flush_every: int, *, replay: bool = False) -> None:
         """Open the projection and fold the log's tail; ``replay``: a reader replays the whole
@@ -206,80 +248,6 @@ class Store(ErasureSteps):
             db.close()
             raise
 
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.root / checkpoint.CHECKPOINT_FILE
-
-    @property
-    def columns_path(self) -> Path:
-        return self.root / COLUMNS_FILE
-
-    def _reader_copy(self) -> DuckProjection:
-        """A reader's projection: its private copy of the checkpoint, or an empty in-memory one
-        (the log is then replayed) when there is no checkpoint from this log."""
-        self.log.refresh()
-        db, note = checkpoint.open_copy(self.checkpoint_path, self.log.last_seq,
-                                        self.log.chain_at)
-        if note:
-            self.notes.append(note)
-        if db is None:
-            self.checkpoint_seq = 0
-            # a shared writer's copy is a file, so that it can publish a checkpoint
-            return checkpoint.empty_copy() if self.shared else DuckProjection(None)
-        self.checkpoint_seq = db.cursor()[0]
-        return db
-
-    def _find_checkpoint(self) -> None:
-        """The writer's view of the checkpoint on disk: its seq if it is from this log."""
-        stamp = checkpoint.read_stamp(self.checkpoint_path)
-        self.checkpoint_seq = 0
-        if stamp is not None and from_log(stamp, self.log.last_seq, self.log.chain_at):
-            self.checkpoint_seq = stamp[0]
-
-    def _maybe_publish(self, *, closing: bool = False) -> None:
-        if self.read_only or self.db.path is None or not self._publish_due(closing):
-            return
-        if self.shared:  # under its writer lock: whoever published last counts; its stamp is
-            self._find_checkpoint()  # read only when a publish seems due (not on every write)
-            if not self._publish_due(closing):
-                return
-        self.publish_checkpoint()
-
-    def _publish_due(self, closing: bool) -> bool:
-        tail = self.projector.last_seq - self.checkpoint_seq
-        return tail > 0 and (
-            closing or tail >= max(self.checkpoint_every, self.projector.last_seq // 100)
-        )
-
-    def _publish_shared(self) -> None:
-        """A shared writer's close: publish its copy as the checkpoint if it is ahead of the one
-        published (under the log's writer lock; if another writer holds it long, skip)."""
-        try:
-            with self.log.writing():
-                self.catch_up()
-                self.projector.flush()
-                self._maybe_publish(closing=True)
-        except StoreLocked:
-            self.notes.append("checkpoint not published at close: another writer was busy")
-
-    def publish_checkpoint(self) -> int:
-        """Publish the projection as the checkpoint readers open (the writer does this on its
-        own; see the module docstring). Returns the checkpoint's seq. A failure (e.g. a full
-        disk) is a note, not an error: readers then fold a longer tail of the log."""
-        self.projector.flush()
-        try:
-            stamp = checkpoint.publish(self.db, self.checkpoint_path)
-            self.checkpoint_seq = stamp[0]
-            p = self.projector
-            save_column_file(
-                self.columns_path, p.state, np.frombuffer(p.tx_times, dtype=np.int64),
-                np.frombuffer(p.event_namespaces, dtype=np.int32),
-                np.frombuffer(p.event_requests, dtype=np.int64), stamp,
-            )
-        except (OSError, duckdb.Error) as e:
-            self.notes.append(f"checkpoint not published ({e}); readers replay more of the log")
-        return self.checkpoint_seq
-
     def _check_cursor(self, db: DuckProjection) -> None:
         """Reset a projection that is ahead of the log or was built from a different log."""
         cursor = db.cursor()
@@ -298,9 +266,12 @@ class Store(ErasureSteps):
 
     def catch_up(self) -> int:
         """Apply events the projection has not seen (a reader first looks for new ones)."""
+        if self.diverged:
+            self._reopen_projection()
         if self.follows:
             self.log.refresh()
-            if self.log.sealer is None and self.key_path.exists():  # opened when it was empty
+            if self.log.sealer is None and self.url is None and self.key_path.exists():
+                # opened when it was empty, before its key file was made
                 self.log.sealer = open_sealer(self.log, self.key_path, self.root, seal=False)
         seq = self.projector.last_seq
         try:
@@ -377,13 +348,39 @@ class Store(ErasureSteps):
                     )
                 touched.add(ev.fact_id)
         try:
-            stamped = self.log.append_many(events, links, durable=durable)
+            if self.url is None:
+                stamped = self.log.append_many(events, links, durable=durable)
+                for ev in stamped:
+                    self.projector.apply(ev, validated=True)
+            else:  # the server's tables commit with the log's rows
+                stamped = cast(PgLog, self.log).append_many(
+                    events, links, then=self._apply_to_tables
+                )
         except RecordRejected as e:
             raise InvalidInput(str(e)) from e
-        for ev in stamped:
-            self.projector.apply(ev, validated=True)
+        except BaseException:
+            if self.projector.last_seq > self.log.last_seq:  # applied, then rolled back
+                self.diverged = True
+            raise
         self._maybe_publish()
         return stamped
+
+    def _apply_to_tables(self, stamped: list[Event]) -> None:
+        for ev in stamped:
+            self.projector.apply(ev, validated=True)
+        write_tables(cast(PgLog, self.log), self.projector.state, stamped)
+
+    def _reopen_projection(self) -> None:
+        """Drop a projection that holds events the log does not (a server append that was
+        rolled back after they were applied) and open it again from the checkpoint."""
+        old = self.projector
+        self.diverged = False
+        try:
+            self._open_projection(old.flush_every)
+        except BaseException:
+            self.diverged = True
+            raise
+        old.db.close()
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The projection's DuckDB connection, with every applied event written to it."""
@@ -432,6 +429,10 @@ class Store(ErasureSteps):
         self.projector = rebuild_projection(
             self.log, self.db, flush_every=self.projector.flush_every, progress=progress
         )
+        if self.url is not None and not self.read_only:  # the server's tables too
+            with self.log.writing():
+                self.catch_up()
+                rewrite_tables(cast(PgLog, self.log), self.projector.state)
         return self.projector.last_seq
 
     def close_embed_workers(self) -> None:

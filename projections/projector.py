@@ -33,7 +33,7 @@ from projections.state import Episode, Vector
 from projections.text import tokenize
 from projections.timeutil import to_us
 
-__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_counts", "index_text"]
+__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_counts", "index_text", "touched_facts"]
 
 BULK_FLUSH_EVENTS = 50_000
 
@@ -233,17 +233,9 @@ class Projector:
         ]
         set_tokens(state, base_slot, counts)
         self._new.extend(zip((ev.seq for ev in made), counts, strict=True))
-        dirty = self._dirty
+        self._dirty.update(touched_facts(events))
         for ev in events:
-            if isinstance(ev, FactRemembered):
-                dirty.add(ev.seq)
-            elif isinstance(ev, FactRevised):
-                dirty.update((ev.fact_id, ev.seq))
-            elif isinstance(ev, FactForgotten):
-                dirty.add(ev.fact_id)
-            elif isinstance(ev, FactsErased):
-                dirty.update(ev.fact_ids)
-            elif isinstance(ev, EpisodeRecorded):
+            if isinstance(ev, EpisodeRecorded):
                 self._new_episodes.append(state.episodes[ev.seq])
             elif isinstance(ev, RecallServed):
                 self._new_recalls.append(ev)
@@ -266,6 +258,21 @@ class Projector:
         self._new_vectors = []
         self._new_episodes = []
         self._new_recalls = []
+
+
+def touched_facts(events: Iterable[Event]) -> set[int]:
+    """Ids of the facts whose rows ``events`` create or change."""
+    ids: set[int] = set()
+    for ev in events:
+        if isinstance(ev, FactRemembered):
+            ids.add(ev.seq)
+        elif isinstance(ev, FactRevised):
+            ids.update((ev.fact_id, ev.seq))
+        elif isinstance(ev, FactForgotten):
+            ids.add(ev.fact_id)
+        elif isinstance(ev, FactsErased):
+            ids.update(ev.fact_ids)
+    return ids
 
 
 def _event_row(ev: Event, tx: int) -> EventRow:

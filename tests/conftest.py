@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 from hypothesis import HealthCheck, Phase, settings
 
@@ -31,6 +32,9 @@ settings.load_profile(PROFILE)
 def examples(*, dev: int, ci: int) -> int:
     """Per-test example counts for the two profiles."""
     return ci if PROFILE == "ci" else dev
+
+# A store on PostgreSQL keeps its process's projection in a cache directory: the tests' own.
+os.environ.setdefault("HMEM_CACHE", tempfile.mkdtemp(prefix="hmem-test-cache-"))
 
 # Tests choose their embedder explicitly; "auto" must not pick up an installed local model.
 os.environ.setdefault("HMEM_EMBEDDER", "none")

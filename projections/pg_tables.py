@@ -1,0 +1,240 @@
+"""The projection's tables on PostgreSQL: what a store on a server shows to SQL, written in the
+transaction of the append they follow from (issue 15).
+
+- ``hmem_facts``: one row per fact, as the embedded ``facts`` table (texts, provenance, the
+  revision chain), with ``chain_id``: the first fact of its revision chain.
+- ``hmem_fact_versions``: every version row of every fact, with the valid period and the
+  transaction period as ``tstzrange`` (``[from, to)``, open-ended as ``infinity``), and the
+  transaction seqs. An exclusion constraint makes two versions of one chain that are believed
+  at the same transaction time for overlapping valid times impossible: the server refuses the
+  write, whatever wrote it.
+- ``hmem_meta``: the store's id and ``tables_seq``, the last seq the tables hold (moved in the
+  same transaction as the rows, so they never disagree with the log they say they follow).
+- Namespaces are row-level security: a role bound to namespaces (:func:`grant_namespace`)
+  reads only their rows of the two tables, whatever SQL it sends, and cannot read the log.
+
+The rows are those of the embedded projection's fold (:mod:`projections.fact_rows`), replaced
+for the facts each batch changed. Only the owner of the tables writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from eventlog.events import EPOCH
+from projections.column_store import NONE
+from projections.fact_columns import FactColumns
+from projections.fact_rows import fact_rows, version_rows
+
+__all__ = ["create_tables", "grant_namespace", "revoke_namespace", "store_id", "tables_seq",
+           "write_facts", "FACT_COLUMNS"]
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS hmem_meta (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO hmem_meta VALUES ('store_id', gen_random_uuid()::text), ('tables_seq', '0')
+    ON CONFLICT DO NOTHING;
+REVOKE ALL ON hmem_meta FROM PUBLIC;
+CREATE TABLE IF NOT EXISTS hmem_facts (
+    id bigint PRIMARY KEY,
+    chain_id bigint NOT NULL,
+    namespace text NOT NULL,
+    subject text NOT NULL,
+    text text NOT NULL,
+    confidence double precision NOT NULL,
+    source_agent text,
+    source_ref text,
+    entities text[] NOT NULL,
+    created_at timestamptz NOT NULL,
+    supersedes bigint,
+    revision text,
+    reason text,
+    superseded_by bigint,
+    superseded_at timestamptz,
+    forgotten_seq bigint,
+    forgotten_at timestamptz,
+    forget_reason text,
+    derived_from bigint[] NOT NULL
+);
+CREATE INDEX IF NOT EXISTS hmem_facts_namespace ON hmem_facts (namespace, subject);
+CREATE TABLE IF NOT EXISTS hmem_fact_versions (
+    fact_id bigint NOT NULL,
+    row_no integer NOT NULL,
+    chain_id bigint NOT NULL,
+    namespace text NOT NULL,
+    valid tstzrange NOT NULL,
+    tx tstzrange NOT NULL,
+    tx_from_seq bigint NOT NULL,
+    tx_to_seq bigint,
+    PRIMARY KEY (fact_id, row_no),
+    -- one chain, one belief per (transaction time, valid time): core gist needs no btree_gist
+    -- for the chain's equality when it is a one-point range
+    EXCLUDE USING gist (int8range(chain_id, chain_id, '[]') WITH &&, tx WITH &&, valid WITH &&)
+);
+CREATE TABLE IF NOT EXISTS hmem_namespace_roles (
+    role name NOT NULL, namespace text NOT NULL, PRIMARY KEY (role, namespace)
+);
+REVOKE ALL ON hmem_namespace_roles FROM PUBLIC;
+"""
+
+# The wall: a bound role sees the rows of its namespaces; the function reads the bindings with
+# its owner's rights (the roles have none on them). {schema} is the tables' schema, quoted.
+_WALL = """
+CREATE OR REPLACE FUNCTION {schema}.hmem_namespaces_of(who name) RETURNS text[]
+    LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(namespace), '{{}}') FROM {schema}.hmem_namespace_roles
+    WHERE role = who $$;
+REVOKE ALL ON FUNCTION {schema}.hmem_namespaces_of(name) FROM PUBLIC;
+ALTER TABLE hmem_facts ENABLE ROW LEVEL SECURITY;
+ALTER TABLE hmem_fact_versions ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS hmem_namespace_wall ON hmem_facts;
+CREATE POLICY hmem_namespace_wall ON hmem_facts FOR SELECT
+    USING (namespace = ANY ({schema}.hmem_namespaces_of(current_user)));
+DROP POLICY IF EXISTS hmem_namespace_wall ON hmem_fact_versions;
+CREATE POLICY hmem_namespace_wall ON hmem_fact_versions FOR SELECT
+    USING (namespace = ANY ({schema}.hmem_namespaces_of(current_user)));
+"""
+
+FACT_COLUMNS = (
+    "id", "namespace", "subject", "text", "confidence", "source_agent", "source_ref",
+    "entities", "created_at", "supersedes", "revision", "reason", "superseded_by",
+    "superseded_at", "forgotten_seq", "forgotten_at", "forget_reason", "derived_from",
+)
+_US = timedelta(microseconds=1)
+
+
+def create_tables(con: Any) -> None:
+    """Make the tables, the store's id and the namespace wall (idempotent; the caller holds
+    the store's lock)."""
+    from psycopg import sql
+
+    con.execute(_TABLES)
+    schema = con.execute("SELECT current_schema()").fetchone()[0]
+    con.execute(_WALL.format(schema=sql.Identifier(schema).as_string(con)))
+
+
+def store_id(con: Any) -> str | None:
+    """The store's id (made with its tables), None before they exist."""
+    if con.execute("SELECT to_regclass('hmem_meta')").fetchone()[0] is None:
+        return None
+    row = con.execute("SELECT value FROM hmem_meta WHERE key = 'store_id'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def tables_seq(con: Any) -> int:
+    """The last seq the tables hold."""
+    return int(con.execute("SELECT value FROM hmem_meta WHERE key = 'tables_seq'").fetchone()[0])
+
+
+def write_facts(con: Any, state: FactColumns, ids: Iterable[int], *, after: int) -> bool:
+    """Replace the rows of the facts ``ids`` with the fold's, in the caller's transaction, and
+    move ``tables_seq`` from ``after`` to the fold's last seq. When the tables were not at
+    ``after`` (written by something that did not keep them), every fact's rows are written
+    instead; returns whether that happened."""
+    moved: int = con.execute(
+        "UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq' AND value = %s",
+        (str(state.last_seq), str(after)),
+    ).rowcount
+    whole = moved != 1
+    if whole:
+        con.execute("DELETE FROM hmem_fact_versions")
+        con.execute("DELETE FROM hmem_facts")
+        con.execute("UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq'",
+                    (str(state.last_seq),))
+        chosen = state.table.ids[: state.n].tolist()
+    else:
+        chosen = sorted(set(ids))
+        if not chosen:
+            return False
+        con.execute("DELETE FROM hmem_fact_versions WHERE fact_id = ANY(%s)", (chosen,))
+        con.execute("DELETE FROM hmem_facts WHERE id = ANY(%s)", (chosen,))
+    for start in range(0, len(chosen), 10_000):
+        _insert(con, state, chosen[start:start + 10_000])
+    return whole
+
+
+def _insert(con: Any, state: FactColumns, ids: Sequence[int]) -> None:
+    if not ids:
+        return
+    chains = {fid: _chain_id(state, fid) for fid in ids}
+    facts = fact_rows(state, ids)
+    columns = [facts[c] for c in FACT_COLUMNS]
+    with con.cursor() as cur:
+        with cur.copy(f"COPY hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) FROM STDIN") as cp:
+            for values in zip(*columns, strict=True):
+                row = [_value(name, v) for name, v in zip(FACT_COLUMNS, values, strict=True)]
+                cp.write_row([chains[row[0]], *row])
+        v = version_rows(state, ids)
+        with cur.copy("COPY hmem_fact_versions (fact_id, row_no, chain_id, namespace, valid, tx, "
+                      "tx_from_seq, tx_to_seq) FROM STDIN") as cp:
+            for fid, no, ns, vf, vt, tfs, tf, tts, tt in zip(
+                v["fact_id"].tolist(), v["row_no"].tolist(), v["namespace"],
+                v["valid_from"].tolist(), _opt(v["valid_to"]), v["tx_from_seq"].tolist(),
+                v["tx_from"].tolist(), _opt(v["tx_to_seq"]), _opt(v["tx_to"]), strict=True,
+            ):
+                cp.write_row([fid, no, chains[fid], ns, _range(vf, vt), _range(tf, tt), tfs, tts])
+
+
+def _chain_id(state: FactColumns, fact_id: int) -> int:
+    """The first fact of ``fact_id``'s revision chain."""
+    supersedes = state.table.supersedes
+    while True:
+        before = int(supersedes[state.slot(fact_id)])
+        if before == NONE:
+            return fact_id
+        fact_id = before
+
+
+def _opt(values: Any) -> list[Any]:
+    if isinstance(values, np.ma.MaskedArray):
+        return [None if m else int(x) for x, m in
+                zip(values.data.tolist(), np.ma.getmaskarray(values).tolist(), strict=True)]
+    return [None if x == NONE else int(x) for x in values.tolist()]
+
+
+def _time(us: int) -> datetime:
+    return EPOCH + us * _US
+
+
+def _range(start: int, end: int | None) -> str:
+    upper = "" if end is None else f'"{_time(end).isoformat()}"'
+    return f'["{_time(start).isoformat()}",{upper})'
+
+
+def _value(name: str, value: Any) -> Any:
+    if value is None or value is np.ma.masked:
+        return None
+    if name.endswith("_at"):
+        return _time(int(value))
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def grant_namespace(con: Any, role: str, namespace: str) -> None:
+    """Let ``role`` read ``namespace``'s rows of ``hmem_facts`` and ``hmem_fact_versions`` (and
+    nothing of other namespaces, nor the log)."""
+    from psycopg import sql
+
+    schema = con.execute("SELECT current_schema()").fetchone()[0]
+    names = {"role": sql.Identifier(role), "schema": sql.Identifier(schema)}
+    with con.transaction():
+        con.execute("INSERT INTO hmem_namespace_roles VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    (role, namespace))
+        for statement in (
+            "GRANT USAGE ON SCHEMA {schema} TO {role}",
+            "GRANT SELECT ON {schema}.hmem_facts, {schema}.hmem_fact_versions TO {role}",
+            "GRANT EXECUTE ON FUNCTION {schema}.hmem_namespaces_of(name) TO {role}",
+        ):
+            con.execute(sql.SQL(statement).format(**names))
+
+
+def revoke_namespace(con: Any, role: str, namespace: str) -> None:
+    """Take ``namespace`` back from ``role`` (its other namespaces stay)."""
+    con.execute("DELETE FROM hmem_namespace_roles WHERE role = %s AND namespace = %s",
+                (role, namespace))
