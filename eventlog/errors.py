@@ -17,6 +17,7 @@ __all__ = [
     "LogCorrupted",
     "UnsupportedFormat",
     "LogWriteFailed",
+    "ServerUnavailable",
     "RecordRejected",
     "KeyFileError",
     "KeyFileMissing",
@@ -83,6 +84,12 @@ class ServerLogCorrupted(LogCorrupted):
             f"trusted: restore the database from a backup, or copy the events before it out",
         )
         self.segment, self.offset, self.detail = where, seq, detail
+
+
+class ServerUnavailable(LogError):
+    """The database server that holds the store's log could not be reached (down, restarting,
+    or the connection was cut). Nothing was read or written by the call; try it again when
+    the server is back (the store reconnects on its own)."""
 
 
 class RecordRejected(LogError, ValueError):

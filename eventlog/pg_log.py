@@ -35,6 +35,7 @@ from eventlog.errors import (
     ReadOnlyStore,
     RecordRejected,
     ServerLogCorrupted,
+    ServerUnavailable,
     StoreClosed,
     StoreLocked,
     StoreNotFound,
@@ -204,8 +205,8 @@ class PgLog:
         finally:
             self._held = 0
             try:
-                if not self.con.closed:
-                    self._execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
+                if not (self.con.closed or self.con.broken):
+                    self.con.execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
             except self._psycopg.OperationalError:
                 pass  # the connection died: the server let the lock go with it
 
@@ -236,8 +237,9 @@ class PgLog:
         for j, i in links.items():
             if not 0 <= i < j < len(events):
                 raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")
+        con = self._live()
         try:
-            with self.con.transaction():
+            with con.transaction():
                 if not self._held:
                     self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
                 head = self.con.execute(
@@ -253,8 +255,14 @@ class PgLog:
                     then(stamped)
         except self._psycopg.OperationalError as e:
             raise LogWriteFailed(
-                f"append to {self._where()} failed: {e}. Nothing of this call is known to be "
-                f"stored; reopen the store and look before writing it again"
+                f"append to the store at {self.url} failed: {str(e).strip()}. The server did "
+                f"not confirm it, so it may have been stored: retry the call with the same "
+                f"request_id, which writes it at most once"
+            ) from e
+        except self._psycopg.Error as e:  # refused by the server: rolled back, nothing stored
+            raise LogWriteFailed(
+                f"{self._where()} refused the append ({type(e).__name__}: {e}); nothing of "
+                f"this call was stored"
             ) from e
         self._last_seq, self._last_tx_at = stamped[-1].seq, stamped[-1].tx_at
         return stamped
@@ -316,9 +324,35 @@ class PgLog:
     # ------------------------------------------------------------------ lifecycle
 
     def _execute(self, query: str, params: Sequence[object] | None = None) -> Any:
+        try:
+            return self._live().execute(query, params)
+        except self._psycopg.errors.LockNotAvailable:
+            raise
+        except self._psycopg.OperationalError as e:
+            raise self._unavailable(e) from e
+
+    def _live(self) -> Any:
+        """The connection, made again if the server dropped it (never inside a write
+        transaction: the lock went with the old one)."""
         if self._closed:
             raise StoreClosed("the event log is closed")
-        return self.con.execute(query, params)
+        if self.con.closed or self.con.broken:
+            if self._held:
+                raise LogWriteFailed(
+                    f"the connection to {self.url} was lost during a write; nothing of it "
+                    f"was acknowledged"
+                )
+            try:
+                self.con = self._psycopg.connect(self.url, autocommit=True)
+            except self._psycopg.OperationalError as e:
+                raise self._unavailable(e) from e
+        return self.con
+
+    def _unavailable(self, e: Exception) -> ServerUnavailable:
+        return ServerUnavailable(
+            f"the PostgreSQL server of the store at {self.url} is unavailable: "
+            f"{str(e).strip()}; try again when it is back"
+        )
 
     def _check_writable(self) -> None:
         if self._closed:

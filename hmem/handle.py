@@ -241,10 +241,14 @@ class StoreHandle:
         """Replay the log into a fresh database and compare it with the live projection.
 
         On a writer this checks the projection file that was updated incrementally (and across
-        reopens); on a read-only Memory, the in-memory projection that followed the log."""
+        reopens); on a read-only Memory, the in-memory projection that followed the log. On a
+        store on PostgreSQL, the server's tables are compared with the projection too."""
         with self.reading() as store:
             store.connection()
-            return verify_projection(store.log, store.db)
+            report = verify_projection(store.log, store.db)
+            if store.url is not None:  # and the server's tables, against the projection
+                report.tables.update(store.server_table_differences())
+            return report
 
 
 def _recall_logging(asked: bool | None, read_only: bool) -> bool:

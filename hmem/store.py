@@ -60,7 +60,7 @@ from projections.checks import check_fields
 from projections.column_file import load_column_file
 from projections.duck import DuckProjection, from_log, is_lock_conflict
 from projections.errors import DamagedProjection
-from projections.pg_tables import tables_seq
+from projections.pg_tables import differences, tables_seq
 from projections.projector import BULK_FLUSH_EVENTS, Projector
 from projections.timeutil import to_us
 from replay.asof import seq_at
@@ -364,6 +364,15 @@ class Store(CheckpointSteps, ErasureSteps):
             raise
         self._maybe_publish()
         return stamped
+
+    def server_table_differences(self) -> dict[str, tuple[int, int]]:
+        """A server store's tables against the projection: (rows missing, rows extra) per
+        table that differs, read in one snapshot with the log's head."""
+        server = cast(PgLog, self.log)
+        with server.con.transaction():
+            server.con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            self.catch_up()
+            return differences(server.con, self.connection())
 
     def _apply_to_tables(self, stamped: list[Event]) -> None:
         for ev in stamped:

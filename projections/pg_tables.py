@@ -14,11 +14,13 @@ transaction of the append they follow from (issue 15).
   reads only their rows of the two tables, whatever SQL it sends, and cannot read the log.
 
 The rows are those of the embedded projection's fold (:mod:`projections.fact_rows`), replaced
-for the facts each batch changed. Only the owner of the tables writes them.
+for the facts each batch changed; a NUL character in a text (which PostgreSQL's ``text`` cannot
+hold) shows as U+FFFD there, while the log keeps it. Only the owner of the tables writes them.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,8 +32,10 @@ from projections.column_store import NONE
 from projections.fact_columns import FactColumns
 from projections.fact_rows import fact_rows, version_rows
 
-__all__ = ["create_tables", "grant_namespace", "revoke_namespace", "store_id", "tables_seq",
-           "write_facts", "FACT_COLUMNS"]
+__all__ = [
+    "FACT_COLUMNS", "NUL_SHOWN", "create_tables", "differences", "embedded_rows",
+    "grant_namespace", "revoke_namespace", "server_rows", "store_id", "tables_seq", "write_facts",
+]
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS hmem_meta (key text PRIMARY KEY, value text NOT NULL);
@@ -104,6 +108,8 @@ FACT_COLUMNS = (
     "superseded_at", "forgotten_seq", "forgotten_at", "forget_reason", "derived_from",
 )
 _US = timedelta(microseconds=1)
+# PostgreSQL's text cannot hold U+0000: the tables show it as U+FFFD (the log keeps it)
+NUL_SHOWN = "\ufffd"
 
 
 def create_tables(con: Any) -> None:
@@ -212,7 +218,11 @@ def _value(name: str, value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
-        return value.tolist()
+        value = value.tolist()
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_SHOWN)
+    if isinstance(value, list):
+        return [v.replace("\x00", NUL_SHOWN) if isinstance(v, str) else v for v in value]
     return value
 
 
@@ -238,3 +248,76 @@ def revoke_namespace(con: Any, role: str, namespace: str) -> None:
     """Take ``namespace`` back from ``role`` (its other namespaces stay)."""
     con.execute("DELETE FROM hmem_namespace_roles WHERE role = %s AND namespace = %s",
                 (role, namespace))
+
+
+def _shown(value: Any) -> Any:
+    """A value as the server's tables show it (NUL as U+FFFD)."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_SHOWN)
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    return value
+
+
+def _period(start: datetime | None, end: datetime | None) -> tuple[Any, ...]:
+    """A period as (from, to), or ("empty",) when it holds no instant (PostgreSQL's empty
+    range: it keeps no bounds, and contains nothing, as the embedded row does not)."""
+    return ("empty",) if start is not None and end is not None and end <= start else (start, end)
+
+
+_FACTS = ("id, namespace, subject, text, confidence, source_agent, source_ref, entities, "
+          "created_at, supersedes, revision, reason, superseded_by, superseded_at, forgotten_seq, "
+          "forgotten_at, forget_reason, derived_from")
+
+
+def server_rows(con: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(facts, version rows) as the server's tables hold them, in the form of
+    :func:`embedded_rows` (a period as (from, to), or ("empty",))."""
+    facts = [tuple(r) for r in con.execute(f"SELECT {_FACTS} FROM hmem_facts ORDER BY id")]
+    versions = [
+        (fid, no, ns, *(("empty",) if v_empty else (vf, vt)), tfs, tts,
+         *(("empty",) if tx_empty else (tf, tt)))
+        for fid, no, ns, v_empty, vf, vt, tfs, tts, tx_empty, tf, tt in con.execute(
+            "SELECT fact_id, row_no, namespace, isempty(valid), lower(valid), upper(valid), "
+            "tx_from_seq, tx_to_seq, isempty(tx), lower(tx), upper(tx) "
+            "FROM hmem_fact_versions ORDER BY fact_id, row_no"
+        )
+    ]
+    return facts, versions
+
+
+def embedded_rows(duck: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The same two from the embedded projection's DuckDB connection, as the server shows
+    them (NUL as U+FFFD)."""
+    facts = [tuple(_shown(v) for v in r)
+             for r in duck.execute(f"SELECT {_FACTS} FROM facts ORDER BY id").fetchall()]
+    versions = [
+        (fid, no, ns, *_period(vf, vt), tfs, tts, *_period(tf, tt))
+        for fid, no, ns, vf, vt, tfs, tts, tf, tt in duck.execute(
+            "SELECT fact_id, row_no, namespace, valid_from, valid_to, tx_from_seq, tx_to_seq, "
+            "tx_from, tx_to FROM fact_versions ORDER BY fact_id, row_no"
+        ).fetchall()
+    ]
+    return facts, versions
+
+
+def differences(con: Any, duck: Any) -> dict[str, tuple[int, int]]:
+    """Per server table whose rows differ from the embedded projection's: (rows missing, rows
+    extra). Empty when they agree."""
+    out = {}
+    for table, got, want in zip(("hmem_facts", "hmem_fact_versions"), server_rows(con),
+                                embedded_rows(duck), strict=True):
+        have, need = Counter(map(_canonical, got)), Counter(map(_canonical, want))
+        missing, extra = need - have, have - need
+        if missing or extra:
+            out[table] = (sum(missing.values()), sum(extra.values()))
+    return out
+
+
+def _canonical(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row comparable across the two engines: times in microseconds, lists as tuples."""
+    return tuple(
+        (v - EPOCH) // _US if isinstance(v, datetime)
+        else tuple(v) if isinstance(v, list) else v
+        for v in row
+    )

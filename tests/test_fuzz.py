@@ -12,12 +12,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventlog import format as fmt
 from eventlog.log import EventLog
 from hmem import Memory, errors
+from tests.backends import BACKENDS, new_store
 from tests.conftest import examples
 
 TYPED = (errors.HmemError,)
@@ -87,10 +89,11 @@ weird_time = st.one_of(
 @given(subject=weird_text, text=weird_text, confidence=weird_float, valid_from=weird_time,
        valid_to=weird_time, ns=weird_text, ref=st.one_of(st.none(), weird_text),
        query=weird_text, fact_id=st.one_of(st.integers(-2, 10**20), weird_text, st.none()))
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_hostile_input_is_a_typed_error_or_a_correct_store(
-    subject, text, confidence, valid_from, valid_to, ns, ref, query, fact_id
+    backend, subject, text, confidence, valid_from, valid_to, ns, ref, query, fact_id
 ):
-    with tempfile.TemporaryDirectory() as d:
+    with new_store(backend) as d:
         clock = iter(datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=i)
                      for i in range(100))
         try:

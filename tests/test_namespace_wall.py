@@ -23,6 +23,7 @@ from hmem import Memory, errors
 from hmem.export import export_parquet
 from hmem.timeline import timeline_rows
 from projections.duck import TABLES
+from tests.backends import BACKENDS, new_store
 from tests.conftest import examples
 
 HOSTILE = [
@@ -114,9 +115,12 @@ def check_timeline(a: Memory, mine: set[int]) -> None:
 @settings(max_examples=examples(dev=4, ci=6), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(st.sampled_from(HOSTILE), min_size=2, max_size=3, unique=True), program=ops)
-def test_no_read_surface_shows_another_namespace(names, program):
-    with tempfile.TemporaryDirectory() as d:
-        m, ids = build(str(Path(d) / "s"), names, program)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_read_surface_shows_another_namespace(backend, names, program):
+    with tempfile.TemporaryDirectory() as d, new_store(backend) as where:
+        m, ids = build(where, names, program)
+        if backend == "postgres":
+            check_row_level_security(where, names, ids)
         with m:
             for ns in names:
                 a = m.in_namespace(ns)
@@ -132,6 +136,31 @@ def test_no_read_surface_shows_another_namespace(names, program):
                         with pytest.raises(errors.FactNotFound):
                             call(fid)
                 assert m.last_seq == before
+
+
+def check_row_level_security(url: str, names: list[str], ids: dict[str, set[int]]) -> None:
+    """On a server store, a role bound to one namespace reads exactly its facts' rows in raw
+    SQL, whatever it asks for, and nothing of the log."""
+    from projections.pg_tables import grant_namespace, revoke_namespace
+    from tests.pg_support import READER_ROLES, as_role, psycopg
+
+    role = READER_ROLES[0]
+    with psycopg.connect(url, autocommit=True) as owner:
+        for ns in names:
+            grant_namespace(owner, role, ns)
+            try:
+                with as_role(url, role) as con:
+                    for query in ("SELECT id FROM hmem_facts",
+                                  "SELECT fact_id FROM hmem_fact_versions",
+                                  "SELECT id FROM hmem_facts WHERE namespace <> 'x' OR true",
+                                  "SELECT id FROM hmem_facts f WHERE EXISTS "
+                                  "(SELECT 1 FROM hmem_facts g WHERE g.id <> f.id)"):
+                        assert {r[0] for r in con.execute(query)} <= ids[ns], query
+                    assert {r[0] for r in con.execute("SELECT id FROM hmem_facts")} == ids[ns]
+                    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                        con.execute("SELECT * FROM hmem_log")
+            finally:
+                revoke_namespace(owner, role, ns)
 
 
 # ---------------------------------------------------------------------------- MCP, in process

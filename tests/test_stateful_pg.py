@@ -16,16 +16,14 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, invariant, rule
 
-from projections.pg_tables import grant_namespace
+from projections.pg_tables import embedded_rows, grant_namespace, server_rows
 from tests.conftest import examples
 from tests.pg_support import (
     READER_ROLES,
     as_role,
     drop_store,
-    embedded_tables,
     fresh_store_url,
     psycopg,
-    server_tables,
 )
 from tests.stateful_support import NAMESPACES, elsewhere
 from tests.test_stateful import MemoryMachine
@@ -62,8 +60,9 @@ class PgMemoryMachine(MemoryMachine):
         self.namespace_wall_holds_in_raw_sql()
 
     def server_tables_match_projection(self):
-        want = embedded_tables(self.mem.store.connection())
-        got = server_tables(self.dir)
+        want = embedded_rows(self.mem.store.connection())
+        with psycopg.connect(self.dir) as con:
+            got = server_rows(con)
         assert got[0] == want[0], "hmem_facts differs from the projection's facts"
         assert got[1] == want[1], "hmem_fact_versions differs from the projection's versions"
 
