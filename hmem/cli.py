@@ -31,19 +31,12 @@ from hmem.cli_commands import (
     cmd_export,
     cmd_forget,
     cmd_history,
-    cmd_log_checkpoint,
-    cmd_log_keygen,
-    cmd_log_repair,
-    cmd_log_show,
-    cmd_log_verify,
     cmd_mcp,
     cmd_recall,
     cmd_recalls,
     cmd_reembed,
     cmd_remember,
-    cmd_replay_rebuild,
     cmd_replay_recall,
-    cmd_replay_verify,
     cmd_revise,
     cmd_stats,
     cmd_timeline,
@@ -51,6 +44,8 @@ from hmem.cli_commands import (
     fail,
     say,
 )
+from hmem.cli_parsers import add_command as _command
+from hmem.cli_parsers import copy_command, log_commands, replay_commands
 from hmem.errors import HmemError
 from hmem.version import __version__
 
@@ -159,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hmem {__version__}")
-    parser.add_argument("--path", metavar="DIR", default=None, type=arg_file_path,
-                        help="store directory (default: $HMEM_HOME, else ~/.local/share/hmem)")
+    parser.add_argument("--path", metavar="DIR|URL", default=None, type=arg_file_path,
+                        help="store directory, or postgresql://... (default: $HMEM_HOME, else "
+                             "~/.local/share/hmem)")
     parser.add_argument("--namespace", metavar="NS", type=arg_namespace,
                         default=os.environ.get("HMEM_NAMESPACE") or "default",
                         help="namespace (default: $HMEM_NAMESPACE, else 'default')")
@@ -176,8 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     _fact_commands(sub)
     _mcp_command(sub)
-    _log_commands(sub)
-    _replay_commands(sub)
+    log_commands(sub)
+    replay_commands(sub)
+    copy_command(sub)
     _analysis_commands(sub)
     demo = _command(sub, "demo", cmd_demo, "a one-minute tour: revise, time travel, why, forget",
                     ["hmem demo", "hmem demo --path /tmp/hmem-demo   # keep the store afterwards"],
@@ -185,36 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=arg_file_path,
                       help="store to use (default: a temporary one, deleted afterwards)")
     return parser
-
-
-def _command(
-    sub: argparse._SubParsersAction[Any], name: str,
-    handler: Callable[[argparse.Namespace], int] | None,
-    summary: str, examples: list[str], *, description: str | None = None, common: bool = True,
-    writes: bool = False,
-) -> argparse.ArgumentParser:
-    """Add a subcommand with a one-line summary, a description and an Examples: epilog."""
-    p: argparse.ArgumentParser = sub.add_parser(
-        name, help=summary, description=description or summary[0].upper() + summary[1:] + ".",
-        epilog="Examples:\n" + "\n".join(f"  {ex}" for ex in examples),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    if handler is not None:
-        p.set_defaults(handler=handler)
-    else:
-        p.set_defaults(group_parser=p)
-    if common:  # also accepted after the command; SUPPRESS keeps the global value otherwise
-        p.add_argument("--path", metavar="DIR", default=argparse.SUPPRESS, type=arg_file_path,
-                       help="store directory")
-        p.add_argument("--namespace", metavar="NS", type=arg_namespace, default=argparse.SUPPRESS,
-                       help="namespace")
-        for flags, helped in ((("--json",), "print one JSON document"),
-                              (("-q", "--quiet"), "no progress bars")):
-            p.add_argument(*flags, action="store_true", default=argparse.SUPPRESS, help=helped)
-    if writes:
-        p.add_argument("--fsync", choices=FSYNC_POLICIES, default=argparse.SUPPRESS,
-                       help="log durability (default: always)")
-    return p
 
 
 def _provenance(p: argparse.ArgumentParser) -> None:
@@ -393,65 +360,6 @@ def _mcp_command(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--log-recalls", action="store_true",
                    help="log every recall (query, parameters, hits) as an event, for `hmem "
                         "recalls` and `hmem replay-recall`; also $HMEM_LOG_RECALLS=1")
-
-
-def _log_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    group = _command(sub, "log", None, "check, repair or show the event log",
-                     ["hmem log verify", "hmem log show --from 100 --limit 20"], common=False)
-    lsub = group.add_subparsers(title="log commands", metavar="COMMAND")
-    p = _command(lsub, "verify", cmd_log_verify,
-                 "read and check every record (safe beside a writer)",
-                 ["hmem log verify", "hmem --path ./agent-memory log verify --json",
-                  "hmem log verify --expect 120:3f2a...   # the head noted earlier (hmem stats)",
-                  "hmem log verify --key ~/hmem.key --witness ~/hmem-witness.jsonl"],
-                 description="Read and check every record (safe beside a writer) and print the "
-                 "head, SEQ:HASH. --expect a head noted earlier fails if the log no longer holds "
-                 "that prefix (rewritten or cut short); --key/--witness check signed checkpoints.")
-    p.add_argument("--expect", metavar="SEQ:HASH", help="a head noted earlier")
-    p.add_argument("--key", metavar="FILE", type=arg_file_path,
-                   help="the checkpoint key (kept outside the store)")
-    p.add_argument("--witness", metavar="FILE", type=arg_file_path,
-                   help="the witness file of signed checkpoints")
-    p = _command(lsub, "checkpoint", cmd_log_checkpoint,
-                 "sign the log's head with a key kept outside the store",
-                 ["hmem log checkpoint --key ~/hmem.key --witness ~/hmem-witness.jsonl"],
-                 description="Append the log's head, signed with HMAC-SHA256 under --key, to the "
-                 "--witness file. Keep both outside the store: a rewriter without the key can "
-                 "neither forge a checkpoint nor keep the old ones valid.")
-    p.add_argument("--key", metavar="FILE", type=arg_file_path, required=True,
-                   help="the key (make one with `hmem log keygen FILE`)")
-    p.add_argument("--witness", metavar="FILE", type=arg_file_path, required=True,
-                   help="the witness file to append to")
-    p = _command(lsub, "keygen", cmd_log_keygen, "make a new random key for signed checkpoints",
-                 ["hmem log keygen ~/hmem.key"], common=False)
-    p.add_argument("file", metavar="FILE", type=arg_file_path, help="where to write the key")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                   help="print one JSON document")
-    _command(lsub, "repair", cmd_log_repair,
-             "cut a damaged log back to its last good record, keeping a backup",
-             ["hmem log repair", "hmem --path ./agent-memory log repair"],
-             description="Cut a damaged log back to its last good record. Everything cut is "
-             "copied to <store>/backups first; events after the damage are lost from the log. "
-             "Stop the writer first.")
-    p = _command(lsub, "show", cmd_log_show,
-                 "print this namespace's decoded events, one per line",
-                 ["hmem log show", "hmem log show --from 100 --limit 20", "hmem log show --json",
-                  "hmem --namespace work log show"])
-    p.add_argument("--from", dest="from_seq", metavar="SEQ", type=arg_positive, default=1,
-                   help="first seq (default: 1)")
-    p.add_argument("--limit", metavar="N", type=arg_positive, default=100,
-                   help="at most N events (default: 100)")
-
-
-def _replay_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    group = _command(sub, "replay", None, "rebuild or verify the projection from the log",
-                     ["hmem replay verify", "hmem replay rebuild"], common=False)
-    rsub = group.add_subparsers(title="replay commands", metavar="COMMAND")
-    _command(rsub, "rebuild", cmd_replay_rebuild, "drop the projection and replay the whole log",
-             ["hmem replay rebuild"], writes=True)
-    _command(rsub, "verify", cmd_replay_verify,
-             "replay the log into a fresh database and compare it with the projection",
-             ["hmem replay verify", "hmem replay verify --json"], writes=True)
 
 
 def _analysis_commands(sub: argparse._SubParsersAction[Any]) -> None:

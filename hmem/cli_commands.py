@@ -413,6 +413,20 @@ def cmd_replay_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_copy(args: argparse.Namespace) -> int:
+    from hmem.progress import progress_bar
+    from hmem.store_copy import copy_store
+
+    with progress_bar("copied", "events", quiet=getattr(args, "quiet", False)) as progress:
+        done = copy_store(args.source, args.destination, key_file=args.key_file,
+                          progress=progress)
+    chain = "the same chain as the source" if done.same_chain else "its own chain (sealed "
+    chain += "" if done.same_chain else "differently), every event equal to the source's"
+    _emit(args, done, [f"copied {done.events:,} events to {done.destination} in "
+                       f"{done.seconds:.1f} s; head {done.head}, {chain}"])
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from hmem.export import export_jsonl, export_parquet
     from hmem.progress import progress_bar

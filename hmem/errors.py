@@ -81,6 +81,7 @@ __all__ = [
     "ErasureUnavailable",
     "ErasureUnfinished",
     "AlreadyWritten",
+    "CopyFailed",
     "RequestIdReused",
     "shown",
 ]
@@ -168,6 +169,11 @@ class ErasureUnavailable(ErasureError):
 class ErasureUnfinished(ErasureError):
     """A writer died in the middle of an erasure; the store's writer finishes it when it next
     opens, and until then a reader does not open (its copy could still hold the texts)."""
+
+
+class CopyFailed(HmemError):
+    """A copy of a store (``hmem copy``) did not read back as the source: nothing in the source
+    changed; remove the destination and copy again."""
 
 
 class AlreadyWritten(HmemError):

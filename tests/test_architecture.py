@@ -22,7 +22,7 @@ MAX_LINES = 500
 ADAPTERS = {
     "hmem.cli", "hmem.cli_commands", "hmem.cli_format", "hmem.mcp_server", "hmem.demo",
     "hmem.timeline", "hmem.usage", "hmem.progress", "hmem.__main__",
-    "hmem.mcp_stdio",
+    "hmem.mcp_stdio", "hmem.cli_parsers",
 }
 EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")
 # Private names of the standard library and of namedtuples that code may use.
