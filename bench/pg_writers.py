@@ -23,32 +23,39 @@ from pathlib import Path
 
 from bench.pg_server import PgServer
 
-__all__ = ["main"]
+__all__ = ["main", "pct", "run_writers"]
 
 WRITER = """
 import sys, time
 from datetime import datetime, timezone
 from eventlog.events import FactRemembered
 kind, where, name, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if kind == "pg":
-    from eventlog.pg_log import PgLog
-    log = PgLog(where)
+if kind == "memory":  # a whole remember: log, projection (and a server's tables)
+    from hmem import Memory
+    m = Memory(where, embedder=None, shared=not where.startswith("postgresql"))
+    write = lambda i: m.remember(name, f"{name} note {i}", dedup=False)
 else:
-    from eventlog.log import EventLog
-    log = EventLog(where, shared=True, lock_wait=60)
+    if kind == "pg":
+        from eventlog.pg_log import PgLog
+        log = PgLog(where)
+    else:
+        from eventlog.log import EventLog
+        log = EventLog(where, shared=True, lock_wait=60)
+    write = lambda i: log.append_many([FactRemembered(
+        subject=name, text=f"{name} note {i}", tx_at=datetime.now(timezone.utc))])
 sys.stdin.readline()  # start together
 times = []
 for i in range(n):
-    ev = FactRemembered(subject=name, text=f"{name} note {i}", tx_at=datetime.now(timezone.utc))
     t0 = time.perf_counter()
-    log.append_many([ev])
+    write(i)
     times.append(time.perf_counter() - t0)
 print(" ".join(f"{t:.6f}" for t in times))
 """
 
 
-def _run(kind: str, where: str, writers: int, appends: int) -> tuple[float, list[float]]:
-    """(events/s over all writers, every append's seconds) for ``writers`` processes."""
+def run_writers(kind: str, where: str, writers: int, appends: int) -> tuple[float, list[float]]:
+    """(writes/s over all writers, every write's seconds) for ``writers`` processes: ``kind``
+    "pg" or "file" appends to a bare log at ``where``, "memory" remembers in the store there."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, kind, where, f"w{i}", str(appends)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
@@ -66,7 +73,7 @@ def _run(kind: str, where: str, writers: int, appends: int) -> tuple[float, list
     return writers * appends / (time.perf_counter() - t0), times
 
 
-def _pct(values: list[float], q: float) -> float:
+def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -94,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
                         where = server.url.replace("/postgres?", f"/{name}?")
                     else:
                         where = str(Path(tmp) / "log")
-                    rate, times = _run(kind, where, n, args.appends)
+                    rate, times = run_writers(kind, where, n, args.appends)
                 label = "PostgreSQL" if kind == "pg" else "embedded (shared file log)"
-                print(f"| {label} | {n} | {rate:,.0f} | {_pct(times, 0.5):.2f} / "
-                      f"{_pct(times, 0.95):.2f} |", flush=True)
+                print(f"| {label} | {n} | {rate:,.0f} | {pct(times, 0.5):.2f} / "
+                      f"{pct(times, 0.95):.2f} |", flush=True)
     finally:
         server.stop()
     return 0

@@ -108,8 +108,11 @@ class PgLog:
         self._closed = False
         self._last_seq = 0
         self._last_tx_at = EPOCH
+        self._head: tuple[int, bytes, int] = (0, ZERO_CHAIN, 0)  # seq, chain, tx_us
+        self._chains: dict[int, bytes] = {}  # seq -> chain, of the last two heads seen
+        self._fresh = False  # the head was read under the lock this writer holds
         try:
-            self.con: Any = psycopg.connect(url, autocommit=True)
+            self.con: Any = self._connect()
         except psycopg.OperationalError as e:
             raise StoreNotFound(f"cannot connect to the PostgreSQL store {url!r}: {e}") from e
         try:
@@ -154,13 +157,23 @@ class PgLog:
         return []
 
     def refresh(self) -> int:
-        """Pick up events other writers appended; returns the last seq."""
+        """Pick up events other writers appended; returns the last seq. (Inside
+        :meth:`writing`, once: nobody else appends while the lock is held.)"""
+        if self._held and self._fresh:
+            return self._last_seq
         head = self._execute(
-            "SELECT seq, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
+            "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
         ).fetchone()
-        seq, tx_us = head or (0, 0)
-        self._last_seq, self._last_tx_at = int(seq), EPOCH + tx_us * _MICROSECOND
+        self._set_head(head or (0, ZERO_CHAIN, 0))
+        self._fresh = bool(self._held)
         return self._last_seq
+
+    def _set_head(self, head: tuple[Any, ...]) -> None:
+        seq, chain, tx_us = int(head[0]), bytes(head[1]), int(head[2])
+        # the chain after the head before this one too: a tail read from it needs no query
+        self._chains = {self._head[0]: self._head[1], seq: chain}
+        self._head = (seq, chain, tx_us)
+        self._last_seq, self._last_tx_at = seq, EPOCH + tx_us * _MICROSECOND
 
     def head(self) -> ChainHead:
         """The last seq and the hash chain after it (see :class:`~eventlog.segments.ChainHead`)."""
@@ -171,6 +184,8 @@ class PgLog:
         """The hash chain after the event with this seq (identifies the whole prefix)."""
         if seq == 0:
             return ZERO_CHAIN
+        if seq in self._chains:
+            return self._chains[seq]
         row = self._execute("SELECT chain FROM hmem_log WHERE seq = %s", (seq,)).fetchone()
         if row is None:
             raise ServerLogCorrupted(self._where(), seq, "the row is missing")
@@ -192,7 +207,6 @@ class PgLog:
             return
         self._check_writable()
         try:
-            self._execute(f"SET lock_timeout = {int(self.lock_wait * 1000)}")
             self._execute("SELECT pg_advisory_lock(%s)", (_LOCK,))
         except self._psycopg.errors.LockNotAvailable as e:
             raise StoreLocked(
@@ -203,7 +217,7 @@ class PgLog:
             self.refresh()
             yield
         finally:
-            self._held = 0
+            self._held, self._fresh = 0, False
             try:
                 if not (self.con.closed or self.con.broken):
                     self.con.execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
@@ -239,14 +253,17 @@ class PgLog:
                 raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")
         con = self._live()
         try:
-            with con.transaction():
-                if not self._held:
-                    self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-                head = self.con.execute(
-                    "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
-                ).fetchone()
+            # one round trip for the statements, one for the commit (pipeline mode)
+            with con.pipeline(), con.transaction():
+                if self._held and self._fresh:  # the head read under the lock still holds
+                    head: tuple[Any, ...] | None = self._head
+                else:
+                    con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+                    head = con.execute(
+                        "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
+                    ).fetchone()
                 stamped, rows = _stamp(events, links, head)
-                with self.con.cursor() as cur:
+                with con.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO hmem_log (seq, payload, chain, tx_us) VALUES (%s, %s, %s, %s)",
                         rows,
@@ -264,7 +281,8 @@ class PgLog:
                 f"{self._where()} refused the append ({type(e).__name__}: {e}); nothing of "
                 f"this call was stored"
             ) from e
-        self._last_seq, self._last_tx_at = stamped[-1].seq, stamped[-1].tx_at
+        last = stamped[-1]
+        self._set_head((last.seq, rows[-1][2], rows[-1][3]))
         return stamped
 
     def sync(self) -> None:
@@ -343,10 +361,15 @@ class PgLog:
                     f"was acknowledged"
                 )
             try:
-                self.con = self._psycopg.connect(self.url, autocommit=True)
+                self.con = self._connect()
             except self._psycopg.OperationalError as e:
                 raise self._unavailable(e) from e
         return self.con
+
+    def _connect(self) -> Any:
+        con = self._psycopg.connect(self.url, autocommit=True)
+        con.execute(f"SET lock_timeout = {int(self.lock_wait * 1000)}")  # StoreLocked after it
+        return con
 
     def _unavailable(self, e: Exception) -> ServerUnavailable:
         return ServerUnavailable(

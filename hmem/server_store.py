@@ -59,4 +59,4 @@ def write_tables(log: PgLog, state: FactColumns, events: Sequence[Event]) -> Non
 def rewrite_tables(log: PgLog, state: FactColumns) -> None:
     """Write every fact's rows again (the tables were missing, behind, or rebuilt)."""
     with log.writing(), log.con.transaction():
-        pg_tables.write_facts(log.con, state, (), after=-1)
+        pg_tables.write_facts(log.con, state, (), after=-1)  # with COPY

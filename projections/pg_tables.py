@@ -139,49 +139,85 @@ def write_facts(con: Any, state: FactColumns, ids: Iterable[int], *, after: int)
     """Replace the rows of the facts ``ids`` with the fold's, in the caller's transaction, and
     move ``tables_seq`` from ``after`` to the fold's last seq. When the tables were not at
     ``after`` (written by something that did not keep them), every fact's rows are written
-    instead; returns whether that happened."""
-    moved: int = con.execute(
-        "UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq' AND value = %s",
+    instead; returns whether that happened. Sends its statements without waiting between
+    them (it may run in pipeline mode); ``after=-1`` writes every fact's rows (with COPY,
+    outside pipeline mode)."""
+    if after < 0:
+        _rewrite(con, state)
+        return True
+    moved = con.execute(
+        "UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq' AND value = %s RETURNING 1",
         (str(state.last_seq), str(after)),
-    ).rowcount
-    whole = moved != 1
-    if whole:
+    )
+    chosen = sorted(set(ids))
+    old = [i for i in chosen if i <= after]  # new facts have no rows yet
+    if old:
+        con.execute("DELETE FROM hmem_fact_versions WHERE fact_id = ANY(%s)", (old,))
+        con.execute("DELETE FROM hmem_facts WHERE id = ANY(%s)", (old,))
+    _insert(con, state, chosen)
+    if moved.fetchone() is None:  # behind: every fact's rows, statement by statement
         con.execute("DELETE FROM hmem_fact_versions")
         con.execute("DELETE FROM hmem_facts")
         con.execute("UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq'",
                     (str(state.last_seq),))
-        chosen = state.table.ids[: state.n].tolist()
-    else:
-        chosen = sorted(set(ids))
-        if not chosen:
-            return False
-        con.execute("DELETE FROM hmem_fact_versions WHERE fact_id = ANY(%s)", (chosen,))
-        con.execute("DELETE FROM hmem_facts WHERE id = ANY(%s)", (chosen,))
-    for start in range(0, len(chosen), 10_000):
-        _insert(con, state, chosen[start:start + 10_000])
-    return whole
+        every = state.table.ids[: state.n].tolist()
+        for start in range(0, len(every), 10_000):
+            _insert(con, state, every[start:start + 10_000])
+        return True
+    return False
 
 
 def _insert(con: Any, state: FactColumns, ids: Sequence[int]) -> None:
+    facts, versions = _rows(state, ids)
+    with con.cursor() as cur:
+        cur.executemany(f"INSERT INTO hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) VALUES "
+                        f"({', '.join(['%s'] * (len(FACT_COLUMNS) + 1))})", facts)
+        cur.executemany(f"INSERT INTO hmem_fact_versions ({_VERSION_COLUMNS}) VALUES "
+                        f"(%s, %s, %s, %s, %s, %s, %s, %s)", versions)
+
+
+def _rewrite(con: Any, state: FactColumns) -> None:
+    """Every fact's rows, with COPY, and ``tables_seq`` at the fold's last seq."""
+    con.execute("DELETE FROM hmem_fact_versions")
+    con.execute("DELETE FROM hmem_facts")
+    con.execute("UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq'", (str(state.last_seq),))
+    every = state.table.ids[: state.n].tolist()
+    with con.cursor() as cur:
+        for start in range(0, len(every), 10_000):
+            facts, versions = _rows(state, every[start:start + 10_000])
+            with cur.copy(f"COPY hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) "
+                          f"FROM STDIN") as cp:
+                for row in facts:
+                    cp.write_row(row)
+            with cur.copy(f"COPY hmem_fact_versions ({_VERSION_COLUMNS}) FROM STDIN") as cp:
+                for row in versions:
+                    cp.write_row(row)
+
+
+_VERSION_COLUMNS = "fact_id, row_no, chain_id, namespace, valid, tx, tx_from_seq, tx_to_seq"
+
+
+def _rows(state: FactColumns, ids: Sequence[int]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """The ``hmem_facts`` and ``hmem_fact_versions`` rows of the facts ``ids``."""
     if not ids:
-        return
+        return [], []
     chains = {fid: _chain_id(state, fid) for fid in ids}
     facts = fact_rows(state, ids)
     columns = [facts[c] for c in FACT_COLUMNS]
-    with con.cursor() as cur:
-        with cur.copy(f"COPY hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) FROM STDIN") as cp:
-            for values in zip(*columns, strict=True):
-                row = [_value(name, v) for name, v in zip(FACT_COLUMNS, values, strict=True)]
-                cp.write_row([chains[row[0]], *row])
-        v = version_rows(state, ids)
-        with cur.copy("COPY hmem_fact_versions (fact_id, row_no, chain_id, namespace, valid, tx, "
-                      "tx_from_seq, tx_to_seq) FROM STDIN") as cp:
-            for fid, no, ns, vf, vt, tfs, tf, tts, tt in zip(
-                v["fact_id"].tolist(), v["row_no"].tolist(), v["namespace"],
-                v["valid_from"].tolist(), _opt(v["valid_to"]), v["tx_from_seq"].tolist(),
-                v["tx_from"].tolist(), _opt(v["tx_to_seq"]), _opt(v["tx_to"]), strict=True,
-            ):
-                cp.write_row([fid, no, chains[fid], ns, _range(vf, vt), _range(tf, tt), tfs, tts])
+    fact_out = []
+    for values in zip(*columns, strict=True):
+        row = [_value(name, v) for name, v in zip(FACT_COLUMNS, values, strict=True)]
+        fact_out.append([chains[row[0]], *row])
+    v = version_rows(state, ids)
+    version_out = [
+        [fid, no, chains[fid], ns, _range(vf, vt), _range(tf, tt), tfs, tts]
+        for fid, no, ns, vf, vt, tfs, tf, tts, tt in zip(
+            v["fact_id"].tolist(), v["row_no"].tolist(), v["namespace"],
+            v["valid_from"].tolist(), _opt(v["valid_to"]), v["tx_from_seq"].tolist(),
+            v["tx_from"].tolist(), _opt(v["tx_to_seq"]), _opt(v["tx_to"]), strict=True,
+        )
+    ]
+    return fact_out, version_out
 
 
 def _chain_id(state: FactColumns, fact_id: int) -> int:
