@@ -6,12 +6,15 @@ or a shared writer opens a private copy of it and folds only the log's tail.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import duckdb
 import numpy as np
 
 from eventlog.errors import StoreLocked
 from eventlog.log import EventLog
+from eventlog.pg_log import PgLog
+from hmem.server_store import fetch_checkpoint, server_checkpoint_seq, share_checkpoint
 from projections import checkpoint
 from projections.column_file import COLUMNS_FILE, save_column_file
 from projections.duck import DuckProjection, from_log
@@ -31,6 +34,7 @@ class CheckpointSteps:
     checkpoint_seq: int
     checkpoint_every: int
     projector: Projector
+    url: str | None
 
     @property
     def db(self) -> DuckProjection:
@@ -51,6 +55,9 @@ class CheckpointSteps:
         """A reader's projection: its private copy of the checkpoint, or an empty in-memory one
         (the log is then replayed) when there is no checkpoint from this log."""
         self.log.refresh()
+        if self.url is not None:  # a newer checkpoint shared on the server than this host's
+            stamp = checkpoint.read_stamp(self.checkpoint_path)
+            fetch_checkpoint(cast(PgLog, self.log), self.root, stamp[0] if stamp else 0)
         db, note = checkpoint.open_copy(self.checkpoint_path, self.log.last_seq,
                                         self.log.chain_at)
         if note:
@@ -77,6 +84,22 @@ class CheckpointSteps:
             if not self._publish_due(closing):
                 return
         self.publish_checkpoint()
+        if self.url is not None:
+            self._share_checkpoint(closing)
+
+    def _share_checkpoint(self, closing: bool) -> None:
+        """Put the checkpoint just published on the server when the log has grown by a tenth
+        since the one there (or at close), for processes on other hosts."""
+        server = cast(PgLog, self.log)
+        seq = self.checkpoint_seq
+        shared = server_checkpoint_seq(server)
+        if seq <= shared or not (closing or seq - shared >= max(self.checkpoint_every, seq // 10)):
+            return
+        try:
+            share_checkpoint(server, {checkpoint.CHECKPOINT_FILE: self.checkpoint_path,
+                                      COLUMNS_FILE: self.columns_path}, seq, server.chain_at(seq))
+        except OSError as e:
+            self.notes.append(f"checkpoint not shared on the server ({e})")
 
     def _publish_due(self, closing: bool) -> bool:
         tail = self.projector.last_seq - self.checkpoint_seq

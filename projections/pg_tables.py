@@ -10,6 +10,9 @@ transaction of the append they follow from (issue 15).
   write, whatever wrote it.
 - ``hmem_meta``: the store's id and ``tables_seq``, the last seq the tables hold (moved in the
   same transaction as the rows, so they never disagree with the log they say they follow).
+- ``hmem_checkpoint_parts``: the last checkpoint a writer published (the projection's DuckDB
+  file and the fold's columns, in parts), so that a process on a host that has none starts
+  from it instead of reading every row of the log (hmem/server_store.py).
 - Namespaces are row-level security: a role bound to namespaces (:func:`grant_namespace`)
   reads only their rows of the two tables, whatever SQL it sends, and cannot read the log.
 
@@ -78,6 +81,12 @@ CREATE TABLE IF NOT EXISTS hmem_fact_versions (
     -- for the chain's equality when it is a one-point range
     EXCLUDE USING gist (int8range(chain_id, chain_id, '[]') WITH &&, tx WITH &&, valid WITH &&)
 );
+CREATE TABLE IF NOT EXISTS hmem_checkpoint_parts (
+    seq bigint NOT NULL, file text NOT NULL, part integer NOT NULL, data bytea NOT NULL,
+    PRIMARY KEY (seq, file, part)
+);
+ALTER TABLE hmem_checkpoint_parts ALTER COLUMN data SET STORAGE EXTERNAL;
+REVOKE ALL ON hmem_checkpoint_parts FROM PUBLIC;
 CREATE TABLE IF NOT EXISTS hmem_namespace_roles (
     role name NOT NULL, namespace text NOT NULL, PRIMARY KEY (role, namespace)
 );

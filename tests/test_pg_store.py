@@ -204,6 +204,43 @@ def test_a_process_starts_from_the_checkpoint_not_the_whole_log(
     assert reads and min(reads) > 300
 
 
+def test_a_process_on_another_host_starts_from_the_servers_checkpoint(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host with an empty cache fetches the checkpoint a writer shared on the server and
+    reads only the log's tail; an older one is replaced by a newer one."""
+    with Memory(url, embedder=None) as m:
+        m.remember_many([{"subject": "maya", "text": f"note {i}"} for i in range(300)])
+        m.remember("tom", "Tom likes tea")
+    reads: list[int] = []
+    real = PgLog.read
+
+    def read(self: PgLog, from_seq: int = 1, to_seq: int | None = None) -> Any:
+        reads.append(from_seq)
+        return real(self, from_seq, to_seq)
+
+    monkeypatch.setattr(PgLog, "read", read)
+    monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "other-host"))
+    with Memory(url, embedder=None, read_only=True) as r:
+        assert r.store.checkpoint_seq == 301
+        assert [h.text for h in r.recall("tom tea").hits] == ["Tom likes tea"]
+        assert not reads or min(reads) > 301
+        assert r.verify().ok  # (verify replays the whole log, to compare)
+    monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "third-host"))
+    with Memory(url, embedder=None) as w:  # a writer there: its checkpoint is fetched too
+        assert w.store.checkpoint_seq == 301
+        w.remember("zoe", "Zoe plays chess")
+    # without a checkpoint anywhere, every row is read (and the answer is the same)
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("DELETE FROM hmem_checkpoint_parts")
+    monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "fourth-host"))
+    reads.clear()
+    with Memory(url, embedder=None, read_only=True) as r:
+        assert r.store.checkpoint_seq == 0
+        assert [h.text for h in r.recall("zoe chess").hits] == ["Zoe plays chess"]
+    assert min(reads) == 1
+
+
 def test_tables_behind_the_log_are_written_again(url: str) -> None:
     """A log appended by something that did not keep the tables (a bare PgLog) is met by the
     next writer, which writes the tables whole."""
