@@ -87,6 +87,7 @@ CREATE TABLE IF NOT EXISTS hmem_checkpoint_parts (
 );
 ALTER TABLE hmem_checkpoint_parts ALTER COLUMN data SET STORAGE EXTERNAL;
 REVOKE ALL ON hmem_checkpoint_parts FROM PUBLIC;
+CREATE INDEX IF NOT EXISTS hmem_fact_versions_namespace ON hmem_fact_versions (namespace);
 CREATE TABLE IF NOT EXISTS hmem_namespace_roles (
     role name NOT NULL, namespace text NOT NULL, PRIMARY KEY (role, namespace)
 );
@@ -201,6 +202,9 @@ def _rewrite(con: Any, state: FactColumns) -> None:
             with cur.copy(f"COPY hmem_fact_versions ({_VERSION_COLUMNS}) FROM STDIN") as cp:
                 for row in versions:
                     cp.write_row(row)
+    # the planner's statistics now, not when autovacuum comes by: without them a namespace's
+    # as_of scans the exclusion index (4 ms for 200 rows of 30k) instead of the namespace's
+    con.execute("ANALYZE hmem_facts, hmem_fact_versions")
 
 
 _VERSION_COLUMNS = "fact_id, row_no, chain_id, namespace, valid, tx, tx_from_seq, tx_to_seq"
