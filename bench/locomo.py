@@ -184,6 +184,12 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _server() -> Any:
+    from bench.pg_server import PgServer
+
+    return PgServer()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--answer" in argv:  # the LLM answer benchmark: bench.answer's options apply
@@ -199,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--embedder", help="override the embedder of dense/hybrid configs")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--server", action="store_true",
+                        help="build the stores on a throwaway PostgreSQL server (one schema "
+                             "per embedder) instead of directories")
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"error: no LoCoMo data at {args.data} (set --data or HMEM_LOCOMO)", file=sys.stderr)
@@ -208,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     results: dict[str, dict[str, Any]] = {}
     stores: dict[str | None, tuple[Memory, dict[str, datetime]]] = {}
+    server = _server() if args.server else None
     with tempfile.TemporaryDirectory(prefix="hmem-locomo-") as tmp:
         try:
             for name in args.configs.split(","):
@@ -216,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                     spec = args.embedder
                 if spec not in stores:
                     t0 = time.perf_counter()
-                    m = Memory(Path(tmp) / (spec or "none"), fsync="never", embedder=spec,
-                               flush_every=10**6)
+                    where = (Path(tmp) / (spec or "none") if server is None
+                             else server.new_store(f"locomo_{spec or 'none'}"))
+                    m = Memory(where, fsync="never", embedder=spec, flush_every=10**6)
                     reference = {
                         s["sample_id"]: ingest(m, s)
                         for s in track(data, "ingested", "conversations", quiet=args.quiet,
@@ -235,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for m, _ in stores.values():
                 m.close()
+            if server is not None:
+                server.stop()
     print(markdown(results))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

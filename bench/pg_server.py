@@ -49,6 +49,15 @@ class PgServer:
         self.url = f"postgresql://hmem@/postgres?host={self.socket}"
         self.start()
 
+    def new_store(self, schema: str) -> str:
+        """The URL of a new, empty store on this server: a schema of its own (named in the
+        URL's search_path)."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as con:
+            con.execute(f"CREATE SCHEMA {schema}")
+        return f"{self.url}&options=-csearch_path%3D{schema}"
+
     def _run(self, *args: str) -> None:
         subprocess.run([*self._as, *args], check=True, capture_output=True, timeout=120)
 

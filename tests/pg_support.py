@@ -41,11 +41,7 @@ def pg_server() -> PgServer:
 
 def fresh_store_url() -> str:
     """The URL of a new, empty store: a schema of its own on this process's server."""
-    server = pg_server()
-    schema = f"store_{os.getpid()}_{next(_names)}"
-    with psycopg.connect(server.url, autocommit=True) as con:
-        con.execute(f"CREATE SCHEMA {schema}")
-    return f"{server.url}&options=-csearch_path%3D{schema}"
+    return pg_server().new_store(f"store_{os.getpid()}_{next(_names)}")
 
 
 def drop_store(url: str) -> None:
