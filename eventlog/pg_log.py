@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -44,7 +45,7 @@ from eventlog.events import EPOCH, Event, EventBase, decode, encode_record
 from eventlog.format import MAX_RECORD_BYTES, ZERO_CHAIN, chain_next
 from eventlog.segments import ChainHead, Recovery
 
-__all__ = ["PgLog", "SCHEMA", "is_server_url"]
+__all__ = ["PgLog", "SCHEMA", "is_server_url", "redacted"]
 
 _LOCK = 0x686D656D  # "hmem": the advisory lock key of appends (and of the schema's creation)
 
@@ -77,6 +78,19 @@ _SCHEMES = ("postgresql://", "postgres://")
 def is_server_url(target: object) -> bool:
     """Whether ``target`` names a PostgreSQL store (a ``postgresql://`` URL), not a directory."""
     return isinstance(target, str) and target.startswith(_SCHEMES)
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password (in the authority or as ``password=``) shown as ``***``: what
+    messages and reports show."""
+    parts = urlsplit(url)
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{netloc.rsplit('@', 1)[1]}"
+    if "password=" in query:
+        query = "&".join("password=***" if q.startswith("password=") else q
+                         for q in query.split("&"))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _us(t: datetime) -> int:
@@ -114,7 +128,9 @@ class PgLog:
         try:
             self.con: Any = self._connect()
         except psycopg.OperationalError as e:
-            raise StoreNotFound(f"cannot connect to the PostgreSQL store {url!r}: {e}") from e
+            raise StoreNotFound(
+                f"cannot connect to the PostgreSQL store {redacted(url)}: {e}"
+            ) from e
         try:
             if read_only:
                 found: Any = self.con.execute("SELECT to_regclass('hmem_log')").fetchone()
@@ -272,9 +288,9 @@ class PgLog:
                     then(stamped)
         except self._psycopg.OperationalError as e:
             raise LogWriteFailed(
-                f"append to the store at {self.url} failed: {str(e).strip()}. The server did "
-                f"not confirm it, so it may have been stored: retry the call with the same "
-                f"request_id, which writes it at most once"
+                f"append to the store at {redacted(self.url)} failed: {str(e).strip()}. The "
+                f"server did not confirm it, so it may have been stored: retry the call with "
+                f"the same request_id, which writes it at most once"
             ) from e
         except self._psycopg.Error as e:  # refused by the server: rolled back, nothing stored
             raise LogWriteFailed(
@@ -357,8 +373,8 @@ class PgLog:
         if self.con.closed or self.con.broken:
             if self._held:
                 raise LogWriteFailed(
-                    f"the connection to {self.url} was lost during a write; nothing of it "
-                    f"was acknowledged"
+                    f"the connection to {redacted(self.url)} was lost during a write; nothing "
+                    f"of it was acknowledged"
                 )
             try:
                 self.con = self._connect()
@@ -373,7 +389,7 @@ class PgLog:
 
     def _unavailable(self, e: Exception) -> ServerUnavailable:
         return ServerUnavailable(
-            f"the PostgreSQL server of the store at {self.url} is unavailable: "
+            f"the PostgreSQL server of the store at {redacted(self.url)} is unavailable: "
             f"{str(e).strip()}; try again when it is back"
         )
 

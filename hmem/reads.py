@@ -12,6 +12,7 @@ from typing import Any
 import duckdb
 
 from eventlog.events import EVENT_TAGS
+from eventlog.pg_log import redacted
 from hmem.analytics import NamespaceCopy, check_read_only, run_query
 from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
@@ -218,7 +219,7 @@ class ReadMethods(StoreHandle):
             ns_events, first, last = store.projector.namespace_events(self.namespace)
             n_entities = state.entity_count(self.namespace)
             return Stats(
-                path=str(store.root),
+                path=str(store.root) if store.url is None else redacted(store.url),
                 namespace=self.namespace,
                 **counts,
                 entities=n_entities,

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from eventlog.events import Event, FactsErased
 from eventlog.log import EventLog
-from eventlog.pg_log import PgLog
+from eventlog.pg_log import PgLog, redacted
 from hmem.errors import CopyFailed, InvalidInput
 from hmem.keys import key_path, open_sealer, shred
 from hmem.server_store import rewrite_tables
@@ -75,8 +75,8 @@ def copy_store(
                 dst.catch_up()
                 if dst.log.last_seq:
                     raise InvalidInput(
-                        f"{destination} already holds {dst.log.last_seq:,} events; copy into a "
-                        f"new or empty store"
+                        f"{_shown(dst_target)} already holds {dst.log.last_seq:,} events; copy "
+                        f"into a new or empty store"
                     )
                 _append_all(src, dst, total, progress)
                 _check_arrived(src, dst, total)
@@ -87,8 +87,12 @@ def copy_store(
         finally:
             dst.close()
         same = str(src.head()) == head
-    return CopyReport(str(src_target), str(dst_target), total, head, same,
+    return CopyReport(_shown(src_target), _shown(dst_target), total, head, same,
                       time.perf_counter() - started)
+
+
+def _shown(target: Path | str) -> str:
+    return redacted(target) if isinstance(target, str) else str(target)
 
 
 def _append_all(src: Any, dst: Store, total: int, progress: Progress | None) -> None:
@@ -113,8 +117,8 @@ def _append(dst: Store, batch: list[Event]) -> int:
     stamped = dst.log.append_many(batch)
     if stamped[0].seq != batch[0].seq:
         raise InvalidInput(
-            f"another writer appended to {dst.url or dst.root} during the copy; remove the "
-            f"destination and copy again"
+            f"another writer appended to {_shown(dst.url or dst.root)} during the copy; "
+            f"remove the destination and copy again"
         )
     sealer = dst.log.sealer
     if sealer is not None:

@@ -275,3 +275,15 @@ def test_the_cli_takes_a_url_as_its_path(url: str, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "hmem", "log", "verify"], env=env, text=True,
                           capture_output=True, timeout=120)
     assert done.returncode == 1 and "hmem_log table" in done.stderr
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://agent:s3cret@127.0.0.1:1/memory",
+    "postgresql://agent@127.0.0.1:1/memory?password=s3cret&connect_timeout=2",
+])
+def test_a_password_in_the_url_is_never_shown(url: str) -> None:
+    """A server that cannot be reached: a typed error that names the store without its
+    password."""
+    with pytest.raises(errors.StoreNotFound) as info:
+        Memory(url, embedder=None)
+    assert "s3cret" not in str(info.value) and "***" in str(info.value)
