@@ -138,7 +138,7 @@ class PgLog:
                     raise StoreNotFound(
                         f"no hmem store in {self._where()}; create one by writing to it"
                     )
-            else:
+            elif not self._made():  # DDL only once: it locks the table against every writer
                 with self.con.transaction():  # one creator at a time: concurrent CREATEs collide
                     self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
                     self.con.execute(SCHEMA)
@@ -146,6 +146,14 @@ class PgLog:
         except BaseException:
             self.con.close()
             raise
+
+    def _made(self) -> bool:
+        """Whether the log's table and both of its guards exist."""
+        row = self.con.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass('hmem_log') "
+            "AND tgname IN ('hmem_log_no_change', 'hmem_log_no_truncate')"
+        ).fetchone()
+        return bool(row and row[0] == 2)
 
     # ------------------------------------------------------------------ where it stands
 

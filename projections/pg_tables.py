@@ -36,7 +36,7 @@ from projections.fact_columns import FactColumns
 from projections.fact_rows import fact_rows, version_rows
 
 __all__ = [
-    "FACT_COLUMNS", "NUL_SHOWN", "create_tables", "differences", "embedded_rows",
+    "FACT_COLUMNS", "NUL_SHOWN", "TABLES_VERSION", "create_tables", "differences", "embedded_rows",
     "grant_namespace", "revoke_namespace", "server_rows", "store_id", "tables_seq", "write_facts",
 ]
 
@@ -122,14 +122,24 @@ _US = timedelta(microseconds=1)
 NUL_SHOWN = "\ufffd"
 
 
+TABLES_VERSION = "1"  # of _TABLES and _WALL: a store at this version is not altered on open
+
+
 def create_tables(con: Any) -> None:
-    """Make the tables, the store's id and the namespace wall (idempotent; the caller holds
-    the store's lock)."""
+    """Make the tables, the store's id and the namespace wall, unless the store already has
+    them at :data:`TABLES_VERSION` (the DDL takes locks that would stall every writer and
+    reader of the tables at each open). The caller holds the store's lock."""
     from psycopg import sql
 
+    if con.execute("SELECT to_regclass('hmem_meta')").fetchone()[0] is not None:
+        row = con.execute("SELECT value FROM hmem_meta WHERE key = 'tables_version'").fetchone()
+        if row is not None and row[0] == TABLES_VERSION:
+            return
     con.execute(_TABLES)
     schema = con.execute("SELECT current_schema()").fetchone()[0]
     con.execute(_WALL.format(schema=sql.Identifier(schema).as_string(con)))
+    con.execute("INSERT INTO hmem_meta VALUES ('tables_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (TABLES_VERSION,))
 
 
 def store_id(con: Any) -> str | None:

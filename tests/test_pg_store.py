@@ -134,7 +134,7 @@ def _check_acked(url: str, acked: dict[str, list[int]]) -> None:
 
 
 def test_writer_processes_on_one_database(url: str) -> None:
-    Memory(url, embedder=None).close()  # the schema first
+    """Four processes race to make the store and write to it: one store, no gap."""
     acked = {}
     for name, p in zip("pqrs", _writers(url, 25), strict=True):
         out, err = p.communicate(timeout=300)
@@ -169,6 +169,27 @@ def test_every_acknowledged_remember_survives_the_server_killed(url: str) -> Non
             for i, fid in enumerate(ids[-3:], start=len(ids) - 3 if len(ids) > 3 else 0):
                 assert m.remember(name, f"{name} note {i}", request_id=f"{name}-{i}") == fid
         assert m.last_seq == before
+
+
+def test_reopening_a_store_alters_nothing(url: str) -> None:
+    """The tables and the log's guards are made once: a writer's open sends no DDL after
+    that (DDL would lock the tables against every other writer and reader)."""
+    with Memory(url, embedder=None) as m:
+        m.remember("maya", "Maya lives in London")
+    statements: list[str] = []
+    real = psycopg.Connection.execute
+
+    def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(str(query))
+        return real(self, query, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(psycopg.Connection, "execute", execute)
+        with Memory(url, embedder=None) as m:
+            m.remember("tom", "Tom likes tea")
+    ddl = [q for q in statements if q.lstrip().upper().startswith(
+        ("CREATE", "ALTER", "DROP", "REVOKE", "GRANT"))]
+    assert statements and ddl == []
 
 
 def test_read_only_needs_a_store_and_follows_the_writers(url: str) -> None:
@@ -287,3 +308,23 @@ def test_a_password_in_the_url_is_never_shown(url: str) -> None:
     with pytest.raises(errors.StoreNotFound) as info:
         Memory(url, embedder=None)
     assert "s3cret" not in str(info.value) and "***" in str(info.value)
+
+
+def test_two_mcp_servers_on_one_server_store(url: str) -> None:
+    """`hmem mcp --path postgresql://...`: what one agent's server remembers, another's
+    recalls."""
+    pytest.importorskip("mcp", reason="the mcp extra")
+    from tests.test_shared_store import RawClient
+
+    a, b = RawClient(url), RawClient(url)  # type: ignore[arg-type]
+    try:
+        a.remember(1, "Maya keeps bees on the roof", "r-1")
+        fid = a.receive()["result"]["structuredContent"]["id"]
+        b.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "recall", "arguments": {"query": "bees roof"}}})
+        hits = b.receive()["result"]["structuredContent"]["hits"]
+        assert [h["id"] for h in hits] == [fid]
+    finally:
+        for client in (a, b):
+            client.proc.kill()
+            client.proc.wait()
