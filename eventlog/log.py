@@ -50,7 +50,7 @@ from eventlog.segments import (
 )
 from eventlog.shared import SharedWriting
 
-__all__ = ["ChainHead", "EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES"]
+__all__ = ["ChainHead", "EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES", "check_links"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "batch", "never")
@@ -263,7 +263,7 @@ class EventLog(SharedWriting):
             if not events:
                 return []
             if links:
-                _check_links(links, len(events))
+                check_links(links, len(events))
             if self.shared:
                 return self._shared_append(events, links, durable)
             return self._append_locked(events, links, durable)
@@ -474,7 +474,8 @@ class EventLog(SharedWriting):
         self.close()
 
 
-def _check_links(links: Mapping[int, int], n: int) -> None:
+def check_links(links: Mapping[int, int], n: int) -> None:
+    """``ValueError`` unless every link points from a later event of the batch to an earlier one."""
     for j, i in links.items():
         if not 0 <= i < j < n:
             raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")

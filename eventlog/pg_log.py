@@ -43,6 +43,7 @@ from eventlog.errors import (
 )
 from eventlog.events import EPOCH, Event, EventBase, decode, encode_record
 from eventlog.format import MAX_RECORD_BYTES, ZERO_CHAIN, chain_next
+from eventlog.log import check_links
 from eventlog.segments import ChainHead, Recovery
 
 __all__ = ["PgLog", "SCHEMA", "is_server_url", "redacted"]
@@ -72,6 +73,7 @@ REVOKE ALL ON hmem_log FROM PUBLIC;
 
 _MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 _PAGE = 10_000  # rows read per query
+_HEAD = "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
 _SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -120,9 +122,8 @@ class PgLog:
         self._psycopg = psycopg
         self._held = 0  # depth of writing() blocks
         self._closed = False
-        self._last_seq = 0
-        self._last_tx_at = EPOCH
-        self._head: tuple[int, bytes, int] = (0, ZERO_CHAIN, 0)  # seq, chain, tx_us
+        # the last event seen (seq, chain, tx_us): by the last refresh, or written here
+        self._head: tuple[int, bytes, int] = (0, ZERO_CHAIN, 0)
         self._chains: dict[int, bytes] = {}  # seq -> chain, of the last two heads seen
         self._fresh = False  # the head was read under the lock this writer holds
         try:
@@ -160,15 +161,15 @@ class PgLog:
     @property
     def last_seq(self) -> int:
         """The newest event's seq as of the last :meth:`refresh` or append (0: empty)."""
-        return self._last_seq
+        return self._head[0]
 
     @property
     def last_tx_at(self) -> datetime:
         """tx_at of the newest event (the epoch when empty), as :attr:`last_seq`."""
-        return self._last_tx_at
+        return EPOCH + self._head[2] * _MICROSECOND
 
     def __len__(self) -> int:
-        return self._last_seq
+        return self.last_seq
 
     @property
     def size_bytes(self) -> int:
@@ -184,24 +185,20 @@ class PgLog:
         """Pick up events other writers appended; returns the last seq. (Inside
         :meth:`writing`, once: nobody else appends while the lock is held.)"""
         if self._held and self._fresh:
-            return self._last_seq
-        head = self._execute(
-            "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        self._set_head(head or (0, ZERO_CHAIN, 0))
+            return self.last_seq
+        self._set_head(self._execute(_HEAD).fetchone() or (0, ZERO_CHAIN, 0))
         self._fresh = bool(self._held)
-        return self._last_seq
+        return self.last_seq
 
     def _set_head(self, head: tuple[Any, ...]) -> None:
         seq, chain, tx_us = int(head[0]), bytes(head[1]), int(head[2])
         # the chain after the head before this one too: a tail read from it needs no query
         self._chains = {self._head[0]: self._head[1], seq: chain}
         self._head = (seq, chain, tx_us)
-        self._last_seq, self._last_tx_at = seq, EPOCH + tx_us * _MICROSECOND
 
     def head(self) -> ChainHead:
         """The last seq and the hash chain after it (see :class:`~eventlog.segments.ChainHead`)."""
-        seq = self._last_seq
+        seq = self.last_seq
         return ChainHead(seq, self.chain_at(seq).hex() if seq else "")
 
     def chain_at(self, seq: int) -> bytes:
@@ -272,9 +269,7 @@ class PgLog:
         if not events:
             return []
         links = links or {}
-        for j, i in links.items():
-            if not 0 <= i < j < len(events):
-                raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")
+        check_links(links, len(events))
         con = self._live()
         try:
             # one round trip for the statements, one for the commit (pipeline mode)
@@ -283,9 +278,7 @@ class PgLog:
                     head: tuple[Any, ...] | None = self._head
                 else:
                     con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-                    head = con.execute(
-                        "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
-                    ).fetchone()
+                    head = con.execute(_HEAD).fetchone()
                 stamped, rows = _stamp(events, links, head)
                 with con.cursor() as cur:
                     cur.executemany(
@@ -319,7 +312,7 @@ class PgLog:
         refresh), in order, each checked against the chain (``ServerLogCorrupted`` at the
         first that does not hold, or at a missing seq)."""
         from_seq = max(from_seq, 1)
-        last = self._last_seq if to_seq is None else min(to_seq, self._last_seq)
+        last = self.last_seq if to_seq is None else min(to_seq, self.last_seq)
         if from_seq > last:
             return iter(())
         return self._read(from_seq, last, self.chain_at(from_seq - 1))
@@ -340,23 +333,24 @@ class PgLog:
                 chain = chain_next(chain, payload)
                 if chain != bytes(stored):
                     raise ServerLogCorrupted(self._where(), seq, "the hash chain does not hold")
-                event = decode(payload)
-                if event.seq != seq:
-                    raise ServerLogCorrupted(self._where(), seq, f"its event says seq {event.seq}")
-                yield event
+                yield self._decoded(seq, payload)
                 expect += 1
 
     def get(self, seq: int) -> Event:
         """The event with this seq."""
         row = self._execute("SELECT payload FROM hmem_log WHERE seq = %s", (seq,)).fetchone()
         if row is None:
-            raise KeyError(f"no event with seq {seq} (the log holds 1..{self._last_seq})")
-        event = decode(row[0])
+            raise KeyError(f"no event with seq {seq} (the log holds 1..{self.last_seq})")
+        return self._decoded(seq, row[0])
+
+    get_raw = get
+
+    def _decoded(self, seq: int, payload: bytes) -> Event:
+        """The event in the row ``seq``, which must say it is that seq."""
+        event = decode(payload)
         if event.seq != seq:
             raise ServerLogCorrupted(self._where(), seq, f"its event says seq {event.seq}")
         return event
-
-    get_raw = get
 
     def verify(self) -> int:
         """Read the whole log through its chain; returns the number of events."""

@@ -345,14 +345,11 @@ def cmd_log_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_log_show(args: argparse.Namespace) -> int:
-    from eventlog.log import EventLog
-    from hmem.keys import key_path, open_sealer
+    from hmem.keys import read_store_log
 
     events: list[Any] = []
     more = False
-    with EventLog(_log_dir(args), read_only=True) as log:
-        # the texts opened with the store's key file (none for a store in the clear)
-        log.sealer = open_sealer(log, key_path(_dir(args), None), _dir(args), seal=False)
+    with read_store_log(_log_dir(args).parent) as log:
         for ev in log.read(args.from_seq):  # this namespace's events only
             if ev.namespace != args.namespace:
                 continue
@@ -360,8 +357,6 @@ def cmd_log_show(args: argparse.Namespace) -> int:
                 more = True
                 break
             events.append(ev)
-        if log.sealer is not None:
-            log.sealer.keys.close()
     _emit(args, events, [fmt.event_line(ev) for ev in events])
     if not args.json and more:
         say(f"(more follow; continue with --from {events[-1].seq + 1})", err=True)

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from eventlog.events import Event, FactsErased
-from eventlog.log import EventLog
 from eventlog.pg_log import PgLog, redacted
 from hmem.errors import CopyFailed, InvalidInput
-from hmem.keys import key_path, open_sealer, shred
+from hmem.keys import read_store_log, shred
 from hmem.server_store import rewrite_tables
 from hmem.store import Store, missing_store, store_target
 from replay.rebuild import Progress
@@ -150,12 +149,6 @@ def _source_log(target: Path | str, key_file: str | os.PathLike[str] | None) -> 
         return
     if not (target / "log").is_dir():
         raise missing_store(target)
-    log = EventLog(target / "log", read_only=True)
-    try:
-        log.sealer = open_sealer(log, key_path(target, key_file), target, seal=False)
+    with read_store_log(target, key_file) as log:
         yield log
-    finally:
-        log.close()
-        if log.sealer is not None:
-            log.sealer.keys.close()
 

@@ -163,7 +163,7 @@ def write_facts(con: Any, state: FactColumns, ids: Iterable[int], *, after: int)
     them (it may run in pipeline mode); ``after=-1`` writes every fact's rows (with COPY,
     outside pipeline mode)."""
     if after < 0:
-        _rewrite(con, state)
+        _rewrite(con, state, copy=True)
         return True
     moved = con.execute(
         "UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq' AND value = %s RETURNING 1",
@@ -176,13 +176,7 @@ def write_facts(con: Any, state: FactColumns, ids: Iterable[int], *, after: int)
         con.execute("DELETE FROM hmem_facts WHERE id = ANY(%s)", (old,))
     _insert(con, state, chosen)
     if moved.fetchone() is None:  # behind: every fact's rows, statement by statement
-        con.execute("DELETE FROM hmem_fact_versions")
-        con.execute("DELETE FROM hmem_facts")
-        con.execute("UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq'",
-                    (str(state.last_seq),))
-        every = state.table.ids[: state.n].tolist()
-        for start in range(0, len(every), 10_000):
-            _insert(con, state, every[start:start + 10_000])
+        _rewrite(con, state, copy=False)
         return True
     return False
 
@@ -196,25 +190,31 @@ def _insert(con: Any, state: FactColumns, ids: Sequence[int]) -> None:
                         f"(%s, %s, %s, %s, %s, %s, %s, %s)", versions)
 
 
-def _rewrite(con: Any, state: FactColumns) -> None:
-    """Every fact's rows, with COPY, and ``tables_seq`` at the fold's last seq."""
+def _rewrite(con: Any, state: FactColumns, *, copy: bool) -> None:
+    """Every fact's rows, and ``tables_seq`` at the fold's last seq: with COPY and fresh
+    planner statistics (a bulk write), or as INSERTs (in pipeline mode, where COPY cannot run)."""
     con.execute("DELETE FROM hmem_fact_versions")
     con.execute("DELETE FROM hmem_facts")
     con.execute("UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq'", (str(state.last_seq),))
     every = state.table.ids[: state.n].tolist()
+    for start in range(0, len(every), 10_000):
+        (_copy if copy else _insert)(con, state, every[start:start + 10_000])
+    if copy:
+        # the planner's statistics now, not when autovacuum comes by: without them a
+        # namespace's as_of scans the exclusion index (4 ms for 200 rows of 30k) instead of
+        # the namespace's
+        con.execute("ANALYZE hmem_facts, hmem_fact_versions")
+
+
+def _copy(con: Any, state: FactColumns, ids: Sequence[int]) -> None:
+    facts, versions = _rows(state, ids)
     with con.cursor() as cur:
-        for start in range(0, len(every), 10_000):
-            facts, versions = _rows(state, every[start:start + 10_000])
-            with cur.copy(f"COPY hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) "
-                          f"FROM STDIN") as cp:
-                for row in facts:
-                    cp.write_row(row)
-            with cur.copy(f"COPY hmem_fact_versions ({_VERSION_COLUMNS}) FROM STDIN") as cp:
-                for row in versions:
-                    cp.write_row(row)
-    # the planner's statistics now, not when autovacuum comes by: without them a namespace's
-    # as_of scans the exclusion index (4 ms for 200 rows of 30k) instead of the namespace's
-    con.execute("ANALYZE hmem_facts, hmem_fact_versions")
+        with cur.copy(f"COPY hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) FROM STDIN") as cp:
+            for row in facts:
+                cp.write_row(row)
+        with cur.copy(f"COPY hmem_fact_versions ({_VERSION_COLUMNS}) FROM STDIN") as cp:
+            for row in versions:
+                cp.write_row(row)
 
 
 _VERSION_COLUMNS = "fact_id, row_no, chain_id, namespace, valid, tx, tx_from_seq, tx_to_seq"

@@ -202,6 +202,19 @@ def test_read_only_needs_a_store_and_follows_the_writers(url: str) -> None:
             r.remember("tom", "Tom likes tea")
 
 
+def _record_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the first seq of every read of a server log, in order."""
+    reads: list[int] = []
+    real = PgLog.read
+
+    def read(self: PgLog, from_seq: int = 1, to_seq: int | None = None) -> Any:
+        reads.append(from_seq)
+        return real(self, from_seq, to_seq)
+
+    monkeypatch.setattr(PgLog, "read", read)
+    return reads
+
+
 def test_a_process_starts_from_the_checkpoint_not_the_whole_log(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,14 +224,7 @@ def test_a_process_starts_from_the_checkpoint_not_the_whole_log(
         m.remember_many([{"subject": "maya", "text": f"note {i}"} for i in range(300)])
     with Memory(url, embedder=None) as other:  # another writer appends after the checkpoint
         other.remember("tom", "Tom likes tea")
-    reads: list[int] = []
-    real = PgLog.read
-
-    def read(self: PgLog, from_seq: int = 1, to_seq: int | None = None) -> Any:
-        reads.append(from_seq)
-        return real(self, from_seq, to_seq)
-
-    monkeypatch.setattr(PgLog, "read", read)
+    reads = _record_reads(monkeypatch)
     with Memory(url, embedder=None, read_only=True) as r:
         assert r.store.checkpoint_seq >= 300
         assert [h.text for h in r.recall("tom tea").hits] == ["Tom likes tea"]
@@ -233,14 +239,7 @@ def test_a_process_on_another_host_starts_from_the_servers_checkpoint(
     with Memory(url, embedder=None) as m:
         m.remember_many([{"subject": "maya", "text": f"note {i}"} for i in range(300)])
         m.remember("tom", "Tom likes tea")
-    reads: list[int] = []
-    real = PgLog.read
-
-    def read(self: PgLog, from_seq: int = 1, to_seq: int | None = None) -> Any:
-        reads.append(from_seq)
-        return real(self, from_seq, to_seq)
-
-    monkeypatch.setattr(PgLog, "read", read)
+    reads = _record_reads(monkeypatch)
     monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "other-host"))
     with Memory(url, embedder=None, read_only=True) as r:
         assert r.store.checkpoint_seq == 301
