@@ -96,7 +96,7 @@ def propose(
     vectors = _vectors(projector, namespace)
     out: dict[int, Proposal] = {}
     for group in by_subject.values():
-        for p in _pairs(group, vectors if len(group) <= MAX_COMPARED else {}, similarity):
+        for p in _settled(group, vectors if len(group) <= MAX_COMPARED else {}, similarity):
             out[p.fact_id] = p
     horizon = now_us - int(timedelta(days=stale_days) / timedelta(microseconds=1))
     for fact in facts:
@@ -109,42 +109,91 @@ def propose(
 
 
 MAX_COMPARED = 5_000  # current facts of one subject compared by cosine (n^2 dot products)
+MAX_ROUNDS = 32  # settling rounds per subject (each forgets a fact or shortens a period)
 _END = float("inf")
 
 
 class _Seen:
-    """One current fact as the pass sees it."""
+    """One current fact as a pass sees it: ``fact`` is the stored fact, ``id`` the id it has
+    once the proposals decided so far are applied (an ended fact becomes a new version), and
+    ``start`` / ``end`` its valid period then."""
 
-    __slots__ = ("fact", "text", "tokens", "start", "end", "vector")
+    __slots__ = ("fact", "id", "text", "tokens", "start", "end", "vector")
 
     def __init__(self, fact: Fact, vector: np.ndarray | None) -> None:
         row = fact.rows[-1]  # a current fact's last row is its open one
-        self.fact, self.text = fact, normalise(fact.text)
+        self.fact, self.id, self.text = fact, fact.id, normalise(fact.text)
         self.tokens = frozenset(index_counts(fact.subject, fact.text))
         self.start = row.valid_from
         self.end: float = _END if row.valid_to is None else row.valid_to
         self.vector = vector
 
+    def ended(self, end_us: int, new_id: int) -> _Seen:
+        """This fact as the correction that ends it at ``end_us`` leaves it."""
+        out = _Seen.__new__(_Seen)
+        for name in _Seen.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.end, out.id = end_us, new_id
+        return out
 
-def _pairs(
+
+def _settled(
     group: Sequence[Fact], vectors: dict[int, np.ndarray], similarity: float
-) -> Iterable[Proposal]:
-    """Proposals within one subject's current facts (``group`` in id order), in two passes.
-    Duplicates: widest period first (earlier start, later end, then newer), so a fact is
-    compared with kept facts that may contain it. Replacements, among the facts left: newest
-    first, so a fact is compared with newer kept facts."""
+) -> list[Proposal]:
+    """The proposals for one subject's current facts (``group``, in id order) such that, once
+    all are applied, nothing is left to propose: the two passes of :func:`_pairs` run on the
+    facts as the proposals so far would leave them (forgotten ones gone, ended ones shortened,
+    as new versions) until they propose nothing more; a later round's proposal about a fact
+    replaces the earlier one. A proposal whose kept fact a later round forgot keeps the fact
+    that one was kept for instead."""
     seen = []
     for fact in group:
         vec = vectors.get(fact.id)
         seen.append(_Seen(fact, None if vec is None else
                           vec / max(float(np.linalg.norm(vec)), 1e-12)))
+    decided: dict[int, Proposal] = {}
+    state = seen
+    for _ in range(MAX_ROUNDS):
+        found = list(_pairs(state, similarity))
+        if not found:
+            break
+        decided.update((p.fact_id, p) for p in found)
+        ended = sorted(p.fact_id for p in decided.values() if p.end_us is not None)
+        after = {fid: group[-1].id + 1 + i for i, fid in enumerate(ended)}  # as apply numbers
+        state = []
+        for x in seen:
+            p = decided.get(x.fact.id)
+            if p is None:
+                state.append(x)
+            elif p.end_us is not None:
+                state.append(x.ended(p.end_us, after[x.fact.id]))
+    return [_kept_by_survivor(p, decided) for p in decided.values()]
+
+
+def _kept_by_survivor(p: Proposal, decided: dict[int, Proposal]) -> Proposal:
+    keep, hops = p.keep_id, 0
+    while keep in decided and decided[keep].end_us is None and hops < len(decided):
+        keep, hops = decided[keep].keep_id, hops + 1
+    if keep == p.keep_id:
+        return p
+    return msgspec.structs.replace(
+        p, id=f"{p.kind}:{p.fact_id}:{keep}", keep_id=keep,
+        reason=p.reason.replace(f"#{p.keep_id}", f"#{keep}"),
+    )
+
+
+def _pairs(seen: Sequence[_Seen], similarity: float) -> Iterable[Proposal]:
+    """Proposals among one subject's current facts, in two passes. Duplicates: widest period
+    first (earlier start, later end, then newer), so a fact is compared with kept facts that
+    may contain it. Replacements, among the facts left: newest first, so a fact is compared
+    with newer kept facts. Proposals name the stored facts."""
     by_text: dict[str, list[_Seen]] = defaultdict(list)
-    dims = len(next(iter(vectors.values()))) if vectors else 0
-    matrix = np.empty((len(group), dims), dtype=np.float32)  # kept facts' unit vectors
+    dims = next((len(x.vector) for x in seen if x.vector is not None), 0)
+    matrix = np.empty((len(seen), dims), dtype=np.float32)  # kept facts' unit vectors
     owners: list[_Seen] = []  # whose row each is
     left: list[_Seen] = []
     keeps: set[int] = set()  # facts a duplicate proposal keeps: never forgotten below
-    for x in sorted(seen, key=lambda s: (s.start, -s.end, -s.fact.id)):
+    for x in sorted(seen, key=lambda s: (s.start, -s.end, -s.id)):
         found = _duplicate(x, by_text, matrix[: len(owners)], owners, similarity)
         if found is not None:
             keeps.add(found.keep_id)  # type: ignore[arg-type]
@@ -156,7 +205,7 @@ def _pairs(
             matrix[len(owners)] = x.vector
             owners.append(x)
     by_sketch: dict[frozenset[str], list[_Seen]] = defaultdict(list)  # tokens minus one
-    for x in sorted(left, key=lambda s: -s.fact.id):
+    for x in sorted(left, key=lambda s: -s.id):
         found = _replacement(x, by_sketch)
         if found is not None and (found.end_us is not None or x.fact.id not in keeps):
             yield found
@@ -200,7 +249,7 @@ def _replacement(x: _Seen, by_sketch: dict[frozenset[str], list[_Seen]]) -> Prop
              and y.fact.category != "episodic"]
     if not found:
         return None
-    y = max(found, key=lambda s: s.fact.id)
+    y = max(found, key=lambda s: s.id)
     pid, keep = f"replaced:{x.fact.id}:{y.fact.id}", y.fact.id
     if y.start > x.start:  # the newer holds from later on: the older ends there
         return Proposal(pid, "replaced", x.fact.id, keep,

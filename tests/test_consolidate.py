@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from eventlog.events import FactRemembered
@@ -156,6 +156,15 @@ ops = st.lists(st.one_of(
 
 @settings(max_examples=examples(dev=40, ci=100), deadline=None)
 @given(ops)
+# each newer fact replaces the one before with one word changed: the oldest ends where the
+# next begins, not where the newest does (the two ended ones would replace each other)
+@example([("remember", "maya", "lives in London"), ("remember", "maya", "lives in Paris"),
+          ("remember", "maya", "lives in Rome now")])
+# a fact ended by a replacement becomes a duplicate of an ended one: forgotten instead
+@example([("remember", "maya", "likes green tea")] * 3 + [("forget", 0)]
+         + [("remember", "maya", "likes green tea")] * 2 + [("forget", 0)]
+         + [("remember", "maya", "likes green tea"), ("remember", "maya", "likes black tea"),
+            ("accept", 3)])
 def test_consolidate_is_idempotent_and_reaches_a_fixpoint(history):
     """For any history: a report changes nothing and a second one equals it; each proposal
     names a current fact (and a current, newer fact it keeps); applying all leaves none."""
