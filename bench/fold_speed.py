@@ -1,4 +1,5 @@
-"""The fold alone: FactState.apply vs FactColumns.apply vs fold_all, events/s and bytes per fact.
+"""The fold alone, one event per call (a write's cost) and in chunks (a replay's), events/s and
+bytes per fact.
 
 ``python -m bench.fold_speed --facts 100000,1000000``
 
@@ -8,7 +9,7 @@ changes and half corrections, ~3% forget; a clock advancing 5 minutes per event;
 encoded and decoded as the log does. Timed: the fold of already decoded events (the garbage
 collector paused, as replay does); decoding alone is timed for reference. Memory: tracemalloc
 of the fold state after the events are gone (decoded inside the traced run, in chunks, as a
-replay reads them), per fact; the texts (the same str objects in both folds) included.
+replay reads them), per fact; the texts included.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from bench.synthetic import SEED, TextGen
 from eventlog.events import Event, FactForgotten, FactRemembered, FactRevised, decode, encode
 from projections.entities import fact_entities
 from projections.fact_columns import FactColumns
-from projections.fact_fold import fold_all
-from projections.state import FactState
+from projections.fact_fold import fold, fold_all
 
 __all__ = ["make_payloads", "main"]
 
@@ -77,20 +77,24 @@ def make_payloads(n_facts: int, seed: int = SEED) -> list[bytes]:
     return out
 
 
-def _incremental(make: Callable[[], FactState | FactColumns]) -> Callable[[list[Event]], object]:
-    def run(events: list[Event]) -> object:
-        state = make()
-        apply = state.apply
-        for ev in events:
-            apply(ev)
-        return state
-    return run
+def _one_by_one(events: list[Event]) -> FactColumns:
+    state = FactColumns()
+    for ev in events:
+        fold([ev], state)
+    return state
+
+
+def _chunks(events: list[Event]) -> FactColumns:
+    state = FactColumns()
+    for start in range(0, len(events), CHUNK):
+        fold(events[start:start + CHUNK], state)
+    return state
 
 
 FOLDS: dict[str, Callable[[list[Event]], object]] = {
-    "FactState.apply": _incremental(FactState),
-    "FactColumns.apply": _incremental(FactColumns),
-    "fold_all": fold_all,
+    "one event a call": _one_by_one,
+    f"{CHUNK:,} a call": _chunks,
+    "all in one call": fold_all,
 }
 
 
@@ -107,20 +111,14 @@ def _timed(fold: Callable[[list[Event]], object], events: list[Event]) -> float:
     return took
 
 
-def _traced_bytes(name: str, payloads: list[bytes]) -> int:
+def _traced_bytes(payloads: list[bytes]) -> int:
     """Bytes the fold state holds once the events it was folded from are gone."""
     gc.collect()
     tracemalloc.start()
     try:
-        state: FactState | FactColumns
-        if name == "fold_all":
-            state = FactColumns()
-            for start in range(0, len(payloads), CHUNK):
-                fold_all([decode(p) for p in payloads[start:start + CHUNK]], into=state)
-        else:
-            state = FactState() if name == "FactState.apply" else FactColumns()
-            for p in payloads:
-                state.apply(decode(p))
+        state = FactColumns()
+        for start in range(0, len(payloads), CHUNK):
+            fold([decode(p) for p in payloads[start:start + CHUNK]], state)
         gc.collect()
         size = tracemalloc.get_traced_memory()[0]
     finally:
@@ -155,7 +153,7 @@ def run(n_facts: int, memory: bool) -> None:
     print(f"\n{n_facts:,} facts, {n:,} events (generated in {made:.0f} s); "
           f"decode alone {n / decode_s:,.0f} events/s")
     results = {name: _timed(fold, events) for name, fold in FOLDS.items()}
-    base = results["FactState.apply"]
+    base = results["one event a call"]
     for name, took in results.items():
         print(f"  {name:<18} {n / took:>10,.0f} events/s  {took:6.2f} s  x{base / took:4.1f}")
     texts = [e.text for e in events if isinstance(e, (FactRemembered, FactRevised))]
@@ -165,10 +163,9 @@ def run(n_facts: int, memory: bool) -> None:
     print(f"  texts: {as_str:.0f} B/fact as str, {as_buffer:.0f} B/fact as UTF-8 + offsets; "
           f"id->slot: {arr:.1f} B/fact as int32 array, {dct:.0f} B/fact as a dict")
     if memory:
-        for name in ("FactState.apply", "fold_all"):
-            size = _traced_bytes(name, payloads)
-            print(f"  memory {name:<16} {size / len(texts):>7,.0f} bytes/fact "
-                  f"({size / 2**20:,.0f} MiB, texts included)")
+        size = _traced_bytes(payloads)
+        print(f"  memory of the fold {size / len(texts):>7,.0f} bytes/fact "
+              f"({size / 2**20:,.0f} MiB, texts included)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,7 +32,7 @@ from hmem.memory import Memory
 from projections.entities import fact_entities
 from projections.projector import index_counts
 from projections.recall_index import NamespaceIndex
-from projections.state import Fact, Row
+from projections.records import Fact, Row
 from projections.timeutil import to_us
 
 __all__ = [

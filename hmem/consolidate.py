@@ -36,7 +36,7 @@ import numpy as np
 
 from hmem.dedup import normalise
 from projections.projector import Projector, index_counts
-from projections.state import Fact
+from projections.records import Fact
 from projections.timeutil import from_us
 
 __all__ = ["ConsolidationReport", "Proposal", "propose"]

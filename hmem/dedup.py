@@ -21,7 +21,7 @@ import numpy as np
 
 from projections.fact_columns import opt
 from projections.projector import Projector, index_counts
-from projections.state import subject_key
+from projections.records import subject_key
 from projections.timeutil import to_us
 
 __all__ = ["DedupKey", "dedup_key", "duplicate_of", "normalise"]

@@ -22,7 +22,7 @@ import numpy as np
 from eventlog.events import FactsErased
 from hmem.errors import AlreadyErased, InvalidInput, NothingToErase
 from projections.fact_columns import FactColumns
-from projections.state import subject_key
+from projections.records import subject_key
 
 __all__ = ["ErasureReceipt", "Scope", "plan_erasure", "receipt_of"]
 

@@ -58,7 +58,7 @@ from hmem.store import Store
 from hmem.timeparse import TimeLike, parse_time, parse_time_opt
 from hmem.transaction import Transaction
 from projections.checks import MAX_TEXT_CHARS, check_text
-from projections.state import Episode
+from projections.records import Episode
 from projections.timeutil import from_us
 
 

@@ -21,7 +21,8 @@ from hmem.timeparse import parse_time
 from hmem.transaction import Transaction
 from projections.checks import CONTROL_CHARS, check_fields
 from projections.entities import fact_entities
-from projections.state import Episode, Fact
+from projections.fact_fold import check
+from projections.records import Episode, Fact
 from projections.timeutil import from_us, to_us
 
 __all__ = [
@@ -140,7 +141,7 @@ class Plan:
             event = self._event(cand, text, subject, target)
             try:
                 check_fields(event)
-                self.state.check_applies(event)
+                check([event], self.state)
             except HmemError as e:
                 self.skipped.append(Skipped(text, f"invalid: {e}"))
                 if target is not None:

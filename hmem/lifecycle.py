@@ -20,7 +20,7 @@ from hmem.handle import StoreHandle
 from hmem.store import Store
 from hmem.transaction import transaction_time
 from projections.checks import check_fields
-from projections.state import Fact, subject_key
+from projections.records import Fact, subject_key
 from projections.timeutil import from_us, to_us
 
 __all__ = ["LifecycleMethods"]

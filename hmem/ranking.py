@@ -20,7 +20,7 @@ from hmem.neighbors import Bound, Lists, Loans, borrow, lend, own_words
 from projections.entities import extract_entities, normalize_entity
 from projections.projector import Projector, index_counts
 from projections.recall_index import NamespaceIndex
-from projections.state import Fact, Row, subject_key
+from projections.records import Fact, Row, subject_key
 from projections.text import STOPWORDS, tokenize
 from projections.timeutil import from_us, from_us_opt
 

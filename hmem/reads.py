@@ -25,7 +25,7 @@ from hmem.timeparse import TimeLike
 from hmem.transaction import Transaction, transaction_time
 from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
 from hmem.when import parse_when_opt
-from projections.state import subject_key
+from projections.records import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as beliefs_as_of
 from replay import diff as diff_between

@@ -24,7 +24,7 @@ from eventlog.events import Event
 from eventlog.pg_log import PgLog, is_server_url
 from projections import pg_tables
 from projections.fact_columns import FactColumns
-from projections.projector import touched_facts
+from projections.fact_fold import touched_facts
 
 __all__ = [
     "cache_home", "fetch_checkpoint", "is_server_url", "open_server_log", "rewrite_tables",

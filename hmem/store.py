@@ -60,6 +60,7 @@ from projections.checks import check_fields
 from projections.column_file import load_column_file
 from projections.duck import DuckProjection, from_log, is_lock_conflict
 from projections.errors import DamagedProjection
+from projections.fact_fold import check
 from projections.pg_tables import differences, tables_seq
 from projections.projector import BULK_FLUSH_EVENTS, Projector
 from projections.timeutil import to_us
@@ -320,9 +321,8 @@ class Store(CheckpointSteps, ErasureSteps):
         check_not_written(self.projector, self.log, events)  # a retry: answered, not checked
         links = dict(links or {})
         state = self.projector.state
-        touched: set[int] = set()
-        dims: dict[tuple[str, str], int] = {}
         for j, ev in enumerate(events):
+            check_fields(ev)
             if j in links:
                 i = links[j]
                 fact = events[i] if 0 <= i < j else None
@@ -333,11 +333,12 @@ class Store(CheckpointSteps, ErasureSteps):
                         "only an embedding may be linked, and only to a fact remembered or "
                         "revised earlier in the same batch"
                     )
-                check_fields(ev)
                 if fact.namespace != ev.namespace:
                     raise InvalidInput("an embedding must be in its fact's namespace")
-            else:
-                state.validate(ev)
+        check(events, state, skip=list(links))  # each against the state before the batch
+        touched: set[int] = set()
+        dims: dict[tuple[str, str], int] = {}
+        for ev in events:
             if isinstance(ev, EmbeddingRecorded):
                 state.check_dims(ev, dims)
                 self.check_not_erased(ev.fact_id)
@@ -350,8 +351,7 @@ class Store(CheckpointSteps, ErasureSteps):
         try:
             if self.url is None:
                 stamped = self.log.append_many(events, links, durable=durable)
-                for ev in stamped:
-                    self.projector.apply(ev, validated=True)
+                self.projector.apply_all(stamped)
             else:  # the server's tables commit with the log's rows
                 stamped = cast(PgLog, self.log).append_many(
                     events, links, then=self._apply_to_tables
@@ -375,8 +375,7 @@ class Store(CheckpointSteps, ErasureSteps):
             return differences(server.con, self.connection())
 
     def _apply_to_tables(self, stamped: list[Event]) -> None:
-        for ev in stamped:
-            self.projector.apply(ev, validated=True)
+        self.projector.apply_all(stamped)
         write_tables(cast(PgLog, self.log), self.projector.state, stamped)
 
     def _reopen_projection(self) -> None:

@@ -1,8 +1,7 @@
 """Checks of an event's own fields, run on the write path before anything is appended.
 
 Replay never runs them (an event an older hmem accepted is never refused later because a rule got
-stricter); the fold's checks against the state are
-:meth:`projections.state.FactState.check_applies`.
+stricter); the fold's checks against the state (below) are run by projections/fact_fold.py.
 """
 
 from __future__ import annotations
@@ -177,8 +176,8 @@ def check_period(valid_from: int, valid_to: datetime | None) -> None:
 
 
 # ---------------------------------------------------------------------- checks against a state
-# The refusals of the fold (FactState.check_applies and the columnar fold in
-# projections/fact_columns.py), written once: each takes what it needs of the state as values.
+# The refusals of the fold (projections/fact_fold.py; the write path asks it with check()),
+# written once: each takes what it needs of the state as values.
 
 
 def check_derived_from(

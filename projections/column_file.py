@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from projections.column_store import Ragged, Strings, Table, Texts
 from projections.fact_columns import FactColumns
-from projections.state import Episode, Vector
+from projections.records import Episode, Vector
 
 __all__ = ["COLUMNS_FILE", "LoadedColumns", "load_column_file", "save_column_file"]
 

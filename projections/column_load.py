@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from projections.column_store import NONE, Strings, UniqueStrings
 from projections.fact_columns import FactColumns
-from projections.state import Episode, Vector
+from projections.records import Episode, Vector
 
 __all__ = ["load_columns"]
 

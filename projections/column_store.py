@@ -126,6 +126,9 @@ class Table:
 
     def reserve(self, need: int) -> None:
         """Room for ``need`` entries in every column."""
+        first = next(iter(self.COLUMNS))
+        if need <= len(getattr(self, first)):  # every column has the same room
+            return
         for name, (_, fill) in self.COLUMNS.items():
             setattr(self, name, grown(getattr(self, name), need, fill))
 

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from eventlog.events import RecallServed
-from projections.state import Episode, Vector
+from projections.records import Episode, Vector
 from projections.timeutil import to_us
 
 __all__ = [

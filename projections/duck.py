@@ -46,8 +46,8 @@ from projections.columns import (
 from projections.errors import DamagedProjection, ProjectionError
 from projections.fact_columns import FactColumns
 from projections.fact_rows import entity_rows, fact_rows, posting_rows, version_rows
+from projections.records import Episode, Vector
 from projections.requests import request_key
-from projections.state import Episode, Vector
 
 __all__ = [
     "MEMORY_LIMIT", "SCHEMA_VERSION", "DuckProjection", "TABLES", "check_readable", "from_log",

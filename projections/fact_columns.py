@@ -1,20 +1,11 @@
-"""The fold as columns: the state of every fact in numpy arrays, not a Python object per fact.
+"""The fold's state: every fact in numpy arrays, not a Python object per fact, and its reads.
 
-The semantics are those of :class:`projections.state.FactState` (documented there) and are held
-equal to it by tests/test_fact_columns.py: every fact materialised by :meth:`FactColumns.fact`
-equals ``FactState.facts[id]`` field by field, rows included, and every event FactState refuses
-is refused here with the same error. The layout is described in projections/column_store.py.
-Two ways in: :meth:`FactColumns.apply`, one event (live writes), and
-:func:`projections.fact_fold.fold_all`, a bulk fold of a list of decoded events (replay).
-Vectors and episodes are kept as FactState keeps them (lists and dicts of structs) in this
-slice: they are a small part of a store's objects.
-
-This is the projector's state (``projector.state``). Readers that want a fact get a
-:class:`Fact` made on demand (``facts[id]``, :meth:`lookup`, :meth:`in_namespace`: the same
-surface FactState offers, so callers did not change); the write path's checks read the columns;
-the tables are written from the columns (projections/fact_rows.py) and loaded back into them in
-bulk (projections/column_load.py); the recall indexes are built from them
-(projections/index_build.py). Still per object: vectors, episodes and the distinct strings.
+Only the fold (:func:`projections.fact_fold.fold`) changes it. Readers that want a fact get a
+:class:`~projections.records.Fact` made on demand (``facts[id]``, :meth:`lookup`,
+:meth:`in_namespace`); the write path's rules read the columns; the recall indexes are built
+from them (projections/index_build.py); the layout is described in projections/column_store.py.
+Vectors and episodes are kept as lists and dicts of structs: they are a small part of a
+store's objects.
 """
 
 from __future__ import annotations
@@ -24,26 +15,8 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from eventlog.events import (
-    EmbeddingRecorded,
-    EpisodeRecorded,
-    Event,
-    EventBase,
-    FactForgotten,
-    FactRemembered,
-    FactRevised,
-    FactsErased,
-    RecallServed,
-)
-from projections.checks import (
-    check_derived_from,
-    check_dims,
-    check_erasable,
-    check_fields,
-    check_forgettable,
-    check_revisable,
-    erased_reason,
-)
+from eventlog.events import EmbeddingRecorded
+from projections.checks import check_dims
 from projections.column_store import (
     NONE,
     FactTable,
@@ -52,18 +25,9 @@ from projections.column_store import (
     Strings,
     Texts,
     UniqueStrings,
-    grown,
 )
-from projections.entities import fact_entities
-from projections.errors import (
-    FactAlreadyForgotten,
-    FactNotFound,
-    FactSuperseded,
-    InvalidInput,
-    ProjectionError,
-)
-from projections.state import Episode, Fact, Row, Vector, subject_key
-from projections.timeutil import to_us
+from projections.errors import FactNotFound
+from projections.records import Episode, Fact, Row, Vector, subject_key
 
 __all__ = ["FactColumns", "REVISION_KINDS", "opt"]
 
@@ -83,10 +47,7 @@ def importance_code(value: int | None) -> int:
 
 
 class FactColumns:
-    """All facts folded from events, as columns, with validation of new events against them.
-
-    ``apply`` returns the ids of facts whose rows changed, as ``FactState.apply`` does.
-    """
+    """All facts folded from events, as columns."""
 
     def __init__(self) -> None:
         self.table = FactTable()
@@ -151,188 +112,13 @@ class FactColumns:
             nxt = int(self.table.superseded_by[self.slot(nxt)])
         return fact_id
 
-    # ------------------------------------------------------------------ validation
-
-    def validate(self, ev: EventBase) -> None:
-        """Raise a typed error if ``ev`` (stamped with its tx_at) may not be appended now."""
-        check_fields(ev)
-        self.check_applies(ev)
-
-    def check_applies(self, ev: EventBase) -> None:
-        """The checks that depend on the state (as ``FactState.check_applies``)."""
-        if isinstance(ev, (FactRemembered, FactRevised)) and ev.derived_from:
-            check_derived_from(ev, self._episode_namespace)
-        facts = self.table
-        if isinstance(ev, FactRevised):
-            slot = self.slot_in(ev.fact_id, ev.namespace)
-            check_revisable(
-                ev, int(facts.ids[slot]), forgotten=int(facts.forgotten_seq[slot]) != NONE,
-                superseded=int(facts.superseded_by[slot]) != NONE, head_of=self.head_of,
-                open_valid_from=int(self.rows.valid_from[facts.last_row[slot]]),
-            )
-        elif isinstance(ev, FactForgotten):
-            slot = self.slot_in(ev.fact_id, ev.namespace)
-            check_forgettable(
-                int(facts.ids[slot]), forgotten=int(facts.forgotten_seq[slot]) != NONE
-            )
-        elif isinstance(ev, EmbeddingRecorded):
-            self.slot_in(ev.fact_id, ev.namespace)
-        elif isinstance(ev, FactsErased):
-            check_erasable(ev, lambda i, kind: self._has(i, kind, ev.namespace))
-        elif not isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
-            raise InvalidInput(f"unknown event type {type(ev).__name__}")
-
-    def _episode_namespace(self, seq: int) -> str | None:
-        episode = self.episodes.get(seq)
-        return None if episode is None else episode.namespace
-
-    def _has(self, seq: int, kind: str, namespace: str) -> bool:
-        if kind == "fact":
-            slot = self.slot(seq)
-            return slot >= 0 and self.namespaces.values[self.table.namespace[slot]] == namespace
-        return self._episode_namespace(seq) == namespace
+    # ------------------------------------------------------------------ write rules
 
     def check_dims(self, ev: EmbeddingRecorded, batch: dict[tuple[str, str], int]) -> None:
-        """As ``FactState.check_dims`` (write path only)."""
+        """A vector must have the length of its model's earlier vectors in its namespace (those
+        of the state, or of ``batch``: what the same write adds first). Write path only: a
+        log written before this rule replays, and recall leaves such vectors out."""
         check_dims(self.vector_dims, ev, batch)
-
-    # ------------------------------------------------------------------ incremental fold
-
-    def apply(self, ev: Event, *, validated: bool = False, tx: int | None = None) -> list[int]:
-        """Fold one logged event; returns the ids of facts it created or changed.
-
-        ``validated=True`` skips the checks for an event just validated against this state.
-        """
-        if ev.seq != self.last_seq + 1:
-            raise ProjectionError(
-                f"event seq {ev.seq} applied after seq {self.last_seq}; the projection is out of "
-                f"step with the log. Rebuild it with `hmem replay rebuild`"
-            )
-        try:
-            if not validated:
-                self.check_applies(ev)
-        except InvalidInput as e:
-            raise ProjectionError(f"logged event {ev.seq} is invalid: {e}") from e
-        except (FactNotFound, FactAlreadyForgotten, FactSuperseded) as e:
-            raise ProjectionError(f"logged event {ev.seq} does not apply: {e}") from e
-        seq = ev.seq
-        self.slot_of = grown(self.slot_of, seq + 1, -1)
-        self.last_seq = seq
-        if tx is None:
-            tx = to_us(ev.tx_at)
-        if isinstance(ev, FactRemembered):
-            vf = tx if ev.valid_from is None else to_us(ev.valid_from)
-            vt = NONE if ev.valid_to is None else to_us(ev.valid_to)
-            slot = self._new_fact(ev, ev.subject, tx)
-            self._link_row(slot, vf, vt, seq, tx)
-            return [seq]
-        if isinstance(ev, FactRevised):
-            return self._revise(ev, tx)
-        if isinstance(ev, FactForgotten):
-            slot = int(self.slot_of[ev.fact_id])
-            self._close(int(self.table.last_row[slot]), seq, tx)
-            f = self.table
-            f.forgotten_seq[slot], f.forgotten_at[slot] = seq, tx
-            f.forget_reason[slot] = self.reasons.code(ev.reason)
-            return [int(f.ids[slot])]
-        if isinstance(ev, EmbeddingRecorded):
-            if ev.sealed:  # its key was erased: no vector (eventlog/sealing.py)
-                return []
-            self.add_vector(Vector(ev.fact_id, ev.namespace, ev.model, ev.dims, ev.vector, seq))
-            return []
-        if isinstance(ev, EpisodeRecorded):
-            self.add_episode(Episode(
-                seq, ev.namespace, ev.session_id, ev.turn, ev.role, ev.speaker, ev.text,
-                tx if ev.observed_at is None else to_us(ev.observed_at), tx,
-                ev.source_agent, ev.source_ref,
-            ))
-            return []
-        if isinstance(ev, RecallServed):
-            return []  # a read, not a belief
-        if isinstance(ev, FactsErased):
-            return self._erase(ev, tx)
-        raise ProjectionError(f"unknown event type {type(ev).__name__} at seq {ev.seq}")
-
-    def _revise(self, ev: FactRevised, tx: int) -> list[int]:
-        seq, f, r = ev.seq, self.table, self.rows
-        old = int(self.slot_of[ev.fact_id])
-        open_row = int(f.last_row[old])
-        self._close(open_row, seq, tx)
-        f.superseded_by[old], f.superseded_at[old] = seq, tx
-        vf, vt = int(r.valid_from[open_row]), int(r.valid_to[open_row])
-        new_vt = NONE if ev.valid_to is None else to_us(ev.valid_to)
-        subject = ev.subject or self.subjects.values[f.subject[old]]
-        new = self._new_fact(ev, subject, tx)
-        if ev.valid_from is not None:
-            change = to_us(ev.valid_from)
-            self._link_row(old, vf, min(vt, change), seq, tx)
-            self._link_row(new, change, new_vt, seq, tx)
-            kind = 1
-        else:
-            self._link_row(new, vf, vt if new_vt == NONE else new_vt, seq, tx)
-            kind = 2
-        old_id = int(f.ids[old])
-        f.supersedes[new], f.revision[new] = old_id, kind
-        f.reason[new] = self.reasons.code(ev.reason)
-        return [old_id, seq]
-
-    def _erase(self, ev: FactsErased, tx: int) -> list[int]:
-        f, why = self.table, self.reasons.code(erased_reason(ev))
-        for fid in ev.fact_ids:
-            slot = int(self.slot_of[fid])
-            self._close(int(f.last_row[slot]), ev.seq, tx)
-            if f.forgotten_seq[slot] == NONE:
-                f.forgotten_seq[slot], f.forgotten_at[slot], f.forget_reason[slot] = ev.seq, tx, why
-        return list(ev.fact_ids)
-
-    def _close(self, row: int, seq: int, tx: int) -> None:
-        r = self.rows
-        if r.tx_to_seq[row] == NONE:
-            r.tx_to_seq[row], r.tx_to[row] = seq, tx
-
-    def _link_row(self, slot: int, vf: int, vt: int, seq: int, tx: int) -> None:
-        """A new row of fact ``slot``, after its others: ``[vf, vt) x [seq, open)``."""
-        r, f = self.rows, self.table
-        i = r.n
-        if i == len(r.slot):
-            r.reserve(i + 1)
-        r.slot[i], r.valid_from[i], r.valid_to[i] = slot, vf, vt
-        r.tx_from_seq[i], r.tx_from[i] = seq, tx
-        r.n = i + 1
-        last = int(f.last_row[slot])
-        if last < 0:
-            f.first_row[slot] = i
-        else:
-            r.next[last] = i
-        f.last_row[slot] = i
-
-    def _new_fact(self, ev: FactRemembered | FactRevised, subject: str, tx: int) -> int:
-        f = self.table
-        slot = f.n
-        if slot == len(f.ids):
-            f.reserve(slot + 1)
-        f.n = slot + 1
-        self.slot_of[ev.seq] = slot
-        f.ids[slot] = ev.seq
-        f.namespace[slot] = self.namespaces.code(ev.namespace)
-        f.subject[slot] = self.subjects.code(subject)
-        self.texts.append(ev.text)
-        f.confidence[slot] = ev.confidence
-        f.source_agent[slot] = self.agents.code(ev.source_agent)
-        f.source_ref[slot] = self.refs.code(ev.source_ref)
-        f.created_at[slot] = tx
-        names = ev.entities or fact_entities(subject, ev.text)
-        f.entities_end[slot] = self.entities.append([self.entity_names.code(e) for e in names])
-        f.derived_end[slot] = self.derived.append(ev.derived_from)
-        labels = self.labels
-        f.extractor[slot] = labels.code(ev.extractor)
-        f.prompt_version[slot] = labels.code(ev.prompt_version)
-        f.category[slot] = labels.code(ev.category)
-        code = importance_code(ev.importance)
-        f.importance[slot] = code
-        if code < 0:
-            self.odd[slot] = ev.importance  # type: ignore[assignment]
-        return slot
 
     # ------------------------------------------------------------------ episodes
 
@@ -354,14 +140,14 @@ class FactColumns:
     # ------------------------------------------------------------------ reading
 
     def fact(self, fact_id: int) -> Fact:
-        """The fact as a :class:`projections.state.Fact` (what FactState holds for it)."""
+        """The fact as a :class:`~projections.records.Fact`."""
         slot = self.slot(fact_id)
         if slot < 0:
             raise KeyError(fact_id)
         return self.fact_at(slot)
 
     def fact_at(self, slot: int) -> Fact:
-        """The fact in ``slot`` as a :class:`projections.state.Fact`."""
+        """The fact in ``slot`` as a :class:`~projections.records.Fact`."""
         f, item = self.table, int
         rows = []
         r, i = self.rows, item(f.first_row[slot])
@@ -479,8 +265,8 @@ class FactColumns:
 
 
 class FactsView(Mapping[int, Fact]):
-    """``FactState.facts`` over the columns: id -> :class:`Fact`, each made when it is read
-    (a copy: changing it changes nothing stored)."""
+    """The facts by id: id -> :class:`Fact`, each made when it is read (a copy: changing it
+    changes nothing stored)."""
 
     __slots__ = ("_cols",)
 

@@ -1,45 +1,76 @@
-"""The bulk fold: a list of decoded events folded into :class:`FactColumns` at once (replay).
+"""The fold: logged events -> the state of every fact (:class:`FactColumns`). The one home of
+the semantics; replay, catch-up and every write go through :func:`fold`, and the write path asks
+:func:`check` whether the fold would take a batch.
 
-Same result as applying the events one by one (``FactColumns.apply``, ``FactState.apply``);
-tests/test_fact_columns.py holds the three equal. How:
+A fact is one statement; its id is the seq of the event that created it. Each fact has one or
+two *version rows*, each a rectangle in the bi-temporal plane::
+
+    valid_from <= world time < valid_to        (valid_to None = still true / open-ended)
+    tx_from_seq <= belief seq < tx_to_seq      (tx_to_seq None = still believed)
+
+* remember at seq s: one row [vf, vt) x [s, inf). ``valid_from`` defaults to the tx time.
+* revise with valid_from V (the world changed) at seq s: the old row closes at s and the old fact
+  gets a new row [vf, min(vt, V)) x [s, inf): it stays believed for its earlier period. The new
+  fact gets [V, vt') x [s, inf).
+* revise without valid_from (a correction) at seq s: the old row closes at s and the old fact is
+  not believed at all from then on; the new fact takes over the old valid period [vf, vt) x [s, inf)
+  (or [vf, vt') with an explicit valid_to).
+* forget at seq s: the open row closes at s. Nothing is deleted.
+* an erasure receipt at seq s: every fact it lists that is still believed is forgotten at s
+  (reason "erased (receipt s)"); an embedding whose key was erased leaves no vector.
+
+A fact is *superseded at seq S* if ``superseded_by <= S``. Rows are never removed and
+``tx_from`` never changes once written. tests/test_fact_columns.py holds the fold to a plain
+object-per-fact fold written from these rules (tests/reference_fold.py), event by event.
+
+How, for any number of events at once:
 
 1. The facts the events create (remember and revise, the bulk of any log) become columns in one
    pass: one ``attrgetter`` per event, transposed, then a string table lookup or ``np.fromiter``
    per column. Each gets a new slot; its first version row is row ``base + j``.
 2. The events that touch earlier facts or need the state's checks (revise, forget, embedding,
-   episode, and a remember with ``derived_from``) are walked in seq order over a small shadow
-   of what they change (superseded, forgotten, open row, per touched slot), running the same
-   checks as ``FactState.check_applies`` (projections/checks.py). A fact exists for an event
-   only if its id is below the event's seq. Their effects are collected as lists.
+   episode, erasure, and a remember with ``derived_from``) are walked in seq order over a small
+   shadow of what they change (superseded, forgotten, open row, per touched slot), running the
+   checks of projections/checks.py. A fact exists for an event only if its id is below the
+   event's seq. Their effects are collected as lists.
 3. Nothing of the state changes until all events passed their checks; then the columns are
    appended and the collected effects written with fancy indexing.
 
-The first event refused (or out of step) stops the bulk path: the events before it are folded
-(in bulk), and the refused one is applied on its own, which raises the ``ProjectionError``
-FactState raises for it. (Strings of refused events may remain in the string tables; no fact
-refers to them.)
+The first event refused (or out of step) stops the fold: the events before it are folded and a
+``ProjectionError`` says which event and why. (Strings of refused events may remain in the
+string tables; no fact refers to them.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from itertools import chain
 from operator import attrgetter
+from typing import cast
 
+import msgspec
 import numpy as np
 
+from eventlog.errors import HmemError
 from eventlog.events import (
     EmbeddingRecorded,
     EpisodeRecorded,
     Event,
+    EventBase,
     FactForgotten,
     FactRemembered,
     FactRevised,
     FactsErased,
     RecallServed,
 )
-from projections.checks import check_derived_from, check_forgettable, check_revisable
+from projections.checks import (
+    check_derived_from,
+    check_erasable,
+    check_forgettable,
+    check_revisable,
+    erased_reason,
+)
 from projections.column_store import NONE, grown
 from projections.entities import fact_entities
 from projections.errors import (
@@ -47,15 +78,16 @@ from projections.errors import (
     FactNotFound,
     FactSuperseded,
     InvalidInput,
+    ProjectionError,
 )
 from projections.fact_columns import FactColumns, importance_code
-from projections.state import Episode, Vector
+from projections.records import Episode, Vector
 from projections.timeutil import to_us
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 
-__all__ = ["fold_all"]
+__all__ = ["check", "fold", "fold_all", "touched_facts"]
 
 _REFUSALS = (InvalidInput, FactNotFound, FactAlreadyForgotten, FactSuperseded)
 _CREATED = attrgetter(
@@ -65,36 +97,84 @@ _CREATED = attrgetter(
 )
 
 
+def fold(events: Sequence[Event], into: FactColumns) -> None:
+    """Fold ``events`` (the next ones of the log, in order) into ``into``. On the first event
+    the fold refuses, the events before it are folded and ``ProjectionError`` names it."""
+    refused = _Bulk(into, events).run()
+    if refused is None:
+        return
+    at, error = refused
+    if at:  # raises for an earlier one (an event out of step is found before the checks)
+        fold(events[:at], into)
+    ev = events[at]
+    if error is None:
+        raise ProjectionError(
+            f"event seq {ev.seq} applied after seq {into.last_seq}; the projection is out of "
+            f"step with the log. Rebuild it with `hmem replay rebuild`"
+        )
+    how = "is invalid" if isinstance(error, InvalidInput) else "does not apply"
+    raise ProjectionError(f"logged event {ev.seq} {how}: {error}") from error
+
+
 def fold_all(events: Sequence[Event], into: FactColumns | None = None) -> FactColumns:
-    """Fold ``events`` (the next ones of the log, in order) into ``into`` (a new, empty state
-    by default) and return it; raises ``ProjectionError`` as ``FactState.apply`` would, with
-    the events before the refused one applied."""
+    """:func:`fold` into ``into`` (a new, empty state by default); returns the state."""
     cols = FactColumns() if into is None else into
-    while events:
-        refused = _Bulk(cols, events).run()
-        if refused is None:
-            break
-        if refused:
-            fold_all(events[:refused], cols)
-        cols.apply(events[refused])  # raises (if it does not, carry on: it was folded)
-        events = events[refused + 1:]
+    fold(events, cols)
     return cols
+
+
+def check(events: Sequence[EventBase], state: FactColumns, *, skip: Sequence[int] = ()) -> None:
+    """Whether the fold would take ``events`` as the log's next events, each seen against
+    ``state`` as it is before them (a fact or episode one of them makes is not there for the
+    others); raises the refusal's own typed error (``FactNotFound``, ``InvalidTime``, ...).
+    The events need not be numbered yet; ``skip`` names positions not to check (embeddings
+    linked to a fact of the same batch). The write path's one state check."""
+    if all(type(ev) is FactRemembered and not ev.derived_from for ev in events):
+        return  # nothing of the state to check
+    base = state.last_seq
+    numbered = [
+        cast(Event, msgspec.structs.replace(ev, seq=base + 1 + j))
+        for j, ev in enumerate(ev for j, ev in enumerate(events) if j not in skip)
+    ]
+    refused = _Bulk(state, numbered, isolated=True).run(commit=False)
+    if refused is not None and refused[1] is not None:
+        raise refused[1]
+
+
+def touched_facts(events: Iterable[Event]) -> set[int]:
+    """Ids of the facts whose rows ``events`` create or change."""
+    ids: set[int] = set()
+    for ev in events:
+        if isinstance(ev, FactRemembered):
+            ids.add(ev.seq)
+        elif isinstance(ev, FactRevised):
+            ids.update((ev.fact_id, ev.seq))
+        elif isinstance(ev, FactForgotten):
+            ids.add(ev.fact_id)
+        elif isinstance(ev, FactsErased):
+            ids.update(ev.fact_ids)
+    return ids
 
 
 class _Bulk:
     """One bulk fold of ``events`` into ``cols``: :meth:`run` checks, then commits."""
 
-    def __init__(self, cols: FactColumns, events: Sequence[Event]) -> None:
-        self.cols, self.events = cols, events
+    def __init__(self, cols: FactColumns, events: Sequence[Event], *, isolated: bool = False
+                 ) -> None:
+        """``isolated``: each event sees only the state before all of them (:func:`check`)."""
+        self.cols, self.events, self.isolated = cols, events, isolated
         self.base_seq, self.base_slot, self.base_row = cols.last_seq, cols.n, cols.rows.n
 
-    def run(self) -> int | None:
-        """Fold the events; or the index of the first one refused (nothing folded)."""
+    def run(self, *, commit: bool = True) -> tuple[int, HmemError | None] | None:
+        """Check the events, then fold them (unless ``commit`` is false); or the index of the
+        first one refused with its error (None: out of step), and nothing folded."""
         events, cols, n = self.events, self.cols, len(self.events)
+        if not n:
+            return None
         seqs = np.fromiter((e.seq for e in events), dtype=np.int64, count=n)
         bad = np.flatnonzero(seqs != np.arange(self.base_seq + 1, self.base_seq + n + 1))
-        if bad.size:
-            return int(bad[0])
+        if bad.size and not self.isolated:
+            return int(bad[0]), None
         epoch, us = EPOCH, _US  # projections.timeutil.to_us, inlined
         self.txs = [(e.tx_at - epoch) // us for e in events]
         made = [i for i, e in enumerate(events) if isinstance(e, (FactRemembered, FactRevised))]
@@ -130,16 +210,20 @@ class _Bulk:
                 continue
             try:
                 self.step(i, ev)
-            except _REFUSALS:
+            except _REFUSALS as e:
                 self.slot_of[self.base_seq + 1:] = -1
-                return i
+                return i, e
+        if not commit:
+            self.slot_of[self.base_seq + 1:] = -1
+            return None
         self.commit()
         return None
 
     # ------------------------------------------------------------------ the shadow state
 
     def _slot(self, fact_id: object, namespace: str, seq: int) -> int:
-        if not isinstance(fact_id, int) or not 0 < fact_id < seq:
+        last = self.base_seq if self.isolated else seq - 1
+        if not isinstance(fact_id, int) or not 0 < fact_id <= last:
             raise FactNotFound(fact_id, namespace)
         slot = int(self.slot_of[int(fact_id)])
         if slot < 0 or self._namespace_code(slot) != self.cols.namespaces.codes.get(namespace):
@@ -199,8 +283,19 @@ class _Bulk:
             fact_id = nxt
 
     def _episode_namespace(self, seq: int) -> str | None:
-        episode = self.cols.episodes.get(seq) or self.episodes.get(seq)
+        episode = self.cols.episodes.get(seq)
+        if episode is None and not self.isolated:
+            episode = self.episodes.get(seq)
         return None if episode is None else episode.namespace
+
+    def _has(self, seq: int, kind: str, namespace: str, at: int) -> bool:
+        if kind == "episode":
+            return self._episode_namespace(seq) == namespace
+        try:
+            self._slot(seq, namespace, at)
+        except FactNotFound:
+            return False
+        return True
 
     # ------------------------------------------------------------------ one ordered event
 
@@ -231,8 +326,17 @@ class _Bulk:
                 tx if ev.observed_at is None else to_us(ev.observed_at), tx,
                 ev.source_agent, ev.source_ref,
             )
-        elif isinstance(ev, FactsErased):  # rare: folded on its own (FactColumns.apply)
-            raise InvalidInput("an erasure is not folded in bulk")
+        elif isinstance(ev, FactsErased):
+            check_erasable(ev, lambda i, kind: self._has(i, kind, ev.namespace, seq))
+            why = erased_reason(ev)
+            for fid in ev.fact_ids:
+                slot = int(self.slot_of[fid])
+                row = self._open_row(slot)
+                if row >= 0:
+                    self.closes.append((row, seq, tx))
+                    self.open[slot] = -1
+                if not self._is_forgotten(slot):
+                    self.forgotten[slot] = (seq, tx, why)
         elif not isinstance(ev, (FactRemembered, RecallServed)):
             raise InvalidInput(f"unknown event type {type(ev).__name__}")
 

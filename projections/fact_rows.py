@@ -2,7 +2,7 @@
 
 What a projection batch writes for the facts it created or changed: one numpy column per table
 column (named as the table's, times in microseconds, None as NULL), made by indexing the fold's
-columns with the facts' slots, never by making a :class:`~projections.state.Fact` each.
+columns with the facts' slots, never by making a :class:`~projections.records.Fact` each.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy.typing as npt
 from projections.column_store import NONE, Strings, UniqueStrings
 from projections.columns import object_column
 from projections.fact_columns import REVISION_KINDS, FactColumns
-from projections.state import subject_key
+from projections.records import subject_key
 
 __all__ = ["entity_rows", "fact_rows", "posting_rows", "version_rows"]
 

@@ -21,8 +21,8 @@ from projections.column_store import NONE
 from projections.fact_columns import FactColumns
 from projections.fact_tokens import namespace_postings
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
+from projections.records import Fact, subject_key
 from projections.source_positions import source_positions
-from projections.state import Fact, subject_key
 
 __all__ = ["Indexes", "build_index", "build_indexes"]
 

@@ -10,10 +10,8 @@ from contextlib import nullcontext
 import numpy as np
 
 from eventlog.events import (
-    EmbeddingRecorded,
     EpisodeRecorded,
     Event,
-    FactForgotten,
     FactRemembered,
     FactRevised,
     FactsErased,
@@ -23,17 +21,17 @@ from eventlog.sealing import check_opened
 from projections.column_file import LoadedColumns
 from projections.columns import EventRow
 from projections.duck import DuckProjection
-from projections.fact_fold import fold_all
+from projections.fact_fold import fold, touched_facts
 from projections.fact_tokens import set_tokens
 from projections.gc_pause import paused_gc
 from projections.index_build import Indexes, build_index
 from projections.recall_index import NamespaceIndex
+from projections.records import Episode, Vector
 from projections.requests import event_request_key, request_key, request_seqs
-from projections.state import Episode, Vector
 from projections.text import tokenize
 from projections.timeutil import to_us
 
-__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_counts", "index_text", "touched_facts"]
+__all__ = ["Projector", "BULK_FLUSH_EVENTS", "index_counts", "index_text"]
 
 BULK_FLUSH_EVENTS = 50_000
 
@@ -136,87 +134,46 @@ class Projector:
         self._grouped = len(vectors)
         return groups.get(namespace, [])
 
-    def apply(self, ev: Event, *, validated: bool = False) -> None:
-        """Fold one event. It is validated against the state first (unless ``validated``), so
-        a bad event raises and changes nothing."""
-        check_opened(ev)
-        tx = to_us(ev.tx_at)
-        changed = self.state.apply(ev, validated=validated, tx=tx)
-        self.tx_times.append(tx)
-        self.event_namespaces.append(self.state.namespaces.code(ev.namespace))
-        self.event_requests.append(event_request_key(ev))
-        self._events.append(_event_row(ev, tx))
-        indexes = self._indexes
-        if isinstance(ev, (FactRemembered, FactRevised)):
-            state = self.state
-            subject = state.subjects.values[state.table.subject[state.n - 1]]
-            counts = index_counts(subject, ev.text)
-            set_tokens(state, state.n - 1, [counts])
-            self._new.append((ev.seq, counts))
-            # a namespace whose index is not built yet gets it from the state when it is
-            index = None if indexes is None else indexes.built(ev.namespace)
-            if index is not None:
-                for fid in changed:
-                    if fid != ev.seq:
-                        index.update(state.facts[fid])
-                index.add(state.facts[ev.seq], counts)
-        elif isinstance(ev, EmbeddingRecorded):
-            if not ev.sealed:  # else its key was erased: the fold kept no vector
-                self._new_vectors.append(self.state.vectors[-1])
-                index = None if indexes is None else indexes.built(ev.namespace)
-                if index is not None:
-                    index.set_vector(ev.fact_id, ev.model, _floats(ev.vector))
-        elif isinstance(ev, EpisodeRecorded):
-            self._new_episodes.append(self.state.episodes[ev.seq])  # not a fact: no index
-        elif isinstance(ev, RecallServed):
-            self._new_recalls.append(ev)  # a read: tables only
-        elif indexes is not None:
-            index = indexes.built(ev.namespace)  # forget: the fact is in the event's namespace
-            if index is not None:
-                for fid in changed:
-                    index.update(self.state.facts[fid])
-        self._dirty.update(changed)
-        if self.pending >= self.flush_every:
-            self.flush()
+    def apply(self, ev: Event) -> None:
+        """Fold one event (:meth:`apply_all` of one)."""
+        self.apply_all([ev])
 
     def apply_all(self, events: Iterable[Event], *, bulk: bool = False) -> int:
-        """Apply events in order; ``bulk`` folds them in bulk (:func:`fold_all`, while the
-        recall indexes are not built yet), writes DuckDB in large batches and pauses the cyclic
-        garbage collector (replay, catch-up)."""
-        n = 0
+        """Fold ``events`` (the log's next ones, in order) with :func:`fold`, bring the recall
+        indexes built so far up to date and queue the tables' rows; returns how many were
+        folded. ``bulk`` (replay, catch-up) writes DuckDB in large batches and pauses the cyclic
+        garbage collector. On a refused event, the ones before it are folded and queued, then
+        its ``ProjectionError`` is raised."""
         saved = self.flush_every
         if bulk:
             self.flush_every = max(saved, BULK_FLUSH_EVENTS)
         try:
             with paused_gc() if bulk else nullcontext():
-                if bulk and (self._indexes is None or not self._indexes.any_built()):
-                    batch = list(events)
-                    self._apply_bulk(batch)
-                    return len(batch)
-                for ev in events:
-                    self.apply(ev)
-                    n += 1
+                batch = events if isinstance(events, list) else list(events)
+                self._fold(batch)
         finally:
             self.flush_every = saved
-        return n
+        return len(batch)
 
-    def _apply_bulk(self, events: list[Event]) -> None:
-        """Fold ``events`` with :func:`fold_all` and queue their rows; on a refused event, the
-        ones before it are folded and queued, then its ``ProjectionError`` is raised."""
+    def _fold(self, events: list[Event]) -> None:
         state = self.state
         base_seq, base_slot, base_vectors = state.last_seq, state.n, len(state.vectors)
         for ev in events:
             if ev.sealed:
                 check_opened(ev)
         try:
-            fold_all(events, into=state)
+            fold(events, state)
         finally:
-            self._queue_folded(events[: state.last_seq - base_seq], base_slot, base_vectors)
+            self._record(events[: state.last_seq - base_seq], base_slot, base_vectors)
         if self.pending >= self.flush_every:
             self.flush()
 
-    def _queue_folded(self, events: list[Event], base_slot: int, base_vectors: int) -> None:
-        """What :meth:`apply` records per event, for events already folded into the state."""
+    def _record(self, events: list[Event], base_slot: int, base_vectors: int) -> None:
+        """What follows from ``events``, just folded: each event's tx time, namespace and
+        request key, the new facts' index tokens, the recall indexes built so far, the rows to
+        write."""
+        if not events:
+            return
         state = self.state
         txs = [to_us(ev.tx_at) for ev in events]
         self.tx_times.extend(txs)
@@ -233,13 +190,40 @@ class Projector:
         ]
         set_tokens(state, base_slot, counts)
         self._new.extend(zip((ev.seq for ev in made), counts, strict=True))
-        self._dirty.update(touched_facts(events))
+        touched = touched_facts(events)
+        self._dirty.update(touched)
         for ev in events:
             if isinstance(ev, EpisodeRecorded):
                 self._new_episodes.append(state.episodes[ev.seq])
             elif isinstance(ev, RecallServed):
                 self._new_recalls.append(ev)
         self._new_vectors.extend(state.vectors[base_vectors:])
+        if self._indexes is not None and self._indexes.any_built():
+            self._index(made, counts, touched, base_vectors)
+
+    def _index(
+        self, made: list[FactRemembered | FactRevised], counts: list[dict[str, int]],
+        touched: set[int], base_vectors: int,
+    ) -> None:
+        """Bring the built recall indexes up to the state: the new facts added (in id order,
+        as they stand now), the older facts the events changed updated, the new vectors set.
+        (A namespace whose index is not built yet gets all of it from the state when it is.)"""
+        assert self._indexes is not None
+        facts = self.state.facts
+        new = {ev.seq for ev in made}
+        for ev, tokens in zip(made, counts, strict=True):
+            index = self._indexes.built(ev.namespace)
+            if index is not None:
+                index.add(facts[ev.seq], tokens)
+        for fid in sorted(touched - new):
+            fact = facts[fid]
+            index = self._indexes.built(fact.namespace)
+            if index is not None:
+                index.update(fact)
+        for vec in self.state.vectors[base_vectors:]:
+            index = self._indexes.built(vec.namespace)
+            if index is not None:
+                index.set_vector(vec.fact_id, vec.model, _floats(vec.vector))
 
     def flush(self) -> None:
         """Write everything applied so far to DuckDB, with the cursor, in one transaction."""
@@ -258,21 +242,6 @@ class Projector:
         self._new_vectors = []
         self._new_episodes = []
         self._new_recalls = []
-
-
-def touched_facts(events: Iterable[Event]) -> set[int]:
-    """Ids of the facts whose rows ``events`` create or change."""
-    ids: set[int] = set()
-    for ev in events:
-        if isinstance(ev, FactRemembered):
-            ids.add(ev.seq)
-        elif isinstance(ev, FactRevised):
-            ids.update((ev.fact_id, ev.seq))
-        elif isinstance(ev, FactForgotten):
-            ids.add(ev.fact_id)
-        elif isinstance(ev, FactsErased):
-            ids.update(ev.fact_ids)
-    return ids
 
 
 def _event_row(ev: Event, tx: int) -> EventRow:

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from projections.dense import VECTOR_DTYPES, DocVectors
-from projections.state import Fact
+from projections.records import Fact
 from projections.text import TextIndex
 from projections.turn_links import FirstDocs, link_turns
 

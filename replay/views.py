@@ -22,7 +22,7 @@ from eventlog.events import (
     FactsErased,
     RecallServed,
 )
-from projections.state import Episode, Fact, Row
+from projections.records import Episode, Fact, Row
 from projections.timeutil import from_us, from_us_opt
 
 __all__ = [

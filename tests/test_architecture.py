@@ -186,7 +186,7 @@ def test_the_lineage_fields_are_the_same_everywhere():
     """The fold writes the lineage out by name (it runs once per fact in replay): every place
     that carries it must name the same fields."""
     from eventlog.events import LINEAGE_FIELDS, FactRemembered, FactRevised
-    from projections.state import Fact
+    from projections.records import Fact
     from replay.views import FactView
 
     for holder in (FactRemembered, FactRevised, Fact, FactView):

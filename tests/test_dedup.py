@@ -16,7 +16,7 @@ from hmem import Memory
 from hmem.dedup import normalise
 from hmem.demo import StepClock
 from hmem.embedders import HashEmbedder
-from projections.state import subject_key
+from projections.records import subject_key
 from tests.conftest import examples
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)

@@ -1,11 +1,12 @@
-"""The columnar fold (projections/fact_columns.py, projections/fact_fold.py) equals the fold.
+"""The fold (projections/fact_fold.py) equals the reference fold, however it is fed.
 
 For random histories of remember / revise (world change and correction) / forget / embedding /
 episode / erasure events (and embeddings read back erased) across two namespaces, valid and
-not: FactColumns built one event at a time, FactColumns folded in bulk (whole, or in two
-parts) and FactState (projections/state.py, itself held to a model by tests/test_stateful.py)
-hold the same facts, field by field and row by row, and every event FactState refuses is
-refused by FactColumns with the same error.
+not: the fold fed one event at a time, all at once or in two parts, and the reference fold
+(tests/reference_fold.py: an object per fact, written from the rules; the store is held to the
+naive model by tests/test_stateful.py) hold the same facts, field by field and row by row;
+every event the reference refuses, the fold refuses with the same error, and the write path's
+check (``check``) refuses it with the same type.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ from projections.column_store import Strings
 from projections.duck import DuckProjection
 from projections.errors import HmemError, ProjectionError
 from projections.fact_columns import FactColumns
-from projections.fact_fold import fold_all
+from projections.fact_fold import check, fold, fold_all, touched_facts
 from projections.fact_tokens import set_tokens, token_counts
 from projections.projector import Projector, index_counts
-from projections.state import Fact, FactState
+from projections.records import Fact
 from tests.conftest import examples
+from tests.reference_fold import FactState
 
 UTC = timezone.utc
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -184,10 +186,9 @@ def replay(history):
     accepted, refused = [], []
     for ev, minutes in history:
         ev = stamp(resolve(ev, state), state.last_seq + 1, minutes)
-        for check in ("check_applies", "validate"):
-            want = error_of(lambda c=check, e=ev: getattr(state, c)(e))
-            got = error_of(lambda c=check, e=ev: getattr(cols, c)(e))
-            assert got is want, f"{check} of {ev}: columns {got}, fold {want}"
+        want = error_of(lambda e=ev: state.check_applies(e))
+        got = error_of(lambda e=ev: check([e], cols))
+        assert got is want, f"check of {ev}: fold {got}, reference {want}"
         if isinstance(ev, EmbeddingRecorded):
             batches: tuple[dict, dict] = ({}, {})
             assert error_of(lambda e=ev, b=batches: cols.check_dims(e, b[0])) is error_of(
@@ -197,11 +198,12 @@ def replay(history):
             changed = state.apply(ev)
         except ProjectionError as e:
             with pytest.raises(ProjectionError) as info:
-                cols.apply(ev)
+                fold([ev], cols)
             assert str(info.value) == str(e)
             refused.append(ev)
             continue
-        assert cols.apply(ev) == changed  # the ids of the facts it created or changed
+        fold([ev], cols)
+        assert touched_facts([ev]) == set(changed)  # the facts it created or changed
         accepted.append(ev)
     return state, cols, accepted, refused
 
@@ -397,7 +399,8 @@ def test_forgetting_a_replaced_version(world):
     ]
     state, cols = FactState(), FactColumns()
     for ev in evs:
-        assert cols.apply(ev) == state.apply(ev)
+        fold([ev], cols)
+        assert touched_facts([ev]) == set(state.apply(ev))
     assert [r.tx_to_seq for r in state.facts[1].rows] == ([2, 3] if world else [2])
     assert_same_state(cols, state, "one by one")
     assert_same_state(fold_all(evs), state, "bulk")

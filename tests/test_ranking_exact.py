@@ -26,7 +26,7 @@ from hmem.embedders import HashEmbedder
 from hmem.errors import InvalidTime
 from hmem.recall import RecallConfig
 from projections.projector import index_counts
-from projections.state import subject_key
+from projections.records import subject_key
 from projections.text import tokenize
 from tests.conftest import examples
 

@@ -14,7 +14,7 @@ from hmem import Memory
 from hmem.errors import InvalidInput
 from hmem.ranking import RecallConfig, ranked_order
 from projections.recall_index import NamespaceIndex
-from projections.state import Fact, Row
+from projections.records import Fact, Row
 from projections.timeutil import to_us
 
 UTC = timezone.utc
