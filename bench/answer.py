@@ -55,9 +55,9 @@ from bench.prompts import (
 )
 from bench.qa import QA, Dataset
 from hmem import Memory
+from hmem.adapters.progress import track
 from hmem.errors import HmemError, LLMResponseInvalid
-from hmem.progress import track
-from hmem.recall import RecallResult
+from hmem.recall.request import RecallResult
 
 __all__ = ["recall_context", "prepare", "ask_all", "main"]
 

@@ -38,8 +38,8 @@ from bench.locomo import CONFIGS as LOCOMO_CONFIGS
 from bench.locomo import KS, Scores, latency_ms, score_hits, score_rows
 from bench.locomo_data import DEFAULT_DATA as LOCOMO
 from hmem import Memory
-from hmem.progress import track
-from hmem.recall import RecallConfig
+from hmem.adapters.progress import track
+from hmem.recall.request import RecallConfig
 from projections.checks import MAX_TEXT_CHARS
 
 __all__ = ["CONFIGS", "DEFAULT_DATA", "load", "main"]

@@ -34,8 +34,8 @@ from typing import Any
 
 from bench.locomo_data import CATEGORIES, DEFAULT_DATA, Question, load, session_facts, split_of
 from hmem import Memory
-from hmem.progress import track
-from hmem.recall import RecallConfig
+from hmem.adapters.progress import track
+from hmem.recall.request import RecallConfig
 
 # The data file (conversations, questions, evidence ids, splits) is read by bench.locomo_data;
 # this module scores hmem's recall on it.

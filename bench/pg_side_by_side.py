@@ -94,7 +94,7 @@ def _child(args: list[str], cache: Path) -> dict[str, Any]:
 
 def part_store(server: PgServer, tmp: Path, n: int, queries: int) -> None:
     from hmem import Memory
-    from hmem.store_copy import copy_store
+    from hmem.storage.copy import copy_store
 
     label = label_of(n)
     root = tmp / f"s{label}"

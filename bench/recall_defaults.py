@@ -28,7 +28,7 @@ from typing import Any
 from bench import beam_recall, locomo
 from bench.locomo_data import DEFAULT_DATA, load
 from hmem import Memory
-from hmem.recall import RecallConfig
+from hmem.recall.request import RecallConfig
 from projections import text
 
 __all__ = ["ABLATIONS", "main"]

@@ -12,7 +12,7 @@ BM25-only recall p95 <= 5 ms, both *without* the query embedding, which is timed
 
 What is timed, per size (same queries for every row):
 
-* ``rank`` BM25-only: ``hmem.ranking.rank`` with no query vector.
+* ``rank`` BM25-only: ``hmem.recall.ranking.rank`` with no query vector.
 * ``rank`` hybrid: the same with a precomputed query vector (``RecallQuery(vector=, model=)``):
   BM25 + dense cosine over every document, RRF fusion, recency / entity / time factors, hits.
 * ``Memory.recall`` (stores built through ``Memory`` only): the public call, with an embedder
@@ -78,8 +78,8 @@ from bench.report import (
     time_calls,
 )
 from bench.synthetic import SEED, TextGen, TmpDirs, make_queries
-from hmem.ranking import CODES_FROM, rank
-from hmem.recall import RecallConfig, RecallQuery
+from hmem.recall.ranking import CODES_FROM, rank
+from hmem.recall.request import RecallConfig, RecallQuery
 from projections.dense import DocVectors
 from projections.recall_index import NamespaceIndex
 from projections.text import tokenize

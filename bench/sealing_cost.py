@@ -27,7 +27,7 @@ from typing import Any
 from bench.report import fmt_rate, lat_summary, line, section
 from bench.synthetic import SEED, TextGen, make_queries
 from hmem.memory import Memory
-from hmem.store import Store
+from hmem.storage.store import Store
 from projections.duck import DuckProjection
 from replay.rebuild import rebuild_projection
 

@@ -19,9 +19,9 @@ from typing import Any
 from bench.report import fmt_ms, fmt_rate, lat_summary, line, section, size_label, timed
 from bench.synthetic import SEED, TextGen, TmpDirs, build_store, make_queries
 from eventlog.log import EventLog
-from hmem.keys import key_path, open_sealer
+from hmem.adapters.progress import progress_bar, track
 from hmem.memory import Memory
-from hmem.progress import progress_bar, track
+from hmem.storage.keys import key_path, open_sealer
 from projections.checkpoint import CHECKPOINT_FILE
 from projections.duck import DuckProjection
 from replay.rebuild import rebuild_projection

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from eventlog.events import FactRemembered
+from hmem.adapters.progress import Progress
 from hmem.memory import Memory
-from hmem.progress import Progress
 
 __all__ = [
     "SEED", "SimClock", "TextGen", "TmpDirs", "build_store", "make_events", "make_queries",

@@ -43,6 +43,7 @@ __all__ = [
     "pack_segment_header",
     "unpack_segment_header",
     "chain_next",
+    "record",
     "frame",
     "scan",
 ]
@@ -100,8 +101,14 @@ def frame(payload: bytes, prev_chain: bytes) -> tuple[bytes, bytes]:
             f"store less in one event (shorter texts, fewer entities, a smaller vector)"
         )
     chain = chain_next(prev_chain, payload)
+    return record(payload, chain), chain
+
+
+def record(payload: bytes, chain: bytes) -> bytes:
+    """The record of ``payload`` whose chain (``chain_next`` of the one before) is ``chain``."""
+    n = len(payload)
     crc = zlib.crc32(payload, zlib.crc32(chain))
-    return _REC.pack(n, n ^ _MASK, crc, chain) + payload, chain
+    return _REC.pack(n, n ^ _MASK, crc, chain) + payload
 
 
 class Stop(Enum):

@@ -23,11 +23,10 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
-
-import msgspec
 
 from eventlog import format as fmt
 from eventlog.errors import (
@@ -36,9 +35,10 @@ from eventlog.errors import (
     StoreClosed,
     StoreNotFound,
 )
-from eventlog.events import EPOCH, Event, EventBase, encode_record
+from eventlog.events import EPOCH, Event, EventBase
 from eventlog.fileio import OS, FileIO, write_all
 from eventlog.lock import AppendLock, WriterKind, WriterLock
+from eventlog.protocol import Log, Then
 from eventlog.sealing import Sealer
 from eventlog.segments import (
     ChainHead,
@@ -48,15 +48,15 @@ from eventlog.segments import (
     fsync_dir,
     segment_name,
 )
-from eventlog.shared import SharedWriting
+from eventlog.stamping import Head, stamp
 
-__all__ = ["ChainHead", "EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES", "check_links"]
+__all__ = ["ChainHead", "EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "batch", "never")
 
 
-class EventLog(SharedWriting):
+class EventLog:
     """An append-only log of events in segment files under ``directory``.
 
     Open a writer with ``EventLog(dir)`` (takes the store's writer lock) or a reader with
@@ -65,7 +65,7 @@ class EventLog(SharedWriting):
     from it (see :mod:`eventlog.segments`). ``shared=True`` opens one of many writers: each
     append takes the writer lock (waiting up to ``lock_wait`` seconds), takes in what others
     appended (cutting a torn tail a dead writer left), appends and syncs (unless the policy is
-    ``never``), and lets go; an event stamped before the last one's tx_at is stamped with it.
+    ``never``), and lets go. Appends are stamped by :func:`eventlog.stamping.stamp`.
     """
 
     def __init__(
@@ -181,6 +181,10 @@ class EventLog(SharedWriting):
     def segment_paths(self) -> list[Path]:
         return self.segments.paths
 
+    def where(self) -> str:
+        """The log's directory, for messages."""
+        return str(self.directory)
+
     def __len__(self) -> int:
         return self.last_seq
 
@@ -245,62 +249,37 @@ class EventLog(SharedWriting):
         links: Mapping[int, int] | None = None,
         *,
         durable: bool = True,
+        then: Then | None = None,
     ) -> list[Event]:
-        """Append events as one write (and at most one fsync); returns them stamped with seqs.
+        """Append events as one write (and at most one fsync); returns them stamped with seqs
+        (see :func:`eventlog.stamping.stamp`; ``links`` ties an event to a fact an earlier one
+        of the batch creates). ``then(stamped)`` runs once the records are written, before a
+        shared writer lets go of the lock.
 
         ``durable=False`` writes without an fsync whatever the policy: the records reach disk
         with the next durable append, the batch flusher, :meth:`sync` or close (what a logged
         recall uses: an OS crash may lose the last of them, never a fact).
 
-        ``links`` ties events to facts created earlier in the same batch: ``links[j] = i``
-        (``i < j``) sets event ``j``'s ``fact_id`` to the seq event ``i`` is given, so a caller
-        never predicts a seq. Either every event is appended or none is (on error the partial
-        write is cut off and the log refuses further writes until reopened).
+        Either every event is appended or none is (on error the partial write is cut off and
+        the log refuses further writes until reopened).
         """
-        links = links or {}
         with self._mutex:
             self._check_writable()
             if not events:
                 return []
-            if links:
-                check_links(links, len(events))
-            if self.shared:
-                return self._shared_append(events, links, durable)
-            return self._append_locked(events, links, durable)
+            with self.writing():
+                stamped = self._append_locked(events, links or {}, durable)
+                if then is not None:
+                    then(stamped)
+                return stamped
 
     def _append_locked(
         self, events: Sequence[EventBase], links: Mapping[int, int], durable: bool
     ) -> list[Event]:
         """Append under the writer lock (held for the log's life, or for this append)."""
-        stamped: list[Event] = []
-        frames: list[bytes] = []
-        chain = self.segments.chain
-        seq = self.last_seq
-        last_tx = self._last_tx_at
-        sealer = self.sealer
-        if sealer is not None:  # every key this batch may use is on disk before it is
-            sealer.keys.reserve(seq + len(events))
-        for j, ev in enumerate(events):
-            if ev.tx_at < last_tx and self.shared:
-                # another writer appended after this one read the clock: the transaction
-                # happens now, under the lock (transaction time never goes backwards)
-                ev = msgspec.structs.replace(ev, tx_at=last_tx)
-            elif ev.tx_at < last_tx:
-                raise ValueError(
-                    f"tx_at {ev.tx_at.isoformat()} is before the log's last tx_at "
-                    f"{last_tx.isoformat()}; transaction time never goes backwards"
-                )
-            seq += 1
-            if j in links:
-                ev = msgspec.structs.replace(ev, seq=seq, fact_id=stamped[links[j]].seq)
-            else:
-                ev = msgspec.structs.replace(ev, seq=seq)
-            record, chain = fmt.frame(
-                encode_record(ev if sealer is None else sealer.seal(ev)), chain
-            )
-            frames.append(record)
-            stamped.append(ev)  # type: ignore[arg-type]
-            last_tx = ev.tx_at
+        stamped = stamp(events, Head(self.last_seq, self._last_tx_at, self.segments.chain),
+                        links, sealer=self.sealer)
+        frames = list(map(fmt.record, stamped.payloads, stamped.chains))
         assert self._append_lock is not None
         # Readers wait for a whole batch; one record needs no lock (a reader takes a record
         # it finds half written for a torn tail and waits for the rest).
@@ -314,14 +293,49 @@ class EventLog(SharedWriting):
             seg.offsets.append(pos)
             pos += len(record)
         seg.end = pos
-        self.segments.chain = chain
-        self._last_tx_at = last_tx
+        head = stamped.head
+        self.segments.chain = head.chain
+        self._last_tx_at = head.tx_at
         self._unsynced += len(frames)
         if durable and (self.fsync_policy == "always" or (
             self.fsync_policy == "batch" and self._unsynced >= self.batch_events
         )):
             self._sync()
-        return stamped
+        return stamped.events
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """A shared log's write transaction: take the writer lock, take in what other writers
+        appended (cutting off a torn tail a dead one left); appends inside need no other lock;
+        at the end, sync and let go. Reentrant; a no-op on a lifetime writer."""
+        if not self.shared or self._held:
+            self._held += 1
+            try:
+                yield
+            finally:
+                self._held -= 1
+            return
+        with self._mutex:
+            self._check_writable()
+            assert self._lock is not None
+            self._lock.acquire(wait=self.lock_wait)
+            self._held = 1
+            try:
+                segments = self.segments
+                segments.read_only = False
+                try:
+                    segments.refresh()
+                finally:
+                    segments.read_only = True
+                self._read_last_tx()
+                self._open_for_append()
+                yield
+                if self._unsynced and self.fsync_policy != "never" and not self._failed:
+                    self._sync()  # before another writer appends after it
+            finally:
+                self._held = 0
+                self._close_fd()
+                self._lock.release()
 
     def _write_frames(self, frames: list[bytes]) -> Segment:
         """Write whole records at the end of the last segment (a new one when it is full)."""
@@ -474,9 +488,4 @@ class EventLog(SharedWriting):
         self.close()
 
 
-def check_links(links: Mapping[int, int], n: int) -> None:
-    """``ValueError`` unless every link points from a later event of the batch to an earlier one."""
-    for j, i in links.items():
-        if not 0 <= i < j < n:
-            raise ValueError(f"link {j} -> {i} must point from a later event to an earlier one")
-
+_: type[Log] = EventLog  # the file log is a Log (eventlog/protocol.py)

@@ -12,10 +12,10 @@ for stores that live on a server teams already run (issue 15).
 - An acknowledged append is a committed transaction (the server's ``synchronous_commit``
   default: in its WAL on disk), so it survives the server being killed.
 
-It speaks the protocol :class:`~hmem.store.Store` uses of a shared :class:`~eventlog.log.EventLog`
-(many writer processes, each holding the writer lock for one write transaction: here the
-session advisory lock, which the server lets go if the process dies). An append may run
-``then(events)`` inside its transaction, so that the tables derived from it commit with it.
+It is a :class:`~eventlog.protocol.Log` whose writers are all shared (many writer processes,
+each holding the writer lock for one write transaction: here the session advisory lock, which
+the server lets go if the process dies), stamped by :func:`eventlog.stamping.stamp`. An append
+runs ``then(events)`` inside its transaction, so that the tables derived from it commit with it.
 
 Payloads are in the clear (no sealing on a server log yet, so ``erase`` is not available).
 Needs the ``postgres`` extra (psycopg 3).
@@ -23,28 +23,27 @@ Needs the ``postgres`` extra (psycopg 3).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import msgspec
-
 from eventlog.errors import (
     LogWriteFailed,
     ReadOnlyStore,
-    RecordRejected,
     ServerLogCorrupted,
     ServerUnavailable,
     StoreClosed,
     StoreLocked,
     StoreNotFound,
 )
-from eventlog.events import EPOCH, Event, EventBase, decode, encode_record
-from eventlog.format import MAX_RECORD_BYTES, ZERO_CHAIN, chain_next
-from eventlog.log import check_links
+from eventlog.events import EPOCH, Event, EventBase, decode
+from eventlog.format import ZERO_CHAIN, chain_next
+from eventlog.protocol import Log, Then
+from eventlog.sealing import Sealer
 from eventlog.segments import ChainHead, Recovery
+from eventlog.stamping import Head, stamp
 
 __all__ = ["PgLog", "SCHEMA", "is_server_url", "redacted"]
 
@@ -109,8 +108,7 @@ class PgLog:
 
     shared = True  # every writer takes the lock per write transaction
     fsync_policy = "always"  # what an acknowledged append survives: the server's commit
-    sealer = None  # texts in the clear (no sealing on a server log yet)
-    directory = None  # nothing on local disk
+    sealer: Sealer | None = None  # texts in the clear (no sealing on a server log yet)
 
     def __init__(self, url: str, *, read_only: bool = False, lock_wait: float = 10.0) -> None:
         import psycopg
@@ -255,21 +253,16 @@ class PgLog:
         links: Mapping[int, int] | None = None,
         *,
         durable: bool = True,
-        then: Callable[[list[Event]], None] | None = None,
+        then: Then | None = None,
     ) -> list[Event]:
-        """Number, stamp and append ``events`` as one transaction; returns them as logged.
-
-        ``tx_at`` becomes the latest of the event's own, the log's last and the previous
-        event's. ``links[j] = i`` sets event ``j``'s ``fact_id`` to the seq event ``i`` gets.
-        ``then(stamped)`` runs inside the transaction (an error there rolls the append back).
-        All or nothing. ``durable`` is accepted for the file log's signature: every commit is
-        durable."""
+        """Number, stamp (:func:`eventlog.stamping.stamp`) and append ``events`` as one
+        transaction; returns them as logged. ``then(stamped)`` runs inside the transaction (an
+        error there rolls the append back). All or nothing. ``durable`` is accepted for the
+        file log's signature: every commit is durable."""
         del durable
         self._check_writable()
         if not events:
             return []
-        links = links or {}
-        check_links(links, len(events))
         con = self._live()
         try:
             # one round trip for the statements, one for the commit (pipeline mode)
@@ -279,14 +272,20 @@ class PgLog:
                 else:
                     con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
                     head = con.execute(_HEAD).fetchone()
-                stamped, rows = _stamp(events, links, head)
+                seq, chain, tx_us = head or (0, ZERO_CHAIN, 0)
+                stamped = stamp(events, Head(seq, EPOCH + tx_us * _MICROSECOND, bytes(chain)),
+                                links, sealer=self.sealer)
+                rows = [
+                    (ev.seq, payload, chain, _us(ev.tx_at))
+                    for ev, payload, chain in zip(*stamped, strict=True)
+                ]
                 with con.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO hmem_log (seq, payload, chain, tx_us) VALUES (%s, %s, %s, %s)",
                         rows,
                     )
                 if then is not None:
-                    then(stamped)
+                    then(stamped.events)
         except self._psycopg.OperationalError as e:
             raise LogWriteFailed(
                 f"append to the store at {redacted(self.url)} failed: {str(e).strip()}. The "
@@ -298,9 +297,8 @@ class PgLog:
                 f"{self._where()} refused the append ({type(e).__name__}: {e}); nothing of "
                 f"this call was stored"
             ) from e
-        last = stamped[-1]
-        self._set_head((last.seq, rows[-1][2], rows[-1][3]))
-        return stamped
+        self._set_head(rows[-1][0:1] + rows[-1][2:4])
+        return stamped.events
 
     def sync(self) -> None:
         """Nothing to do: every append is a committed transaction."""
@@ -420,29 +418,4 @@ class PgLog:
         self.close()
 
 
-def _stamp(
-    events: Sequence[EventBase], links: Mapping[int, int], head: tuple[Any, ...] | None
-) -> tuple[list[Event], list[tuple[int, bytes, bytes, int]]]:
-    """Number and stamp ``events`` after ``head`` (seq, chain, tx_us) and make their rows."""
-    seq, chain, last_us = head or (0, ZERO_CHAIN, 0)
-    chain = bytes(chain)
-    stamped: list[Event] = []
-    rows = []
-    for j, ev in enumerate(events):
-        seq += 1
-        tx_us = max(_us(ev.tx_at), last_us)
-        changes: dict[str, Any] = {"seq": seq, "tx_at": EPOCH + tx_us * _MICROSECOND}
-        if j in links:
-            changes["fact_id"] = stamped[links[j]].seq
-        event = msgspec.structs.replace(ev, **changes)
-        payload = encode_record(event)
-        if len(payload) > MAX_RECORD_BYTES:
-            raise RecordRejected(
-                f"an event of {len(payload):,} bytes exceeds the "
-                f"{MAX_RECORD_BYTES:,}-byte record limit"
-            )
-        chain = chain_next(chain, payload)
-        rows.append((seq, payload, chain, tx_us))
-        stamped.append(event)  # type: ignore[arg-type]
-        last_us = tx_us
-    return stamped, rows
+_: type[Log] = PgLog  # the server log is a Log (eventlog/protocol.py)

@@ -78,7 +78,8 @@ def check_opened(ev: EventBase) -> None:
     if ev.sealed and ev.sealed != ERASED:
         raise KeyFileMissing(
             f"event {ev.seq} is sealed, and the log was read without its key file; open the "
-            f"store (hmem.store.Store, Memory) or give the log its sealer (hmem.keys)"
+            f"store (hmem.storage.store.Store, Memory) or give the log its sealer "
+            f"(hmem.storage.keys)"
         )
 
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from hmem import Memory
-from hmem.timeline import plot_timeline
+from hmem.notebook.timeline import plot_timeline
 
 
 class DayClock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from hmem.cli import main
+from hmem.adapters.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,14 +1,14 @@
 """One namespace's handle on an open store: lifecycle, and the seams every caller uses.
 
 :class:`StoreHandle` is the base of :class:`~hmem.memory.Memory`. It owns (or shares) the open
-:class:`~hmem.store.Store` and gives the rest of hmem three public seams, so no module reaches
-into another's private names:
+:class:`~hmem.storage.store.Store` and gives the rest of hmem three public seams, so no module
+reaches into another's private names:
 
-* :meth:`~StoreHandle.transaction`: the one write path (see :mod:`hmem.transaction`);
+* :meth:`~StoreHandle.transaction`: the one write path (see :mod:`hmem.storage.transaction`);
 * :meth:`~StoreHandle.reading`: the store, caught up with the log, under its lock;
 * :meth:`~StoreHandle.embed_facts`: vectors of facts as the store embeds them, and
   :meth:`~StoreHandle.embedding_worker`: the thread that does it after the write
-  (``embed_mode="background"``, see :mod:`hmem.embed_worker`).
+  (``embed_mode="background"``, see :mod:`hmem.embedding.worker`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from typing import Any, Literal, Self
 import numpy as np
 
 from eventlog.log import FSYNC_POLICIES, FsyncPolicy
-from hmem.analytics import NamespaceCopy
 from hmem.args import check_namespace
-from hmem.background import check_dims, embed_pairs, worker_for
-from hmem.embed_worker import EmbedWorker
 from hmem.embedders import Embedder, resolve_embedder
+from hmem.embedding.facts import check_dims, embed_pairs, worker_for
+from hmem.embedding.worker import EmbedWorker
 from hmem.errors import InvalidInput, StoreClosed
-from hmem.recall import RecallConfig
-from hmem.store import Store, store_target
-from hmem.timeparse import TimeLike
-from hmem.transaction import Clock, Transaction, utc_now
+from hmem.notebook.sql import NamespaceCopy
+from hmem.recall.request import RecallConfig
+from hmem.storage.store import Store, store_target
+from hmem.storage.transaction import Clock, Transaction, utc_now
+from hmem.time.iso import TimeLike
 from replay import verify_projection
 from replay.rebuild import Progress
 from replay.verify import ProjectionDiff
@@ -141,7 +141,7 @@ class StoreHandle:
 
         In ``embed_mode="background"`` writes return before their facts are embedded; this
         waits for the worker (and, on a store just reopened, first queues the facts a crash
-        left unembedded: see :mod:`hmem.embed_worker`). Raises
+        left unembedded: see :mod:`hmem.embedding.worker`). Raises
         :class:`~hmem.errors.EmbeddingFailed` if embedding failed since the last flush: the
         facts stay stored (found by their words) and queued; the next flush (or write) retries
         them. A no-op without an embedder, in inline mode and on a read-only store."""
@@ -218,7 +218,7 @@ class StoreHandle:
 
     def embedding_worker(self) -> EmbedWorker | None:
         """The store's background embedding worker for this Memory (see
-        :mod:`hmem.background`), started on first use; None in inline mode, without an
+        :mod:`hmem.embedding.facts`), started on first use; None in inline mode, without an
         embedder and on a read-only store."""
         if self._worker is not None or self.embed_mode != "background":
             return self._worker

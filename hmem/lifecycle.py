@@ -15,10 +15,10 @@ from eventlog.events import FactForgotten, FactRevised, FactsErased
 from hmem.consolidate import SOURCE, ConsolidationReport, Proposal, propose
 from hmem.erasure import ErasureReceipt, Scope, plan_erasure, receipt_of
 from hmem.errors import InvalidInput, ReadOnlyStore
-from hmem.export import rewrite_exports, rewrite_recorded
 from hmem.handle import StoreHandle
-from hmem.store import Store
-from hmem.transaction import transaction_time
+from hmem.notebook.export import rewrite_exports, rewrite_recorded
+from hmem.storage.store import Store
+from hmem.storage.transaction import transaction_time
 from projections.checks import check_fields
 from projections.records import Fact, subject_key
 from projections.timeutil import from_us, to_us

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hmem.handle import TxPoint
 from hmem.lifecycle import LifecycleMethods
 from hmem.reads import ReadMethods
-from hmem.transaction import Clock, utc_now
+from hmem.storage.transaction import Clock, utc_now
 from hmem.writes import WriteMethods
 
 __all__ = ["Memory", "Clock", "TxPoint", "utc_now"]
@@ -18,7 +18,7 @@ class Memory(WriteMethods, ReadMethods, LifecycleMethods):
     ``Memory()`` uses ``$HMEM_HOME`` or the XDG data dir. ``read_only=True`` never writes, never
     takes the writer lock and works beside a live writer in another process: every read first
     picks up what the writer has appended. ``Memory(store=...)`` works over a
-    :class:`~hmem.store.Store` the caller opened (and closes).
+    :class:`~hmem.storage.store.Store` the caller opened (and closes).
 
     With an embedder, ``embed_mode="background"`` (the default) makes ``remember``,
     ``remember_many`` and ``revise`` return after the log write; a worker thread embeds the

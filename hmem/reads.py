@@ -13,18 +13,18 @@ import duckdb
 
 from eventlog.events import EVENT_TAGS
 from eventlog.pg_log import redacted
-from hmem.analytics import NamespaceCopy, check_read_only, run_query
 from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
-from hmem.export import note_export
 from hmem.handle import StoreHandle, TxPoint
-from hmem.ranking import rank
-from hmem.recall import RecallRequest, RecallResult, resolve
-from hmem.recall_log import LoggedRecall, RecallReplay, recall_view, replay_recall, served_event
-from hmem.timeparse import TimeLike
-from hmem.transaction import Transaction, transaction_time
+from hmem.notebook.export import note_export
+from hmem.notebook.sql import NamespaceCopy, check_read_only, run_query
+from hmem.recall.logged import LoggedRecall, RecallReplay, recall_view, replay_recall, served_event
+from hmem.recall.ranking import rank
+from hmem.recall.request import RecallRequest, RecallResult, resolve
+from hmem.storage.transaction import Transaction, transaction_time
+from hmem.time.arguments import parse_when_opt
+from hmem.time.iso import TimeLike
 from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
-from hmem.when import parse_when_opt
 from projections.records import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as beliefs_as_of
@@ -242,7 +242,7 @@ class ReadMethods(StoreHandle):
         """Read-only SQL over this namespace's projection (tables ``facts``, ``fact_versions``,
         ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see
         docs/audit.md). Runs on a private copy without file access: it can neither see other
-        namespaces nor change the store nor read or write files (use ``hmem.export`` for
+        namespaces nor change the store nor read or write files (use ``hmem.notebook.export`` for
         Parquet). The query runs now: errors are raised here, a query running longer than
         ``timeout`` seconds (or interrupted with Ctrl-C) is stopped, and a result over
         ``max_rows`` rows is refused. Returns the result as a DuckDB relation of its own

@@ -29,17 +29,17 @@ from hmem.args import (
 from hmem.dedup import DedupKey, dedup_key, duplicate_of
 from hmem.errors import AlreadyWritten, EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
-from hmem.retries import forgotten_seq, remembered_ids, request_arg, revised_seq
-from hmem.timeparse import TimeLike
-from hmem.transaction import Transaction, transaction_time
-from hmem.when import parse_when_opt
+from hmem.storage.retries import forgotten_seq, remembered_ids, request_arg, revised_seq
+from hmem.storage.transaction import Transaction, transaction_time
+from hmem.time.arguments import parse_when_opt
+from hmem.time.iso import TimeLike
 from projections.checks import check_fields
 from projections.entities import fact_entities
 from projections.timeutil import to_us
 from replay.rebuild import Progress
 
 if TYPE_CHECKING:  # the LLM layer is optional and imported only when used
-    from hmem.extract import AddResult, ExtractorSpec
+    from hmem.llm.extraction import AddResult, ExtractorSpec
     from hmem.llm.extractor import Extractor
 
 __all__ = ["WriteMethods"]
@@ -143,7 +143,7 @@ class WriteMethods(StoreHandle):
         """Append new facts as one write, with their vectors (inline mode) or queued for the
         background worker (which then embeds what the log holds, never a refused text);
         with ``dedup``, repeats are answered with the id they repeat instead; a retried
-        ``request_id`` is answered as the first call was (hmem/retries.py)."""
+        ``request_id`` is answered as the first call was (hmem/storage/retries.py)."""
         if request_arg(request_id) is not None:
             events = [msgspec.structs.replace(ev, request_id=request_id) for ev in events]
         try:
@@ -390,7 +390,7 @@ class WriteMethods(StoreHandle):
         source_ref: str | None = None,
     ) -> AddResult:
         """Store conversation turns, then extract facts from them with an LLM (``hmem[openai]``;
-        ``HMEM_BASE_URL``, ``HMEM_API_KEY``, ``HMEM_LLM``). See :mod:`hmem.extract`.
+        ``HMEM_BASE_URL``, ``HMEM_API_KEY``, ``HMEM_LLM``). See :mod:`hmem.llm.extraction`.
 
         ``messages`` are ``{"role": ..., "content": ...}`` dicts (optionally ``"name"`` and
         ``"observed_at"``). The turns are stored first, as ``EpisodeRecorded`` events; then one
@@ -400,7 +400,7 @@ class WriteMethods(StoreHandle):
         extraction fails no fact is appended and :class:`~hmem.errors.ExtractionFailed` carries
         the stored turns' seqs, for :meth:`extract`.
         """
-        from hmem import extract
+        from hmem.llm import extraction as extract
 
         check_sequence(messages, "messages", "a list of {'role': ..., 'content': ...} dicts")
         resolved = self._resolve_extractor(extractor)
@@ -424,7 +424,7 @@ class WriteMethods(StoreHandle):
         """Extract facts from turns already stored (all of one session of this namespace): to
         retry after :class:`~hmem.errors.ExtractionFailed`, or to re-extract with another model
         (new events; nothing is changed in place)."""
-        from hmem import extract
+        from hmem.llm import extraction as extract
 
         check_sequence(
             episode_seqs, "episode_seqs", "a list of seqs (ExtractionFailed.episode_seqs)"
@@ -438,7 +438,7 @@ class WriteMethods(StoreHandle):
         )
 
     def _resolve_extractor(self, spec: ExtractorSpec) -> Extractor:
-        from hmem.extract import default_extractor, resolve_extractor
+        from hmem.llm.extraction import default_extractor, resolve_extractor
 
         if spec is not None:
             return resolve_extractor(spec)

@@ -12,7 +12,7 @@ transaction of the append they follow from (issue 15).
   same transaction as the rows, so they never disagree with the log they say they follow).
 - ``hmem_checkpoint_parts``: the last checkpoint a writer published (the projection's DuckDB
   file and the fold's columns, in parts), so that a process on a host that has none starts
-  from it instead of reading every row of the log (hmem/server_store.py).
+  from it instead of reading every row of the log (hmem/storage/server.py).
 - Namespaces are row-level security: a role bound to namespaces (:func:`grant_namespace`)
   reads only their rows of the two tables, whatever SQL it sends, and cannot read the log.
 

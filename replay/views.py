@@ -37,7 +37,7 @@ __all__ = [
     "fact_view",
     "episode_view",
     "version_view",
-    # their text (what print shows; hmem.cli_format builds on these)
+    # their text (what print shows; hmem.adapters.cli_format builds on these)
     "belief_line", "belief_lines", "day", "diff_lines", "event_line", "fact_id", "fact_lines",
     "history_lines", "pretty_text", "quote", "source_of", "tx", "valid_period", "why_lines",
 ]

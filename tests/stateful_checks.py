@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from hypothesis import strategies as st
 
-from hmem.hits import PastVersion
+from hmem.recall.hits import PastVersion
 from hmem.views import FactView, Version
 from tests.model import US, subject_key
 from tests.stateful_support import (

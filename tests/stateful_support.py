@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from hmem import errors
 from hmem.embedders import HashEmbedder
-from hmem.hits import PastVersion
 from hmem.llm import Usage
 from hmem.llm.extractor import Candidate, ExtractorOutput
+from hmem.recall.hits import PastVersion
 from hmem.views import FactView, Version
 from tests.model import US
 

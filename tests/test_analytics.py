@@ -142,7 +142,7 @@ def _dump(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]
 def test_a_refreshed_copy_equals_a_fresh_one(ops):
     """m.sql refreshes its private copy with what changed since (new rows, and every row of a
     fact a later event touched); the result is the copy a fresh read would make."""
-    from hmem.analytics import NamespaceCopy
+    from hmem.notebook.sql import NamespaceCopy
 
     with tempfile.TemporaryDirectory() as tmp, Memory(
         Path(tmp) / "s", embedder="hash", embed_mode="inline", log_recalls=True

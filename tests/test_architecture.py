@@ -20,15 +20,16 @@ LIBRARY = ("eventlog", "projections", "replay", "hmem")
 MAX_LINES = 500
 
 ADAPTERS = {
-    "hmem.cli", "hmem.cli_commands", "hmem.cli_format", "hmem.mcp_server", "hmem.demo",
-    "hmem.timeline", "hmem.usage", "hmem.progress", "hmem.__main__",
-    "hmem.mcp_stdio", "hmem.cli_parsers",
+    "hmem.adapters.cli", "hmem.adapters.cli_commands", "hmem.adapters.cli_format",
+    "hmem.adapters.mcp_tools", "hmem.adapters.demo", "hmem.notebook.timeline",
+    "hmem.adapters.usage", "hmem.adapters.progress", "hmem.__main__",
+    "hmem.adapters.mcp_stdio", "hmem.adapters.cli_parsers",
 }
 EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")
 # Private names of the standard library and of namedtuples that code may use.
 FOREIGN_PRIVATE = {
     "_fields", "_asdict", "_replace", "_make", "_actions", "_SubParsersAction",
-    "_check_value",  # argparse's hook for a bad choice (hmem/cli.py suggests the near ones)
+    "_check_value",  # argparse's hook for a bad choice (hmem/adapters/cli.py suggests near ones)
     "_bm25_encoder", "_has_bm25_slot",  # Mem0's vector store, set up by bench/peers_mem0.py
 }
 

@@ -21,8 +21,8 @@ import duckdb
 import pytest
 
 from hmem import Memory
-from hmem.demo import StepClock
-from hmem.store import Store
+from hmem.adapters.demo import StepClock
+from hmem.storage.store import Store
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
 from projections.column_file import COLUMNS_FILE
 

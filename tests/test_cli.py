@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hmem.cli import build_parser, iter_parsers, main
+from hmem.adapters.cli import build_parser, iter_parsers, main
 from hmem.memory import Memory
 
 REPO = Path(__file__).resolve().parents[1]

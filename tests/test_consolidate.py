@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from eventlog.events import FactRemembered
 from hmem import Memory
-from hmem.demo import StepClock
+from hmem.adapters.demo import StepClock
 from hmem.errors import InvalidInput
 from projections.timeutil import to_us
 from tests.conftest import examples
@@ -200,7 +200,7 @@ def test_consolidate_is_idempotent_and_reaches_a_fixpoint(history):
 
 
 def test_the_cli_proposes_then_applies(tmp_path, capsys):
-    from hmem.cli import main
+    from hmem.adapters.cli import main
 
     path = ["--path", str(tmp_path / "s")]
     for text in ("Maya lives in London", "Maya lives in Paris"):

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from hmem import Memory, errors
-from hmem.store_copy import copy_store
+from hmem.storage.copy import copy_store
 from tests.backends import new_store
 
 ROOT = Path(__file__).resolve().parents[1]

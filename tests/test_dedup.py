@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hmem import Memory
+from hmem.adapters.demo import StepClock
 from hmem.dedup import normalise
-from hmem.demo import StepClock
 from hmem.embedders import HashEmbedder
 from projections.records import subject_key
 from tests.conftest import examples
@@ -148,7 +148,7 @@ def test_dedup_equals_a_naive_model(history):
 
 
 def test_the_cli_says_when_a_remember_repeats(tmp_path, capsys):
-    from hmem.cli import main
+    from hmem.adapters.cli import main
 
     path = ["--path", str(tmp_path / "s")]
     assert main([*path, "remember", "maya", "Maya likes tea"]) == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hmem import Memory
-from hmem import cli_format as fmt
+from hmem.adapters import cli_format as fmt
 
 pretty = pytest.importorskip("IPython.lib.pretty").pretty
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hmem.cli import build_parser, iter_parsers
+from hmem.adapters.cli import build_parser, iter_parsers
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md")])

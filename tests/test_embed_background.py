@@ -18,7 +18,7 @@ import pytest
 
 from eventlog.events import EmbeddingRecorded, FactRemembered, FactRevised
 from hmem import Memory
-from hmem.cli import main
+from hmem.adapters.cli import main
 from hmem.embedders import HashEmbedder
 from hmem.errors import EmbedderError, EmbeddingFailed, InvalidInput
 
@@ -344,7 +344,7 @@ def test_a_crash_loses_only_pending_embeddings_and_the_reopen_redoes_them(tmp_pa
 
 
 def test_the_worker_thread_runs_only_while_there_is_work():
-    from hmem.embed_worker import EmbedWorker
+    from hmem.embedding.worker import EmbedWorker
 
     got: list[int] = []
     worker = EmbedWorker(

@@ -30,8 +30,8 @@ from hmem.errors import (
     ReadersOpen,
     ReadOnlyStore,
 )
-from hmem.export import export_jsonl, export_parquet
-from hmem.store import Store
+from hmem.notebook.export import export_jsonl, export_parquet
+from hmem.storage.store import Store
 
 SECRETS = ("Alice's locker code is 4815162342", "Alice moved to Reykjavik-Nordurmyri")
 KEPT = "Bob drinks oolong every morning"
@@ -242,7 +242,7 @@ def test_an_erasure_cut_short_is_finished_at_the_next_open(store, monkeypatch, s
 
     m = Memory(store, embedder="hash", clock=clock())
     if step == "shred":
-        monkeypatch.setattr("hmem.store_erasure.shred", crash)
+        monkeypatch.setattr("hmem.storage.shredding.shred", crash)
     else:
         monkeypatch.setattr(Store, "scrub", crash)
     with pytest.raises(KeyboardInterrupt):

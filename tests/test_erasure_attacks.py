@@ -16,7 +16,7 @@ import pytest
 from hmem import Memory
 from hmem.embedders.base import HashEmbedder
 from hmem.errors import AlreadyErased, InvalidInput
-from hmem.export import export_jsonl
+from hmem.notebook.export import export_jsonl
 from tests.test_erasure import clock, files_holding
 
 

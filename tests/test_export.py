@@ -15,10 +15,10 @@ import msgspec
 import pytest
 
 from hmem import Memory, errors
-from hmem.cli import main
-from hmem.export import EXPORT_QUERIES, export_parquet
-from hmem.progress import progress_bar, track
-from hmem.timeline import PlotUnavailable, plot_timeline, timeline_rows
+from hmem.adapters.cli import main
+from hmem.adapters.progress import progress_bar, track
+from hmem.notebook.export import EXPORT_QUERIES, export_parquet
+from hmem.notebook.timeline import PlotUnavailable, plot_timeline, timeline_rows
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -341,7 +341,7 @@ def test_progress_without_tqdm_prints_a_plain_counter(monkeypatch: pytest.Monkey
 
 def test_jsonl_export_is_the_namespace_log_event_by_event(store: Path, tmp_path: Path) -> None:
     from eventlog.events import Event
-    from hmem.export import export_jsonl
+    from hmem.notebook.export import export_jsonl
 
     with Memory(store, log_recalls=True, embedder=None) as m:
         m.recall("where does maya live", source_ref="s1:t9")

@@ -14,9 +14,9 @@ import pytest
 
 from eventlog.events import FactRemembered, decode
 from hmem import Memory
-from hmem.cli_format import why_lines
+from hmem.adapters.cli_format import why_lines
 from hmem.embedders import HashEmbedder
-from hmem.extract import AddResult, Replacement
+from hmem.llm.extraction import AddResult, Replacement
 from hmem.llm.extractor import PROMPT_VERSION
 from tests.extract_support import (  # noqa: F401  (fixtures, used by name)
     T0,

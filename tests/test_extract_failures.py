@@ -20,8 +20,8 @@ from hmem.errors import (
     LLMResponseInvalid,
     LLMUnavailable,
 )
-from hmem.extract import normalise
 from hmem.llm import LLMClient, LLMConfig
+from hmem.llm.extraction import normalise
 from hmem.llm.extractor import LLMExtractor
 from tests.conftest import examples
 from tests.extract_support import (  # noqa: F401  (fixtures, used by name)

@@ -13,7 +13,7 @@ from eventlog.events import FactRemembered
 from eventlog.fileio import FileIO
 from eventlog.log import EventLog
 from hmem import Memory, errors
-from hmem.store import Store
+from hmem.storage.store import Store
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

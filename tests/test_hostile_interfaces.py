@@ -13,7 +13,7 @@ import pytest
 
 from eventlog.log import EventLog
 from hmem import Memory
-from hmem.cli import main
+from hmem.adapters.cli import main
 
 BIG = "x" * 300_000
 HUGE_DIGITS = "9" * 5000  # beyond Python's int() digit limit
@@ -107,7 +107,7 @@ try:
     import anyio
     import pydantic
 
-    from hmem import mcp_server
+    from hmem.adapters import mcp_tools as mcp_server
 except ImportError:  # the mcp extra is not installed: the CLI cases still run
     mcp_server = None  # type: ignore[assignment]
 

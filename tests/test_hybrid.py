@@ -10,7 +10,7 @@ import pytest
 from eventlog.events import EmbeddingRecorded
 from hmem import Memory, errors
 from hmem.embedders import HashEmbedder
-from hmem.recall import RecallConfig
+from hmem.recall.request import RecallConfig
 
 UTC = timezone.utc
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from eventlog.events import FactRemembered
 from hmem import Memory
-from hmem.demo import StepClock
+from hmem.adapters.demo import StepClock
 from projections.column_store import NONE, Texts
 from projections.fact_fold import fold_all
 from projections.fact_tokens import set_tokens

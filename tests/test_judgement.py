@@ -9,9 +9,9 @@ import pytest
 
 from eventlog.events import FactRemembered
 from hmem import Memory
-from hmem.demo import StepClock
+from hmem.adapters.demo import StepClock
 from hmem.errors import InvalidInput
-from hmem.ranking import RecallConfig
+from hmem.recall.ranking import RecallConfig
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

@@ -240,15 +240,15 @@ def test_missing_openai_package_names_the_install_command(monkeypatch):
 
 
 def test_importing_the_llm_package_does_not_import_openai():
-    code = "import sys, hmem.llm, hmem.extract; assert 'openai' not in sys.modules"
+    code = "import sys, hmem.llm, hmem.llm.extraction; assert 'openai' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_the_storage_core_does_not_import_the_llm_layer():
     code = (
-        "import sys, eventlog, projections.projector, replay, hmem.memory, hmem.store\n"
+        "import sys, eventlog, projections.projector, replay, hmem.memory, hmem.storage.store\n"
         "from hmem import Memory\n"
-        "bad = [m for m in sys.modules if m in ('openai', 'hmem.llm', 'hmem.extract')]\n"
+        "bad = [m for m in sys.modules if m in ('openai', 'hmem.llm', 'hmem.llm.extraction')]\n"
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -29,7 +29,7 @@ from eventlog.fileio import FileIO
 from eventlog.log import EventLog
 from eventlog.repair import repair_log
 from hmem import Memory, errors
-from hmem.store import Store
+from hmem.storage.store import Store
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from hmem.cli import main
+from hmem.adapters.cli import main
+from hmem.adapters.usage import UsageLog, summarize_usage, usage_enabled
 from hmem.errors import StoreLocked
 from hmem.memory import Memory
-from hmem.usage import UsageLog, summarize_usage, usage_enabled
 
 anyio = pytest.importorskip("anyio")
 pytest.importorskip("mcp")
@@ -386,8 +386,8 @@ def test_startup_errors_exit_cleanly(
     with Memory(store, embedder=None):
         assert main(["--path", str(store), "mcp"]) == 1  # another process is the writer
         assert "open for writing by another process" in capsys.readouterr().err
-    monkeypatch.delitem(sys.modules, "hmem.mcp_server", raising=False)
-    monkeypatch.delitem(sys.modules, "hmem.mcp_stdio", raising=False)
+    monkeypatch.delitem(sys.modules, "hmem.adapters.mcp_tools", raising=False)
+    monkeypatch.delitem(sys.modules, "hmem.adapters.mcp_stdio", raising=False)
     monkeypatch.setitem(sys.modules, "mcp.types", None)  # as if the extra were not installed
     assert main(["--path", str(store), "mcp"]) == 1
     assert "uvx --from 'hmem[mcp]' hmem mcp" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 
 from hmem import Memory, errors
-from hmem.store import StoreNotFound, default_root
+from hmem.storage.store import StoreNotFound, default_root
 
 UTC = timezone.utc
 

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hmem import Memory, errors
-from hmem.export import export_parquet
-from hmem.timeline import timeline_rows
+from hmem.notebook.export import export_parquet
+from hmem.notebook.timeline import timeline_rows
 from projections.duck import TABLES
 from tests.backends import BACKENDS, new_store
 from tests.conftest import examples
@@ -166,7 +166,7 @@ def check_row_level_security(url: str, names: list[str], ids: dict[str, set[int]
 # ---------------------------------------------------------------------------- MCP, in process
 
 try:
-    from hmem import mcp_server
+    from hmem.adapters import mcp_tools as mcp_server
 except ImportError:  # the mcp extra is not installed
     mcp_server = None  # type: ignore[assignment]
 

@@ -2,7 +2,7 @@
 
 Facts "writer fact N zebraN" (source_ref "w:N", one per remember): every turn scores with a
 share of its neighbours' BM25 match, the query is expanded by the terms of its top hits, and
-dense cosines are fused in. The rules (``hmem.neighbors``): only a fact believed at the query's
+dense cosines are fused in. The rules (``hmem.recall.loans``): only a fact believed at the query's
 time lends, and a loan never lifts a fact above a fact it merely borrows from (one that holds
 more of the query's words, B's being a proper subset). Here the query "zebraK" has one own
 match, the fact that says zebraK; every other hit that scores on BM25 merely borrows it.
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hmem import Memory
 from hmem.embedders import HashEmbedder
 from hmem.errors import InvalidTime
-from hmem.recall import RecallConfig
+from hmem.recall.request import RecallConfig
 from projections.projector import index_counts
 from projections.records import subject_key
 from projections.text import tokenize
@@ -182,7 +182,7 @@ def _play(m: Memory, actions: list[tuple[Any, ...]]) -> dict[int, int]:
 
 
 def _believed(m: Memory, fact_id: int, seq: int, valid_at: datetime | None) -> bool:
-    """Whether recall of that time may show the fact (what hmem.ranking calls believed)."""
+    """Whether recall of that time may show the fact (what hmem.recall.ranking calls believed)."""
     fact = m.store.projector.state.facts[fact_id]
     valid_us = None if valid_at is None else int(valid_at.timestamp() * 1_000_000)
     row = fact.visible_row(seq, valid_us)

@@ -12,7 +12,7 @@ import pytest
 
 from hmem import Memory
 from hmem.errors import InvalidInput
-from hmem.ranking import RecallConfig, ranked_order
+from hmem.recall.ranking import RecallConfig, ranked_order
 from projections.recall_index import NamespaceIndex
 from projections.records import Fact, Row
 from projections.timeutil import to_us
@@ -267,7 +267,7 @@ def test_feedback_finds_a_document_through_the_words_of_the_top_hit(tmp_path):
     """Pseudo-relevance feedback: the top hit names the dog, so the turn about the dog that
     shares no word with the query is found; without feedback it is not; forgotten facts are
     never used as feedback."""
-    from hmem.recall import RecallConfig
+    from hmem.recall.request import RecallConfig
 
     off = RecallConfig(feedback_docs=0)
     with Memory(tmp_path / "s", embedder=None, recall_config=off) as m:
@@ -292,7 +292,7 @@ def test_feedback_finds_a_document_through_the_words_of_the_top_hit(tmp_path):
                                  {"limit": True}])
 def test_bad_recall_config_is_a_typed_error(bad):
     from hmem.errors import InvalidInput
-    from hmem.recall import RecallConfig
+    from hmem.recall.request import RecallConfig
 
     with pytest.raises(InvalidInput, match="RecallConfig"):
         RecallConfig(**bad)

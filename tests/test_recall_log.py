@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from eventlog.events import RecallServed
 from hmem import Memory, errors
-from hmem.demo import StepClock
-from hmem.ranking import RecallConfig
-from hmem.recall_log import logged_config
+from hmem.adapters.demo import StepClock
+from hmem.recall.logged import logged_config
+from hmem.recall.ranking import RecallConfig
 from tests.conftest import examples
 
 WORLD = datetime(2030, 1, 1, tzinfo=timezone.utc)
@@ -179,7 +179,7 @@ def test_a_replay_that_ranks_differently_says_how(tmp_path, monkeypatch):
         m.remember("maya", "Maya likes tea in London")
         m.recall("maya london")
         seq = m.last_seq
-        import hmem.recall_log as recall_log
+        import hmem.recall.logged as recall_log
 
         real = recall_log.rank
         monkeypatch.setattr(recall_log, "rank", lambda *a: list(reversed(real(*a))))
@@ -219,7 +219,7 @@ def test_a_malformed_recall_event_is_refused(tmp_path):
 
 def test_a_logged_recall_waits_for_no_fsync_and_sync_makes_it_durable(tmp_path):
     from eventlog.fileio import FileIO
-    from hmem.store import Store
+    from hmem.storage.store import Store
 
     class Counting(FileIO):
         syncs = 0

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hmem.errors import InvalidTime
-from hmem.timeparse import parse_time
+from hmem.time.iso import parse_time
 from projections.entities import extract_entities, fact_entities, normalize_entity
 from projections.projector import index_counts, index_text
 from projections.text import TextIndex, term_counts, tokenize

@@ -1,4 +1,4 @@
-"""Table-driven tests of the query time-expression parser (hmem.timeexpr)."""
+"""Table-driven tests of the query time-expression parser (hmem.time.expressions)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from hmem.errors import InvalidTime
-from hmem.timeexpr import (
+from hmem.time.expressions import (
     ALL_END,
     ALL_START,
     TimeRange,

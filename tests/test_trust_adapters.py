@@ -216,7 +216,7 @@ def test_item07_every_stdio_request_is_answered_in_utf8_and_a_refused_call_store
 def test_an_in_process_answer_never_carries_a_lone_surrogate_back_out(store: Path) -> None:
     """In process, as the SDK calls the tools: whatever the arguments hold, the result
     serialises as UTF-8 JSON (the SDK's writer fails on a lone surrogate)."""
-    mcp_server = pytest.importorskip("hmem.mcp_server")
+    mcp_server = pytest.importorskip("hmem.adapters.mcp_tools")
     anyio = pytest.importorskip("anyio")
 
     cases = [("history", {"subject": "\ud800"}), ("recall", {"query": "maya \udfff"}),

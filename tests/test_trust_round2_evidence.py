@@ -50,7 +50,7 @@ def test_item10_the_store_is_readable_by_its_owner_only(tmp_path):
     with Memory(store, embedder=None) as m:
         m.remember("a", "private thought")
         m.snapshot(parquet=tmp_path / "snap.parquet")
-        from hmem.export import export_parquet
+        from hmem.notebook.export import export_parquet
 
         export_parquet(m, tmp_path / "export")
     for path in [store, *store.rglob("*")]:

@@ -1,5 +1,6 @@
-"""Spoken and clock times wherever a time is accepted: one parser (hmem/when.py), relative to the
-store's clock or an explicit reference time, ambiguous input refused with its readings."""
+"""Spoken and clock times wherever a time is accepted: one parser (hmem/time/arguments.py),
+relative to the store's clock or an explicit reference time, ambiguous input refused with its
+readings."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from hmem import Memory, errors
-from hmem.when import parse_when
+from hmem.time.arguments import parse_when
 
 UTC = timezone.utc
 NOW = datetime(2026, 12, 1, 10, 30, tzinfo=UTC)  # a Tuesday

@@ -98,7 +98,7 @@ class ExtractionRequest(msgspec.Struct, frozen=True):
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     """One fact the extractor proposes. Lenient on purpose (ids may come as strings, the
-    importance as a float); :mod:`hmem.extract` checks and cleans every field."""
+    importance as a float); :mod:`hmem.llm.extraction` checks and cleans every field."""
 
     text: str
     subject: str = ""
