@@ -77,9 +77,9 @@ def rss_mib() -> float:
 
 
 def store_bytes(root: Path, n_facts: int) -> dict[str, float]:
-    """Log and projection bytes per fact of the closed store at ``root``."""
+    """Log and derived-state (checkpoint) bytes per fact of the closed store at ``root``."""
     log = sum(f.stat().st_size for f in (root / "log").rglob("*") if f.is_file())
-    proj = sum(f.stat().st_size for f in root.glob("projection.duckdb*"))
+    proj = sum(f.stat().st_size for f in root.glob("checkpoint.columns"))
     return {"log": log / n_facts, "projection": proj / n_facts}
 
 

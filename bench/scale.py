@@ -17,9 +17,9 @@ of one size do not include the leftovers of another. Per size ``N``:
    sentences (60-480 characters), a third with a rare token (an order number, a ticket id).
    Log bytes per fact are the segment files' size over ``N``.
 2. **Replay** of the ``never`` log through the public path, ``bench.store_speed.bench_replay``: log
-   open (scan + checksum chain), decode, ``rebuild_projection`` into an in-memory DuckDB, and a
-   writer reopen after deleting ``projection.duckdb`` (replay + write the file). Projection
-   bytes per fact are the DuckDB file size over ``N`` after that reopen.
+   open (scan + checksum chain), decode, ``rebuild_projection`` into a new state, and a
+   writer reopen after deleting its checkpoint (replay + publish a new one). Derived bytes per
+   fact are the checkpoint's size over ``N`` after that reopen.
 3. **Time travel** on that store at seq N/2: ``Memory.as_of`` of the large namespace (every
    row believed then: N/4 rows), ``Memory.as_of`` of a 200-fact namespace (a point query: one
    user's beliefs), and ``Memory.recall(q, as_of=seq)`` in the large namespace (BM25, the
@@ -121,7 +121,7 @@ def bench_time_travel(root: Path, n: int, queries: list[str], quick: bool) -> di
         mem.recall("warm up")  # opens the store and builds the recall indexes
         out["open_s"] = time.perf_counter() - t0
         out["rss_mib"] = rss_mib()
-        line("open writer with warm projection + build recall indexes",
+        line("open writer from its checkpoint + build recall indexes",
              f"{out['open_s']:.1f} s, RSS {out['rss_mib']:,.0f} MiB")
         mid = mem.last_seq // 2
         out["as_of_seq"] = mid
@@ -168,7 +168,7 @@ m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=sys.argv[4] == "reader"
 opened = time.perf_counter()
 m.recall(sys.argv[3])
 done = time.perf_counter()
-print("READER " + json.dumps({"checkpoint_seq": m.store.checkpoint_seq, "last_seq": m.last_seq,
+print("READER " + json.dumps({"checkpoint_seq": m.store.checkpoints.seq, "last_seq": m.last_seq,
                   "open_s": opened - t0, "first_recall_s": done - opened,
                   "rss_mib": rss_mib()}))
 m.close()
@@ -196,7 +196,7 @@ def bench_remember(n: int) -> dict[str, Any] | None:
 def bench_reader(root: Path, query: str, role: str = "reader") -> dict[str, Any]:
     """A reader (or, ``role="writer"``, the writer) in a fresh process (imports included, the
     page cache warm): the time to open (a reader from the writer's checkpoint, the writer from
-    its projection and the column file), the first recall (it builds the namespace's indexes)
+    its checkpoint), the first recall (it builds the namespace's indexes)
     and the process's RSS."""
     done = subprocess.run(
         [sys.executable, "-c", _READER, str(root), BIG, query, role], capture_output=True,
@@ -209,7 +209,7 @@ def bench_reader(root: Path, query: str, role: str = "reader") -> dict[str, Any]
         raise RuntimeError(f"the reader printed no result: {done.stdout[-500:]!r}")
     out: dict[str, Any] = json.loads(found.group(1))
     what = (f"read-only open (checkpoint seq {out['checkpoint_seq']:,} of {out['last_seq']:,})"
-            if role == "reader" else "writer open (projection + column file)")
+            if role == "reader" else "writer open (from its checkpoint)")
     line(f"{what}, fresh process", f"{out['open_s']:.2f} s, first recall "
          f"{out['first_recall_s']:.2f} s, RSS {out['rss_mib']:,.0f} MiB")
     return out
@@ -253,8 +253,8 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         gc.collect()
         with CpuWall(cpu, "replay"):
             out["replay"] = bench_replay(root, n, args.quick)
-        out["projection_bytes_per_fact"] = (root / "projection.duckdb").stat().st_size / n
-        line("projection.duckdb bytes per fact (text only)",
+        out["projection_bytes_per_fact"] = (root / "checkpoint.columns").stat().st_size / n
+        line("checkpoint bytes per fact (text only)",
              f"{out['projection_bytes_per_fact']:,.0f}")
         queries = make_queries(texts, 300, random.Random(SEED + n))
         with CpuWall(cpu, "time_travel"):

@@ -8,7 +8,7 @@ Usage::
 
 Both stores get the same synthetic facts (bench.synthetic) in batches of 1,000; remembers are
 timed one call each with ``fsync="always"``, alternating between the stores in blocks of 100 so
-that drift of the machine hits both alike; replay is ``rebuild_projection`` into an in-memory
+that drift of the machine hits both alike; replay is ``rebuild_projection`` into a new
 DuckDB (median of 3, the log read through its sealer); recall is the default recall of 300
 queries (median of the per-query times). Prints numbers and ratios; never asserts.
 """
@@ -28,7 +28,6 @@ from bench.report import fmt_rate, lat_summary, line, section
 from bench.synthetic import SEED, TextGen, make_queries
 from hmem.memory import Memory
 from hmem.storage.store import Store
-from projections.duck import DuckProjection
 from replay.rebuild import rebuild_projection
 
 KINDS = ("clear", "sealed")
@@ -59,12 +58,10 @@ def remember_latencies(mems: dict[str, Memory], texts: list[tuple[str, str]]) ->
 def replay_seconds(m: Memory) -> float:
     runs = []
     for _ in range(3):
-        db = DuckProjection(None)
         gc.collect()
         t0 = time.perf_counter()
-        rebuild_projection(m.store.log, db)
+        rebuild_projection(m.store.log)
         runs.append(time.perf_counter() - t0)
-        db.close()
     return statistics.median(runs)
 
 

@@ -23,7 +23,6 @@ from hmem.adapters.progress import progress_bar, track
 from hmem.memory import Memory
 from hmem.storage.keys import key_path, open_sealer
 from projections.checkpoint import CHECKPOINT_FILE
-from projections.duck import DuckProjection
 from replay.rebuild import rebuild_projection
 
 __all__ = ["bench_open", "bench_recall", "bench_replay", "bench_size", "remove_projection"]
@@ -32,8 +31,8 @@ __all__ = ["bench_open", "bench_recall", "bench_replay", "bench_size", "remove_p
 
 
 def remove_projection(root: Path) -> None:
-    for name in ("projection.duckdb", "projection.duckdb.wal"):
-        (root / name).unlink(missing_ok=True)
+    """Delete the store's derived state on disk (its checkpoint): the next open replays."""
+    (root / CHECKPOINT_FILE).unlink(missing_ok=True)
 
 
 def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
@@ -49,15 +48,13 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
         n = sum(1 for _ in log.read())
         out["log_decode_s"] = time.perf_counter() - t0
         assert n == events
-        # (b) rebuild_projection into a fresh in-memory DuckDB
+        # (b) rebuild_projection: every event folded into a new state
         runs = []
         for _ in range(repeats):
-            db = DuckProjection(None)
             gc.collect()
             t0 = time.perf_counter()
-            rebuild_projection(log, db)
+            rebuild_projection(log)
             runs.append(time.perf_counter() - t0)
-            db.close()
         out["rebuild_runs_s"] = runs
         out["rebuild_s"] = statistics.median(runs)
         out["rebuild_events_per_s"] = events / out["rebuild_s"]
@@ -65,7 +62,7 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
         log.close()
         if log.sealer is not None:
             log.sealer.keys.close()
-    # (c) full writer reopen after deleting projection.duckdb (replay + write the DuckDB file)
+    # (c) full writer reopen after deleting the checkpoint (replay + publish a new one)
     remove_projection(root)
     gc.collect()
     t0 = time.perf_counter()
@@ -79,9 +76,9 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
          f"{out['log_open_s']:.3f} s  ({fmt_rate(events / out['log_open_s'])} events/s)")
     line("log.read() decode only",
          f"{out['log_decode_s']:.3f} s  ({fmt_rate(events / out['log_decode_s'])} events/s)")
-    line(f"rebuild_projection -> in-memory DuckDB (median of {repeats})",
+    line(f"rebuild_projection (median of {repeats})",
          f"{out['rebuild_s']:.3f} s  ({fmt_rate(out['rebuild_events_per_s'])} events/s)")
-    line("reopen writer after deleting projection.duckdb",
+    line("reopen writer after deleting the checkpoint",
          f"{out['reopen_no_projection_s']:.3f} s  ({fmt_rate(out['reopen_events_per_s'])} "
          f"events/s), close {out['reopen_no_projection_close_s']:.3f} s")
     return out
@@ -111,7 +108,7 @@ def bench_open(root: Path, events: int, quick: bool) -> dict[str, Any]:
     finally:
         os.replace(aside, checkpoint)
     out["read_only_replay_s"] = statistics.median(out["read_only_replay_runs_s"])
-    line("open writer, warm projection file (median of 3)", f"{out['writer_open_s']:.3f} s")
+    line("open writer from its checkpoint (median of 3)", f"{out['writer_open_s']:.3f} s")
     line("open read-only from the writer's checkpoint (median of 2)",
          f"{out['read_only_open_s']:.3f} s")
     line("open read-only without a checkpoint (replays the log, median of 2)",
@@ -127,7 +124,7 @@ def _reader_opens(root: Path) -> list[float]:
         t0 = time.perf_counter()
         mem = Memory(root, read_only=True, embedder=None)
         runs.append(time.perf_counter() - t0)
-        assert mem.store.checkpoint_seq in (0, mem.last_seq)
+        assert mem.store.checkpoints.seq in (0, mem.last_seq)
         mem.close()
     return runs
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-import duckdb
 import msgspec
 import numpy as np
 
 from eventlog.events import FactsErased
 from hmem.errors import AlreadyErased, InvalidInput, NothingToErase
+from projections.event_columns import EventColumns
 from projections.fact_columns import FactColumns
 from projections.records import subject_key
 
@@ -100,7 +100,7 @@ def receipt_of(ev: FactsErased, chains: int) -> ErasureReceipt:
 
 def plan_erasure(
     cols: FactColumns,
-    con: duckdb.DuckDBPyConnection,
+    events: EventColumns,
     namespace: str,
     scope: Scope,
     erased: Callable[[int], int | None],
@@ -119,9 +119,8 @@ def plan_erasure(
     elif kind == "subject":
         facts.update(_subject_ids(cols, namespace, scope.subject))  # type: ignore[arg-type]
         want = subject_key(scope.subject)  # type: ignore[arg-type]
-        recalls = [s for s, about in con.execute(  # recalls asked about it name it
-            "SELECT seq, subject FROM recalls WHERE namespace = ? AND subject IS NOT NULL",
-            [namespace]).fetchall() if subject_key(about) == want]
+        recalls = [r.seq for r in events.recalls_in(namespace)  # recalls asked about it
+                   if r.subject is not None and subject_key(r.subject) == want]
         if not facts:
             done = earlier(scope.subject)  # type: ignore[arg-type]
             if done is not None:
@@ -139,17 +138,13 @@ def plan_erasure(
             )
         facts.update(cols.ids_in(namespace).tolist())
         episodes.update(e.seq for e in cols.episodes_in(namespace))
-        recalls = [s for (s,) in con.execute(
-            "SELECT seq FROM recalls WHERE namespace = ? ORDER BY seq", [namespace]
-        ).fetchall()]
+        recalls = [r.seq for r in events.recalls_in(namespace)]
         if not facts and not episodes and not recalls:
             raise NothingToErase(f"namespace {namespace!r} holds nothing; nothing was erased")
     facts.update(_derived_from(cols, namespace, episodes))
     versions = _chains(cols, facts)
-    recalls = sorted({*recalls, *(s for (s,) in con.execute(  # logged recalls that served them
-        "SELECT DISTINCT seq FROM recall_hits WHERE namespace = ? "
-        "AND fact_id IN (SELECT unnest(?::BIGINT[]))", [namespace, sorted(versions)],
-    ).fetchall())})
+    recalls = sorted({*recalls, *(r.seq for r in events.recalls_in(namespace)  # that served
+                                  if not versions.isdisjoint(r.hits))})
     heads = {v for v in versions if cols.fact(v).superseded_by is None}
     fact_ids, episode_ids, recall_ids = (
         tuple(sorted(s for s in ids if erased(s) is None))

@@ -29,10 +29,10 @@ from hmem.embedding.worker import EmbedWorker
 from hmem.errors import InvalidInput, StoreClosed
 from hmem.notebook.sql import NamespaceCopy
 from hmem.recall.request import RecallConfig
-from hmem.storage.store import Store, store_target
+from hmem.storage.store import Store
+from hmem.storage.targets import store_target
 from hmem.storage.transaction import Clock, Transaction, utc_now
 from hmem.time.iso import TimeLike
-from replay import verify_projection
 from replay.rebuild import Progress
 from replay.verify import ProjectionDiff
 
@@ -58,6 +58,7 @@ class StoreHandle:
         recall_config: RecallConfig | None = None,
         embedder: Embedder | str | None = "auto",
         flush_every: int = 256,
+        checkpoint_every: int = 1000,
         store: Store | None = None,
         embed_mode: EmbedMode = "background",
         log_recalls: bool | None = None,
@@ -88,7 +89,8 @@ class StoreHandle:
         self.owns_store = store is None
         if store is None:
             store = Store(store_target(path), read_only=read_only, fsync=fsync,
-                          flush_every=flush_every, key_file=key_file, shared=shared)
+                          flush_every=flush_every, checkpoint_every=checkpoint_every,
+                          key_file=key_file, shared=shared)
         self._store: Store | None = store
 
     # ------------------------------------------------------------------ lifecycle
@@ -244,11 +246,7 @@ class StoreHandle:
         reopens); on a read-only Memory, the in-memory projection that followed the log. On a
         store on PostgreSQL, the server's tables are compared with the projection too."""
         with self.reading() as store:
-            store.connection()
-            report = verify_projection(store.log, store.db)
-            if store.url is not None:  # and the server's tables, against the projection
-                report.tables.update(store.server_table_differences())
-            return report
+            return store.verify()
 
 
 def _recall_logging(asked: bool | None, read_only: bool) -> bool:

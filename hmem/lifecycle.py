@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-import duckdb
 import msgspec
 
 from eventlog.events import FactForgotten, FactRevised, FactsErased
@@ -127,23 +126,20 @@ class LifecycleMethods(StoreHandle):
             raise ReadOnlyStore("erase needs the writer: open the store without read_only")
         self.flush()  # no embedding of a fact being erased is still on its way
         store = self.store
-        keys = store.erasable_keys()
-        with store.lock, store.excluding_readers("an erasure"), store.log.writing():
+        keys = store.shredding.keys()
+        with store.lock, store.backend.excluding_readers("an erasure"), store.log.writing():
             store.catch_up()  # a shared writer: what the others appended first
-            con = store.connection()
+            events = store.projector.events
             digest = keys.digest(subject_key(subject)) if isinstance(subject, str) else ""
 
             def earlier(_: str) -> int | None:
-                for (seq,) in con.execute(
-                    "SELECT seq FROM events WHERE namespace = ? AND type = 'erased' "
-                    "ORDER BY seq DESC", [self.namespace],
-                ).fetchall():
+                for seq in reversed(events.seqs_in(self.namespace, kinds=("erased",)).tolist()):
                     if getattr(store.log.get_raw(seq), "subject_digest", "") == digest:
                         return int(seq)
                 return None
 
             fact_ids, episode_ids, recall_ids, chains = plan_erasure(
-                store.projector.state, con, self.namespace, scope, keys.receipt, earlier
+                store.projector.state, events, self.namespace, scope, keys.receipt, earlier
             )
             receipt = FactsErased(
                 namespace=self.namespace, scope=scope.kind, fact_ids=fact_ids,
@@ -155,13 +151,13 @@ class LifecycleMethods(StoreHandle):
             if dry_run:
                 check_fields(receipt)
                 return receipt_of(receipt, chains)
-            store.begin_erasure()
+            store.shredding.begin()
             try:
                 stamped = store.append(receipt)
             except BaseException:
                 keys.mark(erasing=False)  # nothing was logged: nothing to finish
                 raise
-            store.erased(stamped.seq)
+            store.shredding.erased(stamped.seq)
             self.copies.clear()
         done, missed = rewrite_exports(self)
         keys.mark(exports_pending=False)
@@ -175,18 +171,18 @@ class LifecycleMethods(StoreHandle):
     ) -> ConsolidationReport:
         return ConsolidationReport(self.namespace, store.projector.last_seq, propose(
             store.projector, self.namespace, now_us=to_us(now),
-            served_us=self._served(store.connection()), similarity=float(similarity),
+            served_us=self._served(store), similarity=float(similarity),
             stale_days=float(stale_days),
         ))
 
-    def _served(self, con: duckdb.DuckDBPyConnection) -> dict[int, int]:
+    def _served(self, store: Store) -> dict[int, int]:
         """Fact id -> when a logged recall last served it (microseconds)."""
-        rows = con.execute(
-            "SELECT h.fact_id, max(epoch_us(r.served_at)) FROM recall_hits h "
-            "JOIN recalls r USING (seq) WHERE h.namespace = ? GROUP BY h.fact_id",
-            [self.namespace],
-        ).fetchall()
-        return {int(fid): int(at) for fid, at in rows}
+        served: dict[int, int] = {}
+        for r in store.projector.events.recalls_in(self.namespace):
+            at = to_us(r.tx_at)
+            for fid in r.hits:
+                served[fid] = max(served.get(fid, at), at)
+        return served
 
 
 def _event(proposal: Proposal, fact: Fact) -> FactForgotten | FactRevised:

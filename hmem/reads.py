@@ -12,7 +12,6 @@ from typing import Any
 import duckdb
 
 from eventlog.events import EVENT_TAGS
-from eventlog.pg_log import redacted
 from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
 from hmem.handle import StoreHandle, TxPoint
@@ -107,11 +106,8 @@ class ReadMethods(StoreHandle):
             low = 0 if since is None else store.tx_seq(since, "since", self.clock)
             high = store.tx_seq_or_now(until, "until", self.clock)
             seqs = [
-                r[0] for r in store.connection().execute(
-                    "SELECT seq FROM recalls WHERE namespace = ? AND seq > ? AND seq <= ? "
-                    "AND (? IS NULL OR source_ref = ?) ORDER BY seq",
-                    [self.namespace, low, high, source_ref, source_ref],
-                ).fetchall()
+                r.seq for r in store.projector.events.recalls_in(self.namespace)
+                if low < r.seq <= high and (source_ref is None or r.source_ref == source_ref)
             ]
             return [recall_view(store.log.get(s)) for s in seqs]  # type: ignore[arg-type]
 
@@ -133,9 +129,8 @@ class ReadMethods(StoreHandle):
         """How we came to believe this: source, the revision chain (oldest first), the events."""
         fid = _fact_id(fact_id)
         with self.reading() as store:
-            return why_of(
-                store.connection(), store.projector.state, store.log, self.namespace, fid
-            )
+            p = store.projector
+            return why_of(p.state, p.events, store.log, self.namespace, fid)
 
     def episodes(self, session_id: str | None = None) -> list[EpisodeView]:
         """The raw conversation turns recorded in this namespace (of one session, if given),
@@ -159,7 +154,8 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             seq = store.tx_seq_or_now(tx, "as_of", self.clock)
             return beliefs_as_of(
-                store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
+                store.projector.state, self.namespace, seq,
+                None if valid is None else to_us(valid),
             )
 
     def beliefs(
@@ -184,7 +180,8 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             seq = store.tx_seq_or_now(as_of, "as_of", self.clock)
             rel = snapshot_query(
-                store.connection(), self.namespace, seq, None if valid is None else to_us(valid)
+                store.projector.state, self.namespace, seq,
+                None if valid is None else to_us(valid),
             )
             if parquet is not None:
                 try:
@@ -204,10 +201,8 @@ class ReadMethods(StoreHandle):
             hi = store.tx_seq_or_now(until, "until", self.clock)
             if hi < lo:
                 raise InvalidTime("until is before since; swap them")
-            return diff_between(
-                store.connection(), store.projector.state, self.namespace, lo, hi,
-                store.projector.tx_times,
-            )
+            p = store.projector
+            return diff_between(p.state, p.events, self.namespace, lo, hi)
 
     def stats(self) -> Stats:
         """Counts for this namespace and the state of the log and projection."""
@@ -219,7 +214,7 @@ class ReadMethods(StoreHandle):
             ns_events, first, last = store.projector.namespace_events(self.namespace)
             n_entities = state.entity_count(self.namespace)
             return Stats(
-                path=str(store.root) if store.url is None else redacted(store.url),
+                path=store.shown,
                 namespace=self.namespace,
                 **counts,
                 entities=n_entities,
@@ -239,9 +234,10 @@ class ReadMethods(StoreHandle):
     def sql(
         self, query: str, params: Any = None, *, timeout: float = 60.0, max_rows: int = 1_000_000
     ) -> duckdb.DuckDBPyRelation:
-        """Read-only SQL over this namespace's projection (tables ``facts``, ``fact_versions``,
-        ``events``, ``entities``, ``postings``, ``vectors`` and the view ``event_log``; see
-        docs/audit.md). Runs on a private copy without file access: it can neither see other
+        """Read-only SQL over this namespace's tables (``facts``, ``fact_versions``,
+        ``events``, ``entities``, ``postings``, ``vectors``, ``episodes``, ``recalls``,
+        ``recall_hits`` and the view ``event_log``; see docs/audit.md). Runs on a private copy
+        without file access: it can neither see other
         namespaces nor change the store nor read or write files (use ``hmem.notebook.export`` for
         Parquet). The query runs now: errors are raised here, a query running longer than
         ``timeout`` seconds (or interrupted with Ctrl-C) is stopped, and a result over
@@ -253,17 +249,14 @@ class ReadMethods(StoreHandle):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise InvalidInput(f"{name} must be a positive number, not {value!r}")
         with self.reading() as store:
-            seq = store.projector.last_seq
             copy = self.copies.get(self.namespace)
-            if copy is not None and copy.erased_since(store.connection()):
+            if copy is not None and copy.erased_since(store.projector):
                 copy.close()  # it holds what was erased since
                 copy = None
             if copy is None:
-                copy = self.copies[self.namespace] = NamespaceCopy(
-                    store.connection(), self.namespace, seq
-                )
+                copy = self.copies[self.namespace] = NamespaceCopy(store.projector, self.namespace)
             else:  # only what changed since the copy's seq
-                copy.refresh(store.connection(), seq)
+                copy.refresh(store.projector)
         return run_query(copy, query, params, timeout=float(timeout), max_rows=int(max_rows))
 
     def events(

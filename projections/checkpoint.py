@@ -1,176 +1,277 @@
-"""The writer's published checkpoint: a consistent copy of its projection that readers open.
+"""The checkpoint: the state derived from the log, saved in one file at a point of the log.
 
-DuckDB lets one process open a database file while it is written, so a reader (the CLI beside an
-agent's server, ``Memory(read_only=True)``) cannot open ``projection.duckdb``. Instead of
-replaying the whole log, a reader copies the writer's last *checkpoint* (``checkpoint.duckdb``)
-and folds only the log's tail after it.
+The one persisted form of derived state. Its writer is the store's writer (the lifetime
+writer, or a shared one under the log's writer lock: hmem/storage/checkpoints.py); every
+process that opens the store loads it and folds only the log's tail after it. It holds the
+fold's columns (projections/fact_columns.py, with each fact's index tokens) and the event
+columns (projections/event_columns.py) as they are in memory, so a load is a read per column;
+the recall indexes and the SQL tables are made from them when first used.
 
-The checkpoint is stamped by the projection's own cursor (the seq it holds and the log's hash
-chain at that seq, written in the same transaction as its rows), so a reader uses it only when
-the log it opens has that chain at that seq: a checkpoint from another store, from a log that was
-repaired (cut) since, from another schema version, or one that is damaged, is skipped with a note
-and the reader replays the log as before. The checkpoint is derived, like the projection: deleting
-it loses nothing.
+It is used only when its stamp (the seq it holds and the log's chain at that seq, hex) names a
+point of the log it is opened with, it was written by this layout version and every column's
+CRC-32 matches; otherwise it is ignored (the log is replayed) and the next publish replaces it.
+Deleting it loses nothing.
 
-A reader opens a private copy of the file (``open_copy``): the checkpoint is copied byte for byte
-into a directory of its own under the system's temporary directory (owner-only; removed when the
-reader closes, and by the next reader if its process died), and DuckDB opens that copy as a file,
-so the reader's tables stay compressed on disk and are read on demand instead of being loaded
-into memory.
-
-Publishing: the writer checkpoints DuckDB (its file then holds every committed row and no WAL is
-needed), copies the file to ``checkpoint.duckdb.tmp`` while it holds the store's lock (no write in
-between), fsyncs it and renames it over the last one, so a reader sees the old checkpoint or the
-new one, never a part.
+Layout: ``MAGIC | u32 version | u64 manifest length | u32 its crc32 | manifest (msgpack) |
+columns``. The manifest holds the stamp, each column's (name, dtype, count, offset, crc32) and
+the pieces kept as objects (vectors, episodes, logged recalls, odd importances) as one msgpack
+blob; each column is its bytes, 64-byte aligned. Written to ``.tmp``, fsynced and renamed over
+the last one, so a reader finds the old file or the new one, never a part.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import shutil
-import tempfile
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import struct
+import zlib
+from array import array
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import duckdb
+import msgspec
+import numpy as np
+import numpy.typing as npt
 
-from projections.duck import SCHEMA_VERSION, DuckProjection, from_log
-from projections.errors import ProjectionError
+from eventlog.events import RecallServed
+from projections.column_store import Ragged, Strings, Table, Texts
+from projections.event_columns import EventColumns
+from projections.fact_columns import FactColumns
+from projections.records import Episode, Vector
 
-__all__ = [
-    "sweep_dead_copies", "CHECKPOINT_FILE", "Stamp", "empty_copy", "open_copy", "publish",
-    "read_stamp",
-]
+__all__ = ["CHECKPOINT_FILE", "Stamp", "from_log", "load", "read_stamp", "save"]
 
-CHECKPOINT_FILE = "checkpoint.duckdb"
+CHECKPOINT_FILE = "checkpoint.columns"
+MAGIC = b"HMEMCOLS"
+VERSION = 3  # 2: index tokens and terms; 3: the event columns and logged recalls
+_HEAD = struct.Struct("<8sIQI")
+_ALIGN = 64
 
-Stamp = tuple[int, str]  # (seq the checkpoint holds, hex of the log's chain at that seq)
+Stamp = tuple[int, str]  # (the seq it holds, hex of the log's chain at that seq)
 
-# One process may open several readers at once: DuckDB attaches a file only once per instance.
-_attach_lock = threading.Lock()
-_aliases = itertools.count()
+_STRING_TABLES = (
+    "namespaces", "subjects", "agents", "labels", "reasons", "entity_names", "terms"
+)
+_RAGGED = ("entities", "derived", "tokens")
+_TEXTS = ("texts", "refs")
 
 
-def publish(db: DuckProjection, path: Path) -> Stamp:
-    """Write a consistent copy of the writer's (flushed) projection ``db`` to ``path``, replacing
-    the last one atomically; returns its stamp. The caller holds the store's lock."""
-    if db.path is None:
-        raise ValueError("only a projection on disk can be published")
-    db.con.execute("CHECKPOINT")
-    stamp = db.cursor()
+class _Column(msgspec.Struct, array_like=True):
+    name: str
+    dtype: str
+    count: int
+    offset: int
+    crc: int
+
+
+class _Extra(msgspec.Struct):
+    last_seq: int
+    tokened: int
+    odd: dict[int, int]
+    vectors: list[Vector]
+    episodes: list[Episode]
+    recalls: list[RecallServed]
+
+
+class _Manifest(msgspec.Struct):
+    seq: int
+    chain: str
+    columns: list[_Column]
+    extra: bytes
+
+
+def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
+    """Whether ``stamp`` names a point of this log: a seq it has, with the log's chain at it
+    (not a checkpoint of another store, or of a log cut shorter since)."""
+    seq, chain = stamp
+    return 0 < seq <= last_seq and chain_at(seq).hex() == chain
+
+
+def save(path: Path, facts: FactColumns, events: EventColumns, stamp: Stamp) -> None:
+    """Write ``facts`` and ``events`` (the state at ``stamp``) to ``path``, atomically."""
+    if facts.last_seq != stamp[0] or len(events) != stamp[0]:
+        raise ValueError(f"the state holds seq {facts.last_seq}, the stamp says {stamp[0]}")
+    arrays = dict(_arrays(facts))
+    for name, code in EventColumns.ARRAYS.items():
+        arrays[f"events.{name}"] = np.frombuffer(getattr(events, name), dtype=_DTYPES[code])
+    for name in _EVENT_TEXTS:
+        texts: Texts = getattr(events, name)
+        arrays[f"events.{name}.blob"] = np.frombuffer(texts.blob, dtype=np.uint8)
+        arrays[f"events.{name}.starts"] = texts.starts[: texts.n]
+        arrays[f"events.{name}.ends"] = texts.ends[: texts.n]
+    extra = msgspec.msgpack.encode(_Extra(
+        facts.last_seq, facts.tokened, facts.odd, facts.vectors,
+        list(facts.episodes.values()), list(events.recalls.values()),
+    ))
+    columns, offset = [], 0
+    for name, arr in arrays.items():
+        columns.append(_Column(name, arr.dtype.str, len(arr), offset, zlib.crc32(_raw(arr))))
+        offset += _aligned(arr.nbytes)
+    manifest = msgspec.msgpack.encode(_Manifest(stamp[0], stamp[1], columns, extra))
+    start = _aligned(_HEAD.size + len(manifest))
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        with open(db.path, "rb") as src, os.fdopen(fd, "wb", closefd=False) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(_HEAD.pack(MAGIC, VERSION, len(manifest), zlib.crc32(manifest)) + manifest)
+            for column, arr in zip(columns, arrays.values(), strict=True):
+                f.seek(start + column.offset)
+                f.write(_raw(arr))
+            f.truncate(start + offset)
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
     _fsync_dir(path.parent)
-    return stamp
 
 
 def read_stamp(path: Path) -> Stamp | None:
-    """The stamp of the checkpoint at ``path``; None when there is none, it is unreadable or it
-    was written by another schema version."""
-    if not path.exists():
-        return None
-    con = duckdb.connect(":memory:")
+    """The stamp of the checkpoint at ``path``; None when there is none, it is unreadable or of
+    another layout version."""
     try:
-        with _attached(con, path) as alias:
-            return _stamp(con, alias)
-    except duckdb.Error:
+        with open(path, "rb") as f:
+            manifest = _manifest(f)
+    except (OSError, ValueError, msgspec.DecodeError, struct.error):
         return None
-    finally:
-        con.close()
+    return None if manifest is None else (manifest.seq, manifest.chain)
 
 
-def empty_copy() -> DuckProjection:
-    """An empty private projection in a file of its own (removed when it is closed): a shared
-    writer's when there is no checkpoint yet, so that it can publish one."""
-    sweep_dead_copies()
-    scratch = Path(tempfile.mkdtemp(prefix=f"{_COPY_PREFIX}{os.getpid()}-"))
-    return DuckProjection(scratch / CHECKPOINT_FILE, scratch=scratch)
-
-
-def open_copy(
-    path: Path, last_seq: int, chain_at: Callable[[int], bytes]
-) -> tuple[DuckProjection | None, str | None]:
-    """A reader's private on-disk copy of the checkpoint at ``path`` when it was published from
-    this log; else ``(None, why)`` (``why`` None when there is no checkpoint to speak of). The
-    copy's directory is removed when the returned projection is closed."""
-    if not path.exists():
-        return None, None
-    sweep_dead_copies()
-    scratch = Path(tempfile.mkdtemp(prefix=f"{_COPY_PREFIX}{os.getpid()}-"))
-    db: DuckProjection | None = None
+def load(path: Path, stamp: Stamp) -> tuple[FactColumns, EventColumns] | None:
+    """The state saved at ``path`` when the file holds exactly ``stamp`` and is intact; else
+    None (no file, another stamp or layout, or damage)."""
     try:
-        copy = scratch / CHECKPOINT_FILE
-        shutil.copyfile(path, copy)  # one open file: the old checkpoint or the new, not a mix
-        db = DuckProjection(copy, scratch=scratch, check_later=True)
-        stamp = db.cursor()
-        note = None
-        if db.recreated:
-            note = f"checkpoint {path} is unreadable or of another schema version; replayed the log"
-        elif stamp[0] > 0 and not from_log(stamp, last_seq, chain_at):
-            note = (f"checkpoint (seq {stamp[0]}) was published from a different log; "
-                    "replayed the log")
-        if note is None and stamp[0] > 0:
-            return db, None
-    except (duckdb.Error, ProjectionError) as e:
-        note = f"checkpoint {path} is unreadable ({e}); replayed the log"
-    if db is not None:
-        db.close()
-    shutil.rmtree(scratch, ignore_errors=True)
-    return None, note
-
-
-_COPY_PREFIX = "hmem-reader-"
-
-
-def sweep_dead_copies() -> None:
-    """Remove reader copies left by processes that died without closing them."""
-    for left in Path(tempfile.gettempdir()).glob(f"{_COPY_PREFIX}*-*"):
-        pid = left.name[len(_COPY_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(left, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: alive, and not ours to sweep
-    return True
-
-
-@contextmanager
-def _attached(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[str]:
-    """The checkpoint attached read-only to ``con`` for the block; yields its alias."""
-    with _attach_lock:
-        alias = f"checkpoint_{next(_aliases)}"
-        con.execute(f"ATTACH '{_sql_path(path)}' AS {alias} (READ_ONLY)")
-        try:
-            yield alias
-        finally:
-            con.execute(f"DETACH {alias}")
-
-
-def _stamp(con: duckdb.DuckDBPyConnection, alias: str) -> Stamp | None:
-    rows = dict(con.execute(f"SELECT key, value FROM {alias}.meta").fetchall())
-    if rows.get("schema_version") != str(SCHEMA_VERSION):
+        with open(path, "rb") as f:
+            manifest = _manifest(f)
+            if manifest is None or (manifest.seq, manifest.chain) != tuple(stamp):
+                return None
+            start = f.tell()
+            start = _aligned(start)
+            arrays: dict[str, Any] = {}
+            for column in manifest.columns:
+                into = _buffer(column)
+                f.seek(start + column.offset)
+                if f.readinto(into) != len(into) or zlib.crc32(into) != column.crc:
+                    return None
+                arrays[column.name] = into if isinstance(into, bytearray) else into.obj
+        extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
+        facts = _columns(arrays, extra)
+        return facts, _events(arrays, extra, facts)
+    except (OSError, ValueError, KeyError, msgspec.DecodeError, struct.error):
         return None
-    return int(rows.get("last_seq", "0")), rows.get("chain", "")
 
 
-def _sql_path(path: Path) -> str:
-    return str(path).replace("'", "''")
+def _manifest(f: Any) -> _Manifest | None:
+    magic, version, size, crc = _HEAD.unpack(f.read(_HEAD.size))
+    if magic != MAGIC or version != VERSION or size > 1 << 30:
+        return None
+    raw = f.read(size)
+    if zlib.crc32(raw) != crc:
+        return None
+    return msgspec.msgpack.decode(raw, type=_Manifest)
+
+
+def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventColumns:
+    events = EventColumns(facts)
+    for name, code in EventColumns.ARRAYS.items():
+        column = arrays[f"events.{name}"]
+        if len(column) != extra.last_seq:
+            raise ValueError(f"the event column {name} does not cover the stamp's seqs")
+        setattr(events, name, array(code, np.asarray(column, dtype=_DTYPES[code]).tobytes()))
+    for name in _EVENT_TEXTS:
+        texts: Texts = getattr(events, name)
+        texts.blob = arrays[f"events.{name}.blob"]
+        texts.starts = arrays[f"events.{name}.starts"]
+        texts.ends = arrays[f"events.{name}.ends"]
+        texts.n = len(texts.ends)
+    events.recalls = {r.seq: r for r in extra.recalls}
+    return events
+
+
+_EVENT_TEXTS = ("refs", "requests")
+_DTYPES = {"q": "<i8", "i": "<i4", "b": "i1"}  # array typecodes as numpy dtypes
+
+
+def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
+    out: list[tuple[str, npt.NDArray[Any]]] = []
+    for prefix, table in (("table", cols.table), ("rows", cols.rows)):
+        out += [(f"{prefix}.{c}", getattr(table, c)[: table.n]) for c in table.COLUMNS]
+    out.append(("slot_of", cols.slot_of[: cols.last_seq + 1]))
+    for name in _TEXTS:
+        texts: Texts = getattr(cols, name)
+        out += [
+            (f"{name}.blob", np.frombuffer(texts.blob, dtype=np.uint8)),
+            (f"{name}.starts", texts.starts[: texts.n]),
+            (f"{name}.ends", texts.ends[: texts.n]),
+        ]
+    for name in _STRING_TABLES:
+        encoded = [v.encode("utf-8", "surrogatepass") for v in getattr(cols, name).values]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        out += [
+            (f"{name}.blob", np.frombuffer(b"".join(encoded), dtype=np.uint8)),
+            (f"{name}.ends", np.cumsum(lengths)),
+        ]
+    for name in _RAGGED:
+        ragged: Ragged = getattr(cols, name)
+        out.append((name, ragged.values[: ragged.n]))
+    return out
+
+
+def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
+    cols = FactColumns()
+    for prefix, table in (("table", cols.table), ("rows", cols.rows)):
+        _fill_table(table, {c: arrays[f"{prefix}.{c}"] for c in table.COLUMNS})
+    cols.slot_of = arrays["slot_of"]
+    if len(cols.slot_of) != extra.last_seq + 1:
+        raise ValueError("slot_of does not cover the stamp's seqs")
+    for name in _TEXTS:
+        texts: Texts = getattr(cols, name)
+        texts.blob = arrays[f"{name}.blob"]
+        texts.starts, texts.ends = arrays[f"{name}.starts"], arrays[f"{name}.ends"]
+        texts.n = len(texts.ends)
+    for name in _STRING_TABLES:
+        strings: Strings = getattr(cols, name)
+        strings.fill_utf8(arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist())
+    for name in _RAGGED:
+        ragged = getattr(cols, name)
+        ragged.values, ragged.n = arrays[name], len(arrays[name])
+    cols.odd = extra.odd
+    cols.tokened = extra.tokened
+    if not 0 <= cols.tokened <= cols.n:
+        raise ValueError("more facts with index tokens than facts")
+    for vec in extra.vectors:
+        cols.add_vector(vec)
+    for episode in extra.episodes:
+        cols.add_episode(episode)
+    cols.last_seq = extra.last_seq
+    return cols
+
+
+def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any]]) -> None:
+    counts = {len(c) for c in columns.values()}
+    if len(counts) != 1:
+        raise ValueError("a table's columns differ in length")
+    for name, column in columns.items():
+        setattr(table, name, column)
+    table.n = counts.pop()
+
+
+def _buffer(column: _Column) -> bytearray | memoryview:
+    """Where a column is read to: a text buffer straight into the bytearray Texts keep (no
+    copy), any other column into a new array (its bytes; ``.obj`` is the array)."""
+    if column.name.endswith(".blob") and (
+        column.name.split(".")[0] in _TEXTS or column.name.startswith("events.")
+    ):
+        return bytearray(column.count)
+    return _raw(np.empty(column.count, dtype=np.dtype(column.dtype)))
+
+
+def _raw(arr: npt.NDArray[Any]) -> memoryview:
+    """The array's bytes (a view, no copy, for a contiguous array)."""
+    return np.ascontiguousarray(arr).data.cast("B")
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -266,6 +266,8 @@ class Ragged:
 
     def runs(self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]) -> list[list[Any]]:
         """The runs of many slots (as :meth:`run` of each), gathered at once."""
+        if not len(slots):
+            return []
         flat, lengths = self.gather(ends, slots)
         items, bounds = flat.tolist(), np.cumsum(lengths).tolist()
         return [items[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]

@@ -53,6 +53,11 @@ class DocVectors:
         scale = 4 if self.dtype == "int8" else 0
         return self.size * (self.dims * self._matrix.itemsize + scale + 8 * self._words)
 
+    def fields(self) -> tuple[object, ...]:
+        """Everything it holds, as comparable values (what ``verify`` compares)."""
+        return (self.dims, self.size, self.count, self._matrix[: self.size].tolist(),
+                self._has[: self.size].tolist())
+
     def set(self, doc: int, vector: np.ndarray) -> bool:
         """Store the vector of ``doc`` (a later vector of the same model replaces it). A vector
         of another length is left out (returns False): it cannot be compared with the rest."""

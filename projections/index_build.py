@@ -70,6 +70,10 @@ class Indexes(Mapping[str, NamespaceIndex]):
     def any_built(self) -> bool:
         return bool(self._built)
 
+    def all_built(self) -> dict[str, NamespaceIndex]:
+        """The indexes built so far, by namespace."""
+        return dict(self._built)
+
     def __getitem__(self, namespace: str) -> NamespaceIndex:
         index = self._built.get(namespace)
         if index is None:

@@ -33,7 +33,7 @@ import numpy as np
 from eventlog.events import EPOCH
 from projections.column_store import NONE
 from projections.fact_columns import FactColumns
-from projections.fact_rows import fact_rows, version_rows
+from projections.sql_tables import TIME_COLUMNS, fact_rows, version_rows
 
 __all__ = [
     "FACT_COLUMNS", "NUL_SHOWN", "TABLES_VERSION", "create_tables", "differences", "embedded_rows",
@@ -345,27 +345,41 @@ def server_rows(con: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
     return facts, versions
 
 
-def embedded_rows(duck: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The same two from the embedded projection's DuckDB connection, as the server shows
-    them (NUL as U+FFFD)."""
-    facts = [tuple(_shown(v) for v in r)
-             for r in duck.execute(f"SELECT {_FACTS} FROM facts ORDER BY id").fetchall()]
+def embedded_rows(state: FactColumns) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The same two from the state, as the server shows them (NUL as U+FFFD)."""
+    ids = state.table.ids[: state.n].tolist()
+    got = fact_rows(state, ids)
+    columns = [_values(got[c], c) for c in _FACTS.split(", ")]
+    facts = [tuple(_shown(v) for v in row) for row in zip(*columns, strict=True)]
+    v = version_rows(state, ids)
     versions = [
         (fid, no, ns, *_period(vf, vt), tfs, tts, *_period(tf, tt))
-        for fid, no, ns, vf, vt, tfs, tts, tf, tt in duck.execute(
-            "SELECT fact_id, row_no, namespace, valid_from, valid_to, tx_from_seq, tx_to_seq, "
-            "tx_from, tx_to FROM fact_versions ORDER BY fact_id, row_no"
-        ).fetchall()
+        for fid, no, ns, vf, vt, tfs, tts, tf, tt in zip(*(
+            _values(v[c], c) for c in ("fact_id", "row_no", "namespace", "valid_from",
+                                       "valid_to", "tx_from_seq", "tx_to_seq", "tx_from", "tx_to")
+        ), strict=True)
     ]
     return facts, versions
 
 
-def differences(con: Any, duck: Any) -> dict[str, tuple[int, int]]:
-    """Per server table whose rows differ from the embedded projection's: (rows missing, rows
-    extra). Empty when they agree."""
+def _values(column: Any, name: str) -> list[Any]:
+    """A column's values as plain Python values (NULL as None, times as datetimes)."""
+    if isinstance(column, np.ma.MaskedArray):
+        values = [None if m else v for v, m in
+                  zip(column.data.tolist(), np.ma.getmaskarray(column).tolist(), strict=True)]
+    else:
+        values = list(column.tolist())
+    if name.endswith(TIME_COLUMNS):
+        return [None if v is None else _time(v) for v in values]
+    return values
+
+
+def differences(con: Any, state: FactColumns) -> dict[str, tuple[int, int]]:
+    """Per server table whose rows differ from the state's: (rows missing, rows extra). Empty
+    when they agree."""
     out = {}
     for table, got, want in zip(("hmem_facts", "hmem_fact_versions"), server_rows(con),
-                                embedded_rows(duck), strict=True):
+                                embedded_rows(state), strict=True):
         have, need = Counter(map(_canonical, got)), Counter(map(_canonical, want))
         missing, extra = need - have, have - need
         if missing or extra:

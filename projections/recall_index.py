@@ -212,6 +212,33 @@ class NamespaceIndex:
         self.heads[2 * doc : 2 * doc + 2] = array("q", head)
         self.rows[_ROW_WIDTH * doc : _ROW_WIDTH * (doc + 1)] = array("q", rows)
 
+    def fields(self) -> dict[str, object]:
+        """Every field, as comparable values (time-travel arrays synced first): two indexes of
+        the same facts are equal exactly when these are (what ``verify`` compares)."""
+        if self._unsynced:
+            self._sync()
+        text = self.text
+        return {
+            "terms": {t: tuple(map(list, text.postings(t))) for t in text.terms()},  # type: ignore[arg-type]
+            "doc_len": [text.doc_len(d) for d in range(len(text))],
+            "total_len": text.total_len,
+            "fact_ids": list(self.fact_ids),
+            "current": bytes(self.current),
+            "recency": list(self.recency),
+            "confidence": list(self.confidence),
+            "subject_codes": list(self.subject_codes),
+            "subject_code": dict(self._subject_code),
+            "heads": list(self.heads),
+            "rows": list(self.rows),
+            "irregular": sorted(self.irregular),
+            "entity_docs": {k: list(v) for k, v in self.entity_docs.items()},
+            "prev_doc": list(self.prev_doc),
+            "next_doc": list(self.next_doc),
+            "turns": self.turns,
+            "vectors": {model: v.fields() for model, v in sorted(self.vectors.items())},
+            "ignored_vectors": self.ignored_vectors,
+        }
+
     def link_pairs(self, which: str, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(documents below ``n`` that have a previous turn (``which="prev"``) or a next one
         (``"next"``), that turn's document for each): what neighbours lend along. Kept until the

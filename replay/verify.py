@@ -1,22 +1,39 @@
-"""verify: replay the log into a fresh database and compare it with the live projection."""
+"""verify: replay the log and compare the result with the state that answers queries.
+
+What answers queries is the projector's state in memory (the fold, the event columns, the recall
+indexes built so far) and the checkpoint file it was loaded from. :func:`verify_projection`
+folds the log again from seq 1 into a new projector and compares every table row the SQL
+surface shows of each namespace (projections/sql_tables.py), every field of every recall index
+the live state has built against one built from the replay, and, when a checkpoint is given,
+the state saved in it against the replay at the checkpoint's seq.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-from eventlog.log import EventLog
-from projections.duck import TABLES, DuckProjection
+import numpy as np
+
+from eventlog.protocol import Log
+from projections.event_columns import EventColumns
+from projections.fact_columns import FactColumns
+from projections.projector import Projector
+from projections.sql_tables import TABLES, namespace_rows
 from replay.rebuild import rebuild_projection
 
-__all__ = ["ProjectionDiff", "verify_projection"]
+__all__ = ["ProjectionDiff", "state_rows", "verify_projection"]
 
 
 @dataclass
 class ProjectionDiff:
-    """Differences between the live projection and a replay of the log, per table."""
+    """Differences between the live state and a replay of the log: per table (and per recall
+    index, and the checkpoint), how many rows are missing and how many are extra."""
 
     events: int
-    tables: dict[str, tuple[int, int]] = field(default_factory=dict)  # table -> (missing, extra)
+    tables: dict[str, tuple[int, int]] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
 
     @property
@@ -24,25 +41,67 @@ class ProjectionDiff:
         return not self.tables
 
 
+def state_rows(facts: FactColumns, events: EventColumns) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows of every namespace of a state, as tuples (the canonical dump)."""
+    out: dict[str, list[tuple[Any, ...]]] = {table: [] for table in TABLES}
+    for namespace in sorted(set(facts.namespaces.values)):
+        for table, columns in namespace_rows(facts, events, namespace).items():
+            out[table] += _tuples(columns)
+    return out
+
+
 def verify_projection(
-    log: EventLog, live: DuckProjection, *, max_examples: int = 5
+    log: Log,
+    live: Projector,
+    *,
+    checkpoint: tuple[int, FactColumns, EventColumns] | None = None,
+    max_examples: int = 5,
 ) -> ProjectionDiff:
-    """Compare every table of ``live`` with a replay of ``log`` into an in-memory database."""
-    fresh = DuckProjection(None)
-    try:
-        rebuild_projection(log, fresh)
-        want = fresh.dump()
-    finally:
-        fresh.close()
-    have = live.dump()
-    report = ProjectionDiff(events=log.last_seq)
-    for table in TABLES:
-        w, h = set(want[table]), set(have[table])
-        missing, extra = w - h, h - w
-        if missing or extra or len(want[table]) != len(have[table]):
-            report.tables[table] = (len(missing), len(extra))
-            for row in sorted(missing, key=repr)[:max_examples]:
-                report.examples.append(f"{table}: missing {row!r}")
-            for row in sorted(extra, key=repr)[:max_examples]:
-                report.examples.append(f"{table}: unexpected {row!r}")
+    """Compare ``live`` (at its last seq) with the log folded from seq 1 to the same seq; with
+    ``checkpoint`` (its seq and the state loaded from it), that state too."""
+    report = ProjectionDiff(events=live.last_seq)
+    fresh = Projector()
+    if checkpoint is not None:
+        seq, facts, events = checkpoint
+        rebuild_projection(log, upto=seq, into=fresh)
+        _compare(report, "checkpoint ", state_rows(fresh.state, fresh.events),
+                 state_rows(facts, events), max_examples)
+    rebuild_projection(log, upto=live.last_seq, into=fresh)
+    _compare(report, "", state_rows(fresh.state, fresh.events),
+             state_rows(live.state, live.events), max_examples)
+    for namespace, index in live.built_indexes().items():
+        want = fresh.indexes.build_now(namespace).fields()
+        have = index.fields()
+        wrong = sorted(name for name in want if want[name] != have.get(name))
+        if wrong:
+            report.tables[f"recall index {namespace!r}"] = (len(wrong), 0)
+            report.examples.append(f"recall index {namespace!r}: {', '.join(wrong)} differ")
     return report
+
+
+def _compare(
+    report: ProjectionDiff, prefix: str, want: dict[str, list[tuple[Any, ...]]],
+    have: dict[str, list[tuple[Any, ...]]], max_examples: int,
+) -> None:
+    for table in TABLES:
+        w, h = Counter(want[table]), Counter(have[table])
+        missing, extra = w - h, h - w
+        if missing or extra:
+            report.tables[prefix + table] = (sum(missing.values()), sum(extra.values()))
+            for row in sorted(missing, key=repr)[:max_examples]:
+                report.examples.append(f"{prefix}{table}: missing {row!r}")
+            for row in sorted(extra, key=repr)[:max_examples]:
+                report.examples.append(f"{prefix}{table}: unexpected {row!r}")
+
+
+def _tuples(columns: dict[str, np.ndarray]) -> list[tuple[Any, ...]]:
+    values = [_plain(column) for column in columns.values()]
+    return [tuple(row) for row in zip(*values, strict=True)]
+
+
+def _plain(column: np.ndarray) -> Iterable[Any]:
+    """A column's values as Python values (NULL as None, lists as tuples)."""
+    if isinstance(column, np.ma.MaskedArray):
+        return [None if m else v for v, m in
+                zip(column.data.tolist(), np.ma.getmaskarray(column).tolist(), strict=True)]
+    return [tuple(v) if isinstance(v, list) else v for v in column.tolist()]

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import duckdb
+import numpy as np
 
-from eventlog.log import EventLog
+from eventlog.protocol import Log
+from projections.event_columns import EventColumns
 from projections.fact_columns import FactColumns
-from projections.timeutil import from_us
 from replay.views import SeenBy, Why, episode_view, fact_view
 
 __all__ = ["why"]
 
 
-def why(
-    con: duckdb.DuckDBPyConnection, state: FactColumns, log: EventLog, namespace: str, fact_id: int
-) -> Why:
+def why(state: FactColumns, events: EventColumns, log: Log, namespace: str, fact_id: int) -> Why:
     """The fact, its whole revision chain (oldest first), every event that touched the chain
     and, for extracted facts, the turns it was derived from."""
     fact = state.lookup(fact_id, namespace)
@@ -22,29 +20,17 @@ def why(
     while chain[0].supersedes is not None:
         chain.insert(0, state.facts[chain[0].supersedes])
     ids = sorted(f.id for f in chain)
-    seqs = [
-        r[0]
-        for r in con.execute(
-            "SELECT seq FROM events WHERE namespace = ? AND fact_id IN "
-            "(SELECT unnest(?::BIGINT[])) ORDER BY seq",
-            [namespace, ids],
-        ).fetchall()
-    ]
-    receipts = [s for (s,) in con.execute(  # erasures that name a version of the chain
-        "SELECT seq FROM events WHERE namespace = ? AND type = 'erased'", [namespace]
-    ).fetchall()]
-    seqs += [s for s in receipts if set(getattr(log.get(s), "fact_ids", ())) & set(ids)]
-    events = tuple(log.get(s) for s in sorted(seqs))
+    mine = events.seqs_in(namespace)
+    about = mine[np.isin(events.column("fact")[mine - 1], ids)].tolist()
+    receipts = events.seqs_in(namespace, kinds=("erased",)).tolist()
+    about += [s for s in receipts if set(getattr(log.get(s), "fact_ids", ())) & set(ids)]
+    logged = tuple(log.get(s) for s in sorted(set(about)))
     turns = sorted({s for f in chain for s in f.derived_from})
     episodes = tuple(episode_view(state.episodes[s]) for s in turns)
+    wanted = set(ids)
     seen_by = tuple(
-        SeenBy(r[0], from_us(r[1]), *r[2:])
-        for r in con.execute(
-            "SELECT r.seq, epoch_us(r.served_at), h.fact_id, h.rank, r.query, r.source_agent, "
-            "r.source_ref FROM recall_hits h JOIN recalls r USING (seq) "
-            "WHERE h.namespace = ? AND h.fact_id IN (SELECT unnest(?::BIGINT[])) "
-            "ORDER BY r.seq, h.rank",
-            [namespace, ids],
-        ).fetchall()
+        SeenBy(r.seq, r.tx_at, fid, rank, r.query, r.source_agent, r.source_ref)
+        for r in events.recalls_in(namespace)
+        for rank, fid in enumerate(r.hits, 1) if fid in wanted
     )
-    return Why(fact_view(fact), tuple(fact_view(f) for f in chain), events, episodes, seen_by)
+    return Why(fact_view(fact), tuple(fact_view(f) for f in chain), logged, episodes, seen_by)

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from hmem.recall.hits import PastVersion
 from hmem.views import FactView, Version
+from projections.sql_tables import namespace_rows
+from replay.verify import state_rows
 from tests.model import US, subject_key
 from tests.stateful_support import (
     ALL,
@@ -230,12 +232,9 @@ class ModelChecks:
     def rows_are_never_rewritten_or_removed(self):
         """The projection's version rows, as written incrementally, are the model's rows (times
         in microseconds); no row ever disappears and no tx_from ever changes."""
-        con = self.mem.store.connection()
-        got = con.execute(
-            "SELECT fact_id, row_no, namespace, epoch_us(valid_from), epoch_us(valid_to), "
-            "tx_from_seq, epoch_us(tx_from), tx_to_seq, epoch_us(tx_to) FROM fact_versions "
-            "ORDER BY fact_id, row_no"
-        ).fetchall()
+        p = self.mem.store.projector
+        rows = state_rows(p.state, p.events)
+        got = sorted(rows["fact_versions"])
         assert len(got) >= self.rows_seen
         self.rows_seen = len(got)
         for fid, row_no, _, _, _, seq, tx_us, _, _ in got:
@@ -249,12 +248,11 @@ class ModelChecks:
             for fid, f in sorted(self.model.facts().items()) for i, r in enumerate(f.rows)
         ]
         assert_same(got, want, "table fact_versions (times in microseconds since the epoch)")
-        n_facts = con.execute("SELECT count(*) FROM facts").fetchone()[0]
-        assert n_facts == len(self.model.snapshot())
-        backwards = con.execute(
-            "SELECT count(*) FROM facts WHERE superseded_by IS NOT NULL AND superseded_by <= id"
-        ).fetchone()[0]
-        assert backwards == 0
+        assert len(rows["facts"]) == len(self.model.snapshot())
+        columns = list(namespace_rows(p.state, p.events, NAMESPACES[0])["facts"])
+        at_id, at_superseded = columns.index("id"), columns.index("superseded_by")
+        assert not [r for r in rows["facts"]
+                    if r[at_superseded] is not None and r[at_superseded] <= r[at_id]]
 
     def current_recall_matches_model(self):
         """recall of current beliefs (no as_of, no valid_at: the in-memory current flags)."""
@@ -272,14 +270,11 @@ class ModelChecks:
         assert stats.facts == len(mine)
         assert stats.superseded == sum(snap[f].superseded for f in mine)
         assert stats.forgotten == sum(snap[f].forgotten for f in mine)
-        # counted from the columns; the tables (written by another path) say the same
-        con = m.store.connection()
-        events = con.execute("SELECT count(*), min(tx_at), max(tx_at) FROM events "
-                             "WHERE namespace = ?", [ns]).fetchone()
+        # counted from the columns; the SQL tables (made by another path) say the same
+        [events] = m.sql("SELECT count(*), min(tx_at), max(tx_at) FROM events").fetchall()
         assert (stats.namespace_events, stats.first_tx, stats.last_tx) == events
-        assert stats.entities == con.execute(
-            "SELECT count(DISTINCT entity) FROM entities WHERE namespace = ?", [ns]
-        ).fetchone()[0]
+        assert stats.entities == m.sql(
+            "SELECT count(DISTINCT entity) FROM entities").fetchall()[0][0]
         diff = m.diff(0)
         assert {f.id for f in diff.added} | {r.new.id for r in diff.revised} == mine
         # the snapshot relation holds the belief set of now, with its chain columns

@@ -132,7 +132,7 @@ _ops = st.lists(
 
 
 def _dump(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
-    from projections.duck import TABLES
+    from projections.sql_tables import TABLES
 
     return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
 
@@ -154,7 +154,7 @@ def test_a_refreshed_copy_equals_a_fresh_one(ops):
             if kind == "sql":
                 m.sql("SELECT 1").fetchall()  # refreshes the default namespace's copy
                 with m.reading() as store:
-                    fresh = NamespaceCopy(store.connection(), "default", store.projector.last_seq)
+                    fresh = NamespaceCopy(store.projector, "default")
                 assert _dump(m.copies["default"].con) == _dump(fresh.con)
                 fresh.close()
             elif kind == "recall":

@@ -1,8 +1,9 @@
-"""Readers open the writer's published checkpoint and fold only the log's tail after it.
+"""Every process opens from the writer's published checkpoint and folds only the log's tail.
 
-The checkpoint is derived and disposable: a reader that opens from it holds exactly what a reader
-that replays the whole log holds, and a checkpoint that is damaged, from another log or from
-another schema version is skipped with a note.
+The checkpoint (projections/checkpoint.py) is the one persisted form of the derived state, and
+it is disposable: a reader that opens from it holds exactly what a reader that replays the whole
+log holds, and a checkpoint that is damaged, from another log or of another layout is skipped
+with a note.
 """
 
 from __future__ import annotations
@@ -11,20 +12,18 @@ import os
 import random
 import shutil
 import stat
-import subprocess
-import sys
+import struct
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from hmem import Memory
 from hmem.adapters.demo import StepClock
 from hmem.storage.store import Store
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
-from projections.column_file import COLUMNS_FILE
+from replay.verify import state_rows
 
 # The stores' clock: a step forward each time it is read.
 START, STEP = datetime(2025, 1, 1, tzinfo=timezone.utc), timedelta(minutes=1)
@@ -63,24 +62,23 @@ def close(m: Memory) -> None:
 
 
 def state_of(m: Memory) -> tuple[object, ...]:
-    """Everything a reader answers from: the tables, the fold, the tx times."""
-    s = m.store
-    s.connection()  # every event written (a reader's copy is checked at this first use)
-    st = s.projector.state
+    """Everything a reader answers from: every table row, the fold, the tx times."""
+    p = m.store.projector
+    st = p.state
     return (
-        s.db.dump(), dict(st.facts), list(st.vectors), dict(st.episodes),
-        list(s.projector.tx_times), s.projector.last_seq,
+        state_rows(st, p.events), dict(st.facts), list(st.vectors), dict(st.episodes),
+        list(p.tx_times), p.last_seq,
     )
 
 
 def replayed(path: Path) -> tuple[object, ...]:
     """What a reader holds when it replays the whole log (the checkpoint moved away)."""
     ck = path / CHECKPOINT_FILE
-    aside = path / "aside.duckdb"
+    aside = path / "aside.columns"
     os.replace(ck, aside)
     try:
         with Memory(path, read_only=True, embedder=None) as r:
-            assert r.store.checkpoint_seq == 0
+            assert r.store.checkpoints.seq == 0
             return state_of(r)
     finally:
         os.replace(aside, ck)
@@ -91,11 +89,11 @@ def test_a_reader_opens_from_the_checkpoint_and_holds_what_a_replay_holds(tmp_pa
     path = tmp_path / "s"
     w = writer(path, every)
     write_history(w, 120, seed=every)
-    published = w.store.checkpoint_seq
+    published = w.store.checkpoints.seq
     assert 0 < published <= w.last_seq  # published while writing, not only on close
     assert w.last_seq - published < max(every, w.last_seq // 100)  # the tail stays short
     with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == published  # opened from it, folded only the tail
+        assert r.store.checkpoints.seq == published  # opened from it, folded only the tail
         assert r.notes == []
         assert state_of(r) == state_of(w) == replayed(path)
         assert r.verify().ok
@@ -110,13 +108,13 @@ def test_the_writer_publishes_on_close_so_a_reader_folds_nothing(tmp_path):
     path = tmp_path / "s"
     w = writer(path, 10**6)
     write_history(w, 30)
-    assert w.store.checkpoint_seq == 0  # below the threshold: not yet
+    assert w.store.checkpoints.seq == 0  # below the threshold: not yet
     last = w.last_seq
     close(w)
     assert read_stamp(path / CHECKPOINT_FILE)[0] == last
     assert stat.S_IMODE(os.stat(path / CHECKPOINT_FILE).st_mode) == 0o600  # owner's eyes only
     with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == last
+        assert r.store.checkpoints.seq == last
         assert state_of(r) == replayed(path)
 
 
@@ -127,9 +125,9 @@ def test_a_store_without_a_checkpoint_gets_one_when_its_writer_opens(tmp_path):
     close(w)
     os.remove(path / CHECKPOINT_FILE)  # e.g. a store written before checkpoints
     with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == 0 and r.stats().facts > 0  # replays, as before
+        assert r.store.checkpoints.seq == 0 and r.stats().facts > 0  # replays, as before
     w = writer(path, 5)  # the whole log is the tail: published at open
-    assert w.store.checkpoint_seq == w.last_seq
+    assert w.store.checkpoints.seq == w.last_seq
     close(w)
 
 
@@ -141,7 +139,7 @@ def test_a_checkpoint_from_another_log_is_skipped(tmp_path):
         close(w)
     shutil.copy(one / CHECKPOINT_FILE, two / CHECKPOINT_FILE)
     with Memory(two, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == 0
+        assert r.store.checkpoints.seq == 0
         assert any("different log" in n for n in r.notes)
         assert r.verify().ok
 
@@ -160,26 +158,27 @@ def test_a_checkpoint_ahead_of_a_cut_log_is_skipped(tmp_path):
     close(w)
     shutil.copy(path / CHECKPOINT_FILE, old / CHECKPOINT_FILE)
     with Memory(old, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == 0
+        assert r.store.checkpoints.seq == 0
         assert any("different log" in n for n in r.notes)
         assert r.verify().ok
     w = writer(old, 10**6)  # the writer does not count it as published either
-    assert w.store.checkpoint_seq == 0
+    assert w.store.checkpoints.seq == 0
     close(w)
     assert read_stamp(old / CHECKPOINT_FILE) == (old_last, old_chain)
 
 
-def test_a_checkpoint_of_another_schema_version_is_skipped(tmp_path):
+def test_a_checkpoint_of_another_layout_version_is_skipped(tmp_path):
     path = tmp_path / "s"
     w = writer(path, 10**6)
     write_history(w, 20)
     close(w)
-    con = duckdb.connect(str(path / CHECKPOINT_FILE))
-    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    con.close()
+    ck = path / CHECKPOINT_FILE
+    data = bytearray(ck.read_bytes())
+    data[8:12] = struct.pack("<I", 2)  # an earlier hmem's layout
+    ck.write_bytes(bytes(data))
     with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == 0
-        assert any("schema" in n for n in r.notes)
+        assert r.store.checkpoints.seq == 0
+        assert any("layout" in n for n in r.notes)
         assert state_of(r) == replayed(path)
 
 
@@ -209,15 +208,15 @@ def test_a_reader_never_answers_from_a_damaged_checkpoint(tmp_path, how, seed):
     expected = replayed(path)
     damage(path / CHECKPOINT_FILE, how, random.Random(seed))
     with Memory(path, read_only=True, embedder=None) as r:
-        # Either the damage was in bytes DuckDB does not use, or the checkpoint was skipped.
+        # Either the damage was in padding no column uses, or the checkpoint was skipped.
         assert state_of(r) == expected
-        if r.store.checkpoint_seq == 0:
+        if r.store.checkpoints.seq == 0:
             assert any("checkpoint" in n for n in r.notes)
     w = writer(path, 10**6)  # the writer replaces it on its next publish
     w.remember("x", "one more")
     close(w)
     with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == r.last_seq and r.notes == []
+        assert r.store.checkpoints.seq == r.last_seq and r.notes == []
 
 
 def test_a_publish_cut_short_leaves_the_last_checkpoint_in_place(tmp_path):
@@ -228,7 +227,7 @@ def test_a_publish_cut_short_leaves_the_last_checkpoint_in_place(tmp_path):
     last = read_stamp(path / CHECKPOINT_FILE)
     (path / (CHECKPOINT_FILE + ".tmp")).write_bytes(b"half a copy")  # a crash mid-copy
     with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == last[0] and r.notes == []
+        assert r.store.checkpoints.seq == last[0] and r.notes == []
     w = writer(path, 10**6)
     w.remember("x", "one more")
     close(w)
@@ -243,7 +242,7 @@ def test_a_failed_publish_is_a_note_not_a_lost_write(tmp_path, monkeypatch):
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("projections.checkpoint.publish", full_disk)
+    monkeypatch.setattr("projections.checkpoint.save", full_disk)
     a = w.remember("maya", "Maya likes tea")
     assert w.get(a).text == "Maya likes tea"
     assert any("not published" in n for n in w.notes)
@@ -261,161 +260,66 @@ def test_two_readers_open_at_once_in_one_process(tmp_path):
         Memory(path, read_only=True, embedder=None) as r1,
         Memory(path, read_only=True, embedder=None) as r2,
     ):
-        assert r1.store.checkpoint_seq == r2.store.checkpoint_seq > 0
+        assert r1.store.checkpoints.seq == r2.store.checkpoints.seq > 0
         assert state_of(r1) == state_of(r2)
     close(w)
 
 
-def test_a_reader_works_on_a_private_copy_removed_when_it_closes(tmp_path, monkeypatch):
+def test_a_reader_makes_no_copy_of_the_store(tmp_path, monkeypatch):
+    """A reader loads the checkpoint into memory: it writes no file anywhere (nothing a later
+    erasure would have to find), and follows the writer as it publishes."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     path = tmp_path / "s"
     w = writer(path, 5)
     write_history(w, 30)
+    before_files = sorted(p for p in path.rglob("*") if p.is_file())
     with Memory(path, read_only=True, embedder=None) as r:
-        copy = r.store.db.path
-        assert copy is not None and copy.parent.parent == tmp_path / "tmp"
-        assert stat.S_IMODE(copy.parent.stat().st_mode) == 0o700
-        assert stat.S_IMODE(copy.stat().st_mode) == 0o600
         before = r.stats().facts
-        write_history(w, 30, seed=5)  # the writer publishes over the original meanwhile
+        write_history(w, 30, seed=5)  # the writer publishes over the checkpoint meanwhile
         assert r.stats().facts == w.stats().facts != before
         assert state_of(r)[1] == replayed(path)[1]
-    assert not copy.parent.exists()
+        assert not list((tmp_path / "tmp").iterdir())
     close(w)
-
-
-def test_a_copy_left_by_a_dead_reader_is_swept_by_the_next(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    left = tmp_path / "tmp" / f"hmem-reader-{dead}-abc"
-    alive = tmp_path / "tmp" / f"hmem-reader-{os.getpid()}-def"
-    for d in (left, alive):
-        d.mkdir(parents=True)
-        (d / CHECKPOINT_FILE).write_bytes(b"x")
-    path = tmp_path / "s"
-    close_after = writer(path, 5)
-    write_history(close_after, 10)
-    close(close_after)
-    with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoint_seq == r.last_seq
-    assert not left.exists() and alive.exists()
-
-
-def _tables_never_loaded(monkeypatch) -> None:
-    def refuse(self):
-        raise AssertionError("the fold was loaded from the tables, not from the column file")
-
-    monkeypatch.setattr("projections.duck.DuckProjection.load_state", refuse)
+    after = {p for p in path.rglob("*") if p.is_file()}
+    assert {p for p in before_files if "readers" not in p.parts} <= after
 
 
 @pytest.mark.parametrize("every", [1, 40])
-def test_readers_and_the_writers_reopen_read_the_column_file(tmp_path, monkeypatch, every):
+def test_readers_and_the_writers_reopen_fold_only_the_tail(tmp_path, every):
     path = tmp_path / "s"
     w = writer(path, every)
     write_history(w, 90, seed=every)
     close(w)
     expected = replayed(path)
-    with monkeypatch.context() as patch:
-        _tables_never_loaded(patch)
-        with Memory(path, read_only=True, embedder=None) as r:
-            assert state_of(r) == expected
-        w = writer(path, every)  # closed cleanly: the projection is at the checkpoint's seq
-        assert state_of(w) == expected
-        w.remember("late", "one more")
-        close(w)
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoints.seq == r.last_seq  # opened from it, nothing to fold
+        assert state_of(r) == expected
+    w = writer(path, every)  # closed cleanly: the state is at the checkpoint's seq
+    assert w.store.checkpoints.seq == w.last_seq
+    assert state_of(w) == expected
+    w.remember("late", "one more")
+    close(w)
     with Memory(path, read_only=True, embedder=None) as r:
         assert state_of(r) == replayed(path)
 
 
 @pytest.mark.parametrize("how", ["garbage", "truncated", "flipped", "stale"])
-def test_a_damaged_or_stale_column_file_falls_back_to_the_tables(tmp_path, how):
+def test_a_damaged_or_stale_checkpoint_is_replaced_by_a_replay(tmp_path, how):
     path = tmp_path / "s"
     w = writer(path, 10**6)
     write_history(w, 60, seed=3)
     close(w)
-    columns = path / COLUMNS_FILE
-    if how == "stale":  # from an earlier checkpoint: another stamp
-        old = columns.read_bytes()
+    ck = path / CHECKPOINT_FILE
+    if how == "stale":  # from an earlier point of the same log: used, and the tail folded
+        old = ck.read_bytes()
         w = writer(path, 10**6)
         w.remember("x", "one more")
         close(w)
-        columns.write_bytes(old)
+        ck.write_bytes(old)
     else:
-        damage(columns, how, random.Random(7))
+        damage(ck, how, random.Random(7))
     expected = replayed(path)
     with Memory(path, read_only=True, embedder=None) as r:
-        assert state_of(r) == expected and r.notes == []
-
-
-def test_a_block_found_damaged_at_first_query_makes_the_reader_replay(tmp_path):
-    """A reader checks its copy of the checkpoint's blocks at its first query, not at open
-    (recall reads the column file). Each DuckDB block in turn is damaged (its first 4 KiB
-    zeroed: where its checksum is); whether the damage shows at open or at the first query,
-    the reader ends up holding exactly what a replay of the log holds, with a note. DuckDB's
-    file: a 12 KiB header, then 256 KiB blocks."""
-    path = tmp_path / "s"
-    w = writer(path, 10**6)
-    write_history(w, 200, seed=1)
-    close(w)
-    expected = replayed(path)
-    with Memory(path, read_only=True, embedder=None) as r:
-        hits = [h.id for h in r.recall("topic 3")]
-        assert hits
-    ck = path / CHECKPOINT_FILE
-    good = ck.read_bytes()
-    late = 0
-    for start in range(3 * 4096, len(good), 256 * 1024):
-        data = bytearray(good)
-        data[start:start + 4096] = bytes(4096)
-        ck.write_bytes(bytes(data))
-        with Memory(path, read_only=True, embedder=None) as r:
-            at_open = r.store.checkpoint_seq
-            assert [h.id for h in r.recall("topic 3")] == hits
-            assert state_of(r) == expected
-            if at_open and r.store.checkpoint_seq == 0:
-                late += 1
-                assert any("damaged" in n and "replayed the log" in n for n in r.notes)
-    assert late, "no damaged block was found at the first query (DuckDB's layout changed?)"
-
-
-def test_a_replay_cut_short_leaves_the_reader_as_it_was(tmp_path, monkeypatch):
-    """Found by review: a reader whose late-found damage starts a replay that is interrupted
-    (Ctrl-C, memory) keeps its old projector and tries again at its next query."""
-    path = tmp_path / "s"
-    w = writer(path, 10**6)
-    write_history(w, 200, seed=1)
-    close(w)
-    expected = replayed(path)
-    ck = path / CHECKPOINT_FILE
-    good = ck.read_bytes()
-    for start in range(3 * 4096, len(good), 256 * 1024):  # a block found only at a query
-        data = bytearray(good)
-        data[start:start + 4096] = bytes(4096)
-        ck.write_bytes(bytes(data))
-        with Memory(path, read_only=True, embedder=None) as r:
-            if not r.store.checkpoint_seq:
-                continue
-            store = r.store
-            before = store.projector
-            real = store.catch_up
-
-            def interrupted(*args, **kwargs):  # the replay's fold, after the new projector
-                raise KeyboardInterrupt
-
-            monkeypatch.setattr(store, "catch_up", interrupted)
-            try:
-                store.connection()
-            except KeyboardInterrupt:
-                interrupted_once = True
-            else:
-                interrupted_once = False  # this block was not damaged after all
-            finally:
-                monkeypatch.setattr(store, "catch_up", real)
-            if not interrupted_once:
-                continue
-            assert store.projector is before and r.recall("topic 3").hits
-            assert state_of(r) == expected and store.checkpoint_seq == 0
-            return
-    raise AssertionError("no block was found damaged at the first query")
+        assert state_of(r) == expected
+        assert r.verify().ok

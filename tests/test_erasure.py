@@ -31,6 +31,7 @@ from hmem.errors import (
     ReadOnlyStore,
 )
 from hmem.notebook.export import export_jsonl, export_parquet
+from hmem.storage.shredding import Shredding
 from hmem.storage.store import Store
 
 SECRETS = ("Alice's locker code is 4815162342", "Alice moved to Reykjavik-Nordurmyri")
@@ -106,7 +107,7 @@ def test_an_erased_subject_is_in_no_file_of_the_store_nor_its_exports(store, tmp
         assert files_holding([store, out, jsonl], needle.encode()) == [], needle
     gone = [v for v in vectors if v not in remaining]
     assert len(gone) == 3 and all(files_holding([store, out, jsonl], v[:32]) == [] for v in gone)
-    assert files_holding([store / "projection.duckdb"], b"oolong")  # the search can find words
+    assert files_holding([store / "checkpoint.columns"], b"oolong")  # the search finds words
     with Memory(store, read_only=True) as r:
         assert [h.text for h in r.recall("oolong").hits] == [KEPT]
         assert "[erased]" in str(r.why(a))
@@ -227,7 +228,7 @@ def test_a_missing_foreign_or_damaged_key_file_is_an_error_never_plaintext(store
         with pytest.raises(KeyFileDamaged, match="event 1"):
             m.erase(subject="bob")  # ... but an erasure checks every key first
         assert m.last_seq == head
-    (store / "checkpoint.duckdb").unlink()  # so the reader must replay from event 1
+    (store / "checkpoint.columns").unlink()  # so the reader must replay from event 1
     with pytest.raises(KeyFileDamaged, match="event 1"):
         Memory(store, read_only=True)
     keys.write_bytes(saved)
@@ -244,12 +245,11 @@ def test_an_erasure_cut_short_is_finished_at_the_next_open(store, monkeypatch, s
     if step == "shred":
         monkeypatch.setattr("hmem.storage.shredding.shred", crash)
     else:
-        monkeypatch.setattr(Store, "scrub", crash)
+        monkeypatch.setattr(Shredding, "scrub", crash)
     with pytest.raises(KeyboardInterrupt):
         m.erase(subject="alice")
     monkeypatch.undo()
-    m.store.log.close()  # the process dies: nothing more is written
-    m.store.db.close()
+    m.store.backend.close()  # the process dies: nothing more is written
     with pytest.raises(ErasureUnfinished, match="writer once"):
         Memory(store, read_only=True)  # its copy of the checkpoint could show the texts
     with Memory(store, embedder="hash", clock=clock()) as m2:

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,20 +31,16 @@ from eventlog.events import (
     encode,
 )
 from eventlog.sealing import ERASED
-from projections.column_file import (
-    COLUMNS_FILE,
-    LoadedColumns,
-    load_column_file,
-    save_column_file,
-)
-from projections.column_store import Strings
-from projections.duck import DuckProjection
+from projections import checkpoint
+from projections.checkpoint import CHECKPOINT_FILE
 from projections.errors import HmemError, ProjectionError
+from projections.event_columns import EventColumns
 from projections.fact_columns import FactColumns
 from projections.fact_fold import check, fold, fold_all, touched_facts
 from projections.fact_tokens import set_tokens, token_counts
 from projections.projector import Projector, index_counts
 from projections.records import Fact
+from replay.verify import state_rows
 from tests.conftest import examples
 from tests.reference_fold import FactState
 
@@ -218,117 +213,102 @@ def test_incremental_and_bulk_columns_equal_the_fold(history):
 
 @settings(max_examples=examples(dev=150, ci=300))
 @given(histories, st.integers(0, 40))
-def test_the_state_loaded_from_the_tables_equals_the_fold(history, cut):
-    """What a reopen or a reader's checkpoint does (projections/column_load.py): the tables the
-    projector wrote (the first ``cut`` events folded in bulk, as replay does, the rest one by
-    one), loaded back in bulk, hold the state the projector folded, document lengths included;
-    and folding on from the loaded state (a reader's tail) matches too. The bulk part is the
-    fold of the same events one at a time (FactState, with document lengths)."""
+def test_the_state_saved_in_a_checkpoint_and_loaded_back_equals_the_fold(history, cut):
+    """What a reopen or a reader does (projections/checkpoint.py): the state a projector folded
+    (the first ``cut`` events at once, as replay does), saved to a checkpoint and loaded back,
+    holds the same facts, index tokens and event columns; and folding on from the loaded state
+    (a reader's tail) matches the projector that folded everything one event at a time."""
     state, _, accepted, _ = replay(history)
     cut = min(cut, len(accepted))
-    db = DuckProjection(None)
-    try:
-        projector = Projector(db, lambda seq: seq.to_bytes(8, "big"), flush_every=10**6)
-        projector.apply_all(accepted[:cut], bulk=True)
-        one_by_one = Projector(DuckProjection(None), projector.chain_at)
-        one_by_one.apply_all(accepted[:cut])
-        assert projector.state.tokened == one_by_one.state.tokened == projector.state.n
-        assert_same_state(projector.state, one_by_one.state, f"bulk fold of {cut}")
-        one_by_one.db.close()
-        projector.flush()
-        tail = Projector(db, projector.chain_at)
-        assert_same_state(tail.state, projector.state, f"loaded at {cut}")
-        from_file = Projector(db, projector.chain_at, loaded=through_column_file(projector, db))
-        assert_same_state(from_file.state, projector.state, f"column file at {cut}")
-        assert from_file.tx_times == projector.tx_times
-        for ev in accepted[cut:]:
-            projector.apply(ev)
-            tail.apply(ev)
-            from_file.apply(ev)
-        projector.flush()
-        assert tail.state.tokened == from_file.state.tokened == projector.state.n
-        assert_same_state(tail.state, projector.state, "folded on from the loaded state")
-        assert_same_state(from_file.state, projector.state, "folded on from the column file")
-        assert_same_state(db.load_state(), projector.state, "loaded at the end")
-        for p in (projector, tail, from_file):  # each event's namespace, however it was loaded
-            names = p.state.namespaces.values
-            assert [names[c] for c in p.event_namespaces] == [ev.namespace for ev in accepted]
-            for request_id in ("r1", "r2"):  # each request id's events, however it was loaded
-                for namespace in NAMESPACES:
-                    assert p.request_seqs(namespace, request_id) == [
-                        ev.seq for ev in accepted if getattr(ev, "request_id", None) == request_id
-                        and ev.namespace == namespace
-                    ]
-        for fid in state.facts:
-            assert projector.state.fact(fid).rows == state.facts[fid].rows
-    finally:
-        db.close()
+    projector = Projector()
+    projector.apply_all(accepted[:cut], bulk=True)
+    one_by_one = Projector()
+    for ev in accepted[:cut]:
+        one_by_one.apply(ev)
+    assert projector.state.tokened == one_by_one.state.tokened == projector.state.n
+    assert_same_state(projector.state, one_by_one.state, f"bulk fold of {cut}")
+    loaded = Projector(through_checkpoint(projector))
+    assert_same_state(loaded.state, projector.state, f"checkpoint at {cut}")
+    assert_same_events(loaded, projector, f"checkpoint at {cut}")
+    for ev in accepted[cut:]:
+        loaded.apply(ev)
+        one_by_one.apply(ev)
+    assert loaded.state.tokened == one_by_one.state.tokened == loaded.state.n
+    assert_same_state(loaded.state, one_by_one.state, "folded on from the checkpoint")
+    assert_same_events(loaded, one_by_one, "folded on from the checkpoint")
+    names = loaded.state.namespaces.values
+    assert [names[c] for c in loaded.events.namespace] == [ev.namespace for ev in accepted]
+    for request_id in ("r1", "r2"):  # each request id's events, however it was loaded
+        for namespace in NAMESPACES:
+            assert loaded.request_seqs(namespace, request_id) == [
+                ev.seq for ev in accepted if getattr(ev, "request_id", None) == request_id
+                and ev.namespace == namespace
+            ]
+    for fid in state.facts:
+        assert loaded.state.fact(fid).rows == state.facts[fid].rows
 
 
-def through_column_file(projector: Projector, db: DuckProjection) -> LoadedColumns:
-    """The projector's fold saved to a column file at ``db``'s stamp and loaded back (a file
-    is refused for another stamp)."""
+def assert_same_events(got: Projector, want: Projector, what: str) -> None:
+    """The two hold the same event rows, as every namespace's SQL tables show them."""
+    assert state_rows(got.state, got.events) == state_rows(want.state, want.events), what
+
+
+def through_checkpoint(projector: Projector) -> tuple[FactColumns, EventColumns]:
+    """The projector's state saved to a checkpoint and loaded back (a file is refused for
+    another stamp)."""
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / COLUMNS_FILE
-        stamp_ = db.cursor()
-        save_column_file(path, projector.state, np.frombuffer(projector.tx_times, "<i8"),
-                         np.frombuffer(projector.event_namespaces, "<i4"),
-                         np.frombuffer(projector.event_requests, "<i8"), stamp_)
-        assert load_column_file(path, (stamp_[0] + 1, stamp_[1])) is None
-        assert load_column_file(path, (stamp_[0], stamp_[1] + "0")) is None
-        loaded = load_column_file(path, stamp_)
+        path = Path(d) / CHECKPOINT_FILE
+        stamp_ = (projector.last_seq, "ab")
+        checkpoint.save(path, projector.state, projector.events, stamp_)
+        assert checkpoint.read_stamp(path) == stamp_
+        assert checkpoint.load(path, (stamp_[0] + 1, stamp_[1])) is None
+        assert checkpoint.load(path, (stamp_[0], stamp_[1] + "0")) is None
+        loaded = checkpoint.load(path, stamp_)
         assert loaded is not None
         return loaded
 
 
 @settings(max_examples=examples(dev=60, ci=300))
 @given(histories, st.floats(0, 1), st.integers(0, 7))
-def test_a_damaged_column_file_is_refused_never_misread(history, where, bit):
+def test_a_damaged_checkpoint_is_refused_never_misread(history, where, bit):
     """Any flipped bit of the file: the load is refused (None), or (a flip in padding) the
     state loaded is still the fold."""
-    state, cols, _, _ = replay(history)
+    _, _, accepted, _ = replay(history)
+    projector = Projector()
+    projector.apply_all(accepted)
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / COLUMNS_FILE
-        tx_times = np.arange(cols.last_seq, dtype=np.int64)
-        event_namespaces = np.arange(cols.last_seq, dtype=np.int32) % 3
-        event_requests = np.arange(cols.last_seq, dtype=np.int64) * 7
-        save_column_file(path, cols, tx_times, event_namespaces, event_requests,
-                         (cols.last_seq, "ab"))
+        path = Path(d) / CHECKPOINT_FILE
+        stamp_ = (projector.last_seq, "ab")
+        checkpoint.save(path, projector.state, projector.events, stamp_)
         raw = bytearray(path.read_bytes())
         raw[min(int(where * len(raw)), len(raw) - 1)] ^= 1 << bit
         path.write_bytes(bytes(raw))
-        loaded = load_column_file(path, (cols.last_seq, "ab"))
+        loaded = checkpoint.load(path, stamp_)
     if loaded is not None:
-        assert_same_state(loaded[0], state, "loaded despite a flipped bit")
-        assert loaded[1].tolist() == tx_times.tolist()
-        assert loaded[2].tolist() == event_namespaces.tolist()
-        assert loaded[3].tolist() == event_requests.tolist()
+        back = Projector(loaded)
+        assert_same_state(back.state, projector.state, "loaded despite a flipped bit")
+        assert_same_events(back, projector, "loaded despite a flipped bit")
 
 
 @settings(max_examples=examples(dev=100, ci=300))
 @given(histories, st.integers(0, 40))
-def test_a_refused_event_in_a_bulk_replay_leaves_the_events_before_it_written(history, pick):
+def test_a_refused_event_in_a_bulk_replay_leaves_the_events_before_it_folded(history, pick):
     """Replay of a log holding an event the fold refuses: the projector raises its
-    ProjectionError, and what it writes holds every event before it (and nothing after)."""
+    ProjectionError, and holds every event before it (and nothing after)."""
     _, _, accepted, refused = replay(history)
     if not refused:
         return
     bad = refused[pick % len(refused)]
     before = accepted[: bad.seq - 1]
-    db = DuckProjection(None)
-    try:
-        projector = Projector(db, lambda seq: seq.to_bytes(8, "big"))
-        with pytest.raises(ProjectionError):
-            projector.apply_all([*before, bad, *accepted[bad.seq - 1:]], bulk=True)
-        assert projector.last_seq == len(before)
-        projector.flush()
-        want = Projector(DuckProjection(None), projector.chain_at)
-        want.apply_all(before)  # one by one: document lengths included
-        assert_same_state(db.load_state(), want.state, "written before the refusal")
-        assert len(db.event_columns(Strings())[0]) == len(before)
-        want.db.close()
-    finally:
-        db.close()
+    projector = Projector()
+    with pytest.raises(ProjectionError):
+        projector.apply_all([*before, bad, *accepted[bad.seq - 1:]], bulk=True)
+    assert projector.last_seq == len(before) == len(projector.events)
+    want = Projector()
+    for ev in before:
+        want.apply(ev)
+    assert_same_state(projector.state, want.state, "folded before the refusal")
+    assert_same_events(projector, want, "folded before the refusal")
 
 
 @settings(max_examples=examples(dev=200, ci=2000))

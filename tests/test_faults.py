@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from datetime import datetime, timezone
 
-import duckdb
 import pytest
 
 from eventlog.events import FactRemembered
@@ -14,6 +14,8 @@ from eventlog.fileio import FileIO
 from eventlog.log import EventLog
 from hmem import Memory, errors
 from hmem.storage.store import Store
+from projections.checkpoint import CHECKPOINT_FILE
+from replay.verify import state_rows
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -127,32 +129,33 @@ def _store_with_facts(path):
         a = m.remember("maya", "Maya lives in London")
         m.revise(a, "Maya lives in Paris", valid_from="2030-01-01")
         m.remember("tom", "Tom likes chess")
-        m.store.connection()
-        return m.store.db.dump()
+        p = m.store.projector
+        return state_rows(p.state, p.events)
 
 
-@pytest.mark.parametrize("damage", ["delete", "truncate", "garbage", "old-schema", "ahead"])
-def test_a_damaged_projection_is_detected_and_rebuilt_with_a_note(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["delete", "truncate", "garbage", "old-layout", "ahead"])
+def test_a_damaged_checkpoint_is_detected_and_replaced_by_a_replay_with_a_note(tmp_path, damage):
     path = tmp_path / "s"
     before = _store_with_facts(path)
-    db = path / "projection.duckdb"
+    ck = path / CHECKPOINT_FILE
     if damage == "delete":
-        db.unlink()
+        ck.unlink()
     elif damage == "truncate":
-        os.truncate(db, db.stat().st_size // 2)
+        os.truncate(ck, ck.stat().st_size // 2)
     elif damage == "garbage":
-        db.write_bytes(os.urandom(4096) * 8)
-    elif damage == "old-schema":
-        con = duckdb.connect(str(db))
-        con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-        con.close()
-    elif damage == "ahead":
-        con = duckdb.connect(str(db))
-        con.execute("UPDATE meta SET value = '99' WHERE key = 'last_seq'")
-        con.close()
+        ck.write_bytes(os.urandom(4096) * 8)
+    elif damage == "old-layout":
+        data = bytearray(ck.read_bytes())
+        data[8:12] = (1).to_bytes(4, "little")
+        ck.write_bytes(bytes(data))
+    elif damage == "ahead":  # a stamp past the log's end (the log was cut since, say)
+        with Memory(tmp_path / "longer", embedder=None) as other:
+            for i in range(9):
+                other.remember("x", f"fact {i}")
+        shutil.copy(tmp_path / "longer" / CHECKPOINT_FILE, ck)
     with Memory(path, embedder=None) as m:
-        assert m.store.connection() is not None
-        assert m.store.db.dump() == before
+        p = m.store.projector
+        assert state_rows(p.state, p.events) == before
         assert m.verify().ok
         if damage != "delete":
             assert m.notes, "a rebuilt projection is reported"

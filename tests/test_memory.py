@@ -9,7 +9,10 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 
 from hmem import Memory, errors
-from hmem.storage.store import StoreNotFound, default_root
+from hmem.errors import StoreNotFound
+from hmem.storage.targets import default_root
+from projections.checkpoint import CHECKPOINT_FILE
+from replay.verify import state_rows
 
 UTC = timezone.utc
 
@@ -209,33 +212,53 @@ def test_read_only_open_of_a_missing_store_is_a_clear_error(tmp_path):
     assert not (tmp_path / "nothing").exists()
 
 
-def test_deleting_the_projection_rebuilds_it_identically(tmp_path):
+def dump(m: Memory) -> dict[str, list[tuple[object, ...]]]:
+    """Every table row of every namespace of the state that answers."""
+    p = m.store.projector
+    return state_rows(p.state, p.events)
+
+
+def test_deleting_the_checkpoint_rebuilds_the_state_identically(tmp_path):
     path = tmp_path / "store"
     with Memory(path, clock=Clock()) as m:
         a, b, _ = maya(m)
         m.forget(b)
         m.record_embedding(a, "hash", [1.0, 2.0])
-        m.store.connection()
-        before = m.store.db.dump()
-    os.remove(path / "projection.duckdb")
+        before = dump(m)
+    os.remove(path / CHECKPOINT_FILE)
     with Memory(path, clock=Clock()) as m:
-        assert m.store.db.dump() == before
+        assert dump(m) == before
         assert m.verify().ok
 
 
-def test_a_damaged_projection_file_is_moved_aside_and_rebuilt(tmp_path):
+def test_a_damaged_checkpoint_is_replaced_by_a_replay(tmp_path):
     path = tmp_path / "store"
     with Memory(path, clock=Clock()) as m:
         maya(m)
-        m.store.connection()
-        before = m.store.db.dump()
-    (path / "projection.duckdb").write_bytes(b"not a database at all" * 100)
+        before = dump(m)
+    (path / CHECKPOINT_FILE).write_bytes(b"not a checkpoint at all" * 100)
     with Memory(path, clock=Clock()) as m:
-        assert m.store.db.dump() == before
-        assert any("did not open" in n for n in m.notes)
+        assert dump(m) == before
+        assert any("checkpoint" in n and "replayed the log" in n for n in m.notes)
+    with Memory(path, clock=Clock()) as m:  # the writer published a good one on close
+        assert m.store.checkpoints.seq == m.last_seq and m.notes == []
 
 
-def test_a_projection_from_another_log_is_rebuilt(tmp_path):
+def test_the_derived_files_of_an_earlier_hmem_are_removed_by_the_writer(tmp_path):
+    path = tmp_path / "store"
+    with Memory(path, clock=Clock()) as m:
+        maya(m)
+    for name in ("projection.duckdb", "projection.duckdb.wal", "checkpoint.duckdb"):
+        (path / name).write_bytes(b"an old copy of every text")
+    with Memory(path, read_only=True) as r:  # a reader leaves them (it never writes)
+        assert r.get(1).text
+    assert (path / "checkpoint.duckdb").exists()
+    with Memory(path, clock=Clock()) as m:
+        assert m.verify().ok
+    assert not list(path.glob("*.duckdb*"))
+
+
+def test_a_checkpoint_from_another_log_is_not_used(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     with Memory(one, clock=Clock()) as m:
         m.remember("maya", "Maya likes tea")
@@ -243,7 +266,7 @@ def test_a_projection_from_another_log_is_rebuilt(tmp_path):
     with Memory(two, clock=Clock()) as m:
         m.remember("tom", "Tom likes rugby")
         m.remember("tom", "Tom likes chess")
-    shutil.copy(one / "projection.duckdb", two / "projection.duckdb")
+    shutil.copy(one / CHECKPOINT_FILE, two / CHECKPOINT_FILE)
     with Memory(two) as m:
         assert [h.text for h in m.recall("likes", limit=5)] == [
             "Tom likes chess", "Tom likes rugby",

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hmem import Memory, errors
 from hmem.notebook.export import export_parquet
 from hmem.notebook.timeline import timeline_rows
-from projections.duck import TABLES
+from projections.sql_tables import TABLES
 from tests.backends import BACKENDS, new_store
 from tests.conftest import examples
 

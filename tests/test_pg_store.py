@@ -226,7 +226,7 @@ def test_a_process_starts_from_the_checkpoint_not_the_whole_log(
         other.remember("tom", "Tom likes tea")
     reads = _record_reads(monkeypatch)
     with Memory(url, embedder=None, read_only=True) as r:
-        assert r.store.checkpoint_seq >= 300
+        assert r.store.checkpoints.seq >= 300
         assert [h.text for h in r.recall("tom tea").hits] == ["Tom likes tea"]
     assert reads and min(reads) > 300
 
@@ -242,13 +242,13 @@ def test_a_process_on_another_host_starts_from_the_servers_checkpoint(
     reads = _record_reads(monkeypatch)
     monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "other-host"))
     with Memory(url, embedder=None, read_only=True) as r:
-        assert r.store.checkpoint_seq == 301
+        assert r.store.checkpoints.seq == 301
         assert [h.text for h in r.recall("tom tea").hits] == ["Tom likes tea"]
         assert not reads or min(reads) > 301
         assert r.verify().ok  # (verify replays the whole log, to compare)
     monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "third-host"))
     with Memory(url, embedder=None) as w:  # a writer there: its checkpoint is fetched too
-        assert w.store.checkpoint_seq == 301
+        assert w.store.checkpoints.seq == 301
         w.remember("zoe", "Zoe plays chess")
     # without a checkpoint anywhere, every row is read (and the answer is the same)
     with psycopg.connect(url, autocommit=True) as con:
@@ -256,7 +256,7 @@ def test_a_process_on_another_host_starts_from_the_servers_checkpoint(
     monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "fourth-host"))
     reads.clear()
     with Memory(url, embedder=None, read_only=True) as r:
-        assert r.store.checkpoint_seq == 0
+        assert r.store.checkpoints.seq == 0
         assert [h.text for h in r.recall("zoe chess").hits] == ["Zoe plays chess"]
     assert min(reads) == 1
 

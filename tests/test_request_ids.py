@@ -20,7 +20,6 @@ from hmem.errors import (
     RequestIdReused,
 )
 from projections.checkpoint import CHECKPOINT_FILE
-from projections.column_file import COLUMNS_FILE
 
 
 @pytest.fixture
@@ -107,7 +106,7 @@ def test_request_ids_are_per_namespace(mem: Memory) -> None:
 
 
 @pytest.mark.parametrize("shared", [False, True])
-@pytest.mark.parametrize("loaded_from", ["column file", "tables", "replay"])
+@pytest.mark.parametrize("loaded_from", ["checkpoint", "replay"])
 def test_a_retry_after_reopen_is_recognised_however_the_store_loads(
     tmp_path, loaded_from, shared
 ) -> None:
@@ -115,12 +114,8 @@ def test_a_retry_after_reopen_is_recognised_however_the_store_loads(
     with Memory(path, embedder=None) as m:
         ids = [m.remember("maya", f"Maya note {i}", dedup=False, request_id=f"n{i}")
                for i in range(5)]
-        m.store.publish_checkpoint()
-    if loaded_from == "tables":
-        (path / COLUMNS_FILE).unlink()
-    elif loaded_from == "replay":
+    if loaded_from == "replay":
         (path / CHECKPOINT_FILE).unlink()
-        (path / COLUMNS_FILE).unlink()
     with Memory(path, embedder=None, shared=shared) as m:
         assert [m.remember("maya", f"Maya note {i}", dedup=False, request_id=f"n{i}")
                 for i in range(5)] == ids

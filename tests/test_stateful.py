@@ -80,7 +80,7 @@ class MemoryMachine(ModelChecks, EraseRules, RetryRules, RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="hmem-stateful-")
         self.clock = Clock()
         self.model = Model()
-        self.flush_every = 256
+        self.checkpoint_every = 1000
         self.mem: Memory | None = None
         self.seen_tx_from: dict[tuple[int, int], tuple[int, object]] = {}
         self.rows_seen = 0
@@ -89,15 +89,15 @@ class MemoryMachine(ModelChecks, EraseRules, RetryRules, RuleBasedStateMachine):
         self.swept = 0  # seqs before this were swept by fresh_time_travel_matches_model
         self.why_checked = (0, 0)  # (generation, last_seq) when why was last asked
 
-    @initialize(target=facts, flush_every=st.sampled_from([1, 2, 5, 256]), seeds=st.lists(
+    @initialize(target=facts, checkpoint_every=st.sampled_from([1, 2, 5, 1000]), seeds=st.lists(
         st.tuples(namespaces, st.sampled_from(SUBJECTS), texts, periods(), agents),
         max_size=3,
     ))
-    def open_store(self, flush_every: int, seeds):
+    def open_store(self, checkpoint_every: int, seeds):
         """Open the store and remember a few facts, so most steps have something to change."""
-        self.flush_every = flush_every
-        self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every, embedder=EMBEDDER,
-                          embed_mode="inline")
+        self.checkpoint_every = checkpoint_every
+        self.mem = Memory(self.dir, clock=self.clock, checkpoint_every=checkpoint_every,
+                          embedder=EMBEDDER, embed_mode="inline")
         out = []
         for ns, subject, text, (valid_from, valid_to), agent in seeds:
             got = self.remember(ns, subject, text, valid_from, valid_to, 1.0, (), agent, None)
@@ -362,20 +362,20 @@ class MemoryMachine(ModelChecks, EraseRules, RetryRules, RuleBasedStateMachine):
 
     @precondition(lambda self: self.model.last_seq > 0)
     @rule(how=st.sampled_from(["reopen", "crash", "rebuild"]),
-          flush_every=st.sampled_from([1, 3, 256]))
-    def restart(self, how, flush_every):
-        """reopen: close and open again. crash: the process dies after logging but before the
-        projection batch is written. rebuild: replay the whole log into the projection."""
+          checkpoint_every=st.sampled_from([1, 3, 1000]))
+    def restart(self, how, checkpoint_every):
+        """reopen: close and open again. crash: the process dies after logging, its state not
+        saved since the last checkpoint. rebuild: fold the whole log again."""
         if how == "reopen":
             self.mem.close()
-            self.mem = Memory(self.dir, clock=self.clock, flush_every=flush_every,
+            self.mem = Memory(self.dir, clock=self.clock, checkpoint_every=checkpoint_every,
                               embedder=EMBEDDER, embed_mode="inline")
             assert self.mem.notes == []
         elif how == "crash":
-            store = self.mem.store
-            store.db.close()
-            store.log.close()  # the old Memory is dropped unclosed, as a dead process leaves it
-            self.mem = Memory(self.dir, clock=self.clock, flush_every=self.flush_every,
+            # the old Memory is dropped unclosed, as a dead process leaves it: its files and
+            # locks let go, no checkpoint published
+            self.mem.store.backend.close()
+            self.mem = Memory(self.dir, clock=self.clock, checkpoint_every=self.checkpoint_every,
                               embedder=EMBEDDER, embed_mode="inline")
         else:
             assert self.mem.rebuild() == self.model.last_seq

@@ -60,7 +60,7 @@ class PgMemoryMachine(MemoryMachine):
         self.namespace_wall_holds_in_raw_sql()
 
     def server_tables_match_projection(self):
-        want = embedded_rows(self.mem.store.connection())
+        want = embedded_rows(self.mem.store.projector.state)
         with psycopg.connect(self.dir) as con:
             got = server_rows(con)
         assert got[0] == want[0], "hmem_facts differs from the projection's facts"

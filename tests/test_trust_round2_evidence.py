@@ -71,7 +71,7 @@ def _rewrite(store, texts):
     from eventlog.log import EventLog
 
     shutil.rmtree(store / "log")
-    (store / "projection.duckdb").unlink(missing_ok=True)
+    (store / "checkpoint.columns").unlink(missing_ok=True)
     t = datetime(2026, 1, 1, tzinfo=timezone.utc)
     with EventLog(store / "log") as log:
         log.append_many([FactRemembered(tx_at=t, subject="a", text=x) for x in texts])

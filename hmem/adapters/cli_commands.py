@@ -42,7 +42,7 @@ def fail(message: str) -> int:
 
 
 def _root(args: argparse.Namespace) -> Path | str:
-    from hmem.storage.store import (
+    from hmem.storage.targets import (
         store_target,  # lazy, like every heavy import: `hmem --help` stays fast
     )
 
@@ -61,7 +61,7 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def _log_dir(args: argparse.Namespace) -> Path:
-    from hmem.storage.store import missing_store
+    from hmem.storage.file_backend import missing_store
 
     root = _dir(args)
     if not (root / "log").is_dir():

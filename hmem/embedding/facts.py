@@ -61,7 +61,7 @@ def worker_for(
         def record(facts: Sequence[Pending], vectors: np.ndarray) -> None:
             with Transaction(store, namespace, clock, embedder) as txn:
                 for (fid, _, _), vector in zip(facts, vectors, strict=True):
-                    if not store.is_erased(fid):  # erased since it was queued: no vector
+                    if not store.shredding.is_erased(fid):  # erased since it was queued: no vector
                         txn.append(txn.vector(vector, fid, source_agent=source_agent))
 
         worker = EmbedWorker(namespace, embed, record, key=key)

@@ -107,9 +107,7 @@ def export_parquet(
     for _ in range(_ATTEMPTS):
         seq = _last_seq(memory)
         with memory.reading() as store:
-            copy = NamespaceCopy(
-                store.connection(), memory.namespace, store.projector.last_seq, sandboxed=False
-            )
+            copy = NamespaceCopy(store.projector, memory.namespace, sandboxed=False)
             head = str(ChainHead(copy.seq, store.log.chain_at(copy.seq).hex() if copy.seq else ""))
         try:
             tables = _write_tables(copy, out, progress)
@@ -251,7 +249,7 @@ def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
             elif entry["kind"] == "snapshot":
                 with memory.reading() as store:
                     valid = entry.get("valid_at_us")
-                    snapshot_query(store.connection(), memory.namespace, int(entry["as_of"]),
+                    snapshot_query(store.projector.state, memory.namespace, int(entry["as_of"]),
                                    None if valid is None else int(valid)
                                    ).write_parquet(str(path))
             else:

@@ -1,8 +1,9 @@
-"""The notebook surface: one namespace's projection as a private, read-only DuckDB database.
+"""The notebook surface: one namespace's tables as a private, read-only DuckDB database.
 
-``Memory.sql`` and ``Memory.events`` never run user SQL against the store's own connection: the
-namespace's rows are copied into a separate in-memory database (cached until the store changes),
-so a query can neither see another namespace nor change the projection. The copy has no file
+``Memory.sql`` and ``Memory.events`` run user SQL on a database of their own: the namespace's
+rows are made from the store's state (projections/sql_tables.py) into a separate in-memory
+database (cached, and brought up to date by what changed), so a query can neither see another
+namespace nor change the store. The copy has no file
 access (``enable_external_access = false``): ``read_text``/``read_blob`` of the store's own log
 files would otherwise show every namespace. ``hmem.notebook.export`` writes files from an
 unsandboxed copy of its own.
@@ -16,7 +17,8 @@ from typing import Any
 import duckdb
 
 from hmem.errors import HmemError, InvalidInput, QueryTimeout
-from projections.duck import TABLES
+from projections.projector import Projector
+from projections.sql_tables import DDL, insert, namespace_rows
 
 __all__ = ["NamespaceCopy", "check_read_only", "run_query"]
 
@@ -56,100 +58,54 @@ def check_read_only(query: str) -> None:
             )
 
 
-# How each table's rows added after seq S are found (all but facts and fact_versions only
-# grow: a fact's postings, entities, and the rows of events, vectors, episodes and recalls are
-# written once). Facts and their version rows change when a later event touches the fact.
-_GROWS_AFTER = {
-    "events": "seq",
-    "entities": "fact_id",
-    "postings": "fact_id",
-    "vectors": "seq",
-    "episodes": "seq",
-    "recalls": "seq",
-    "recall_hits": "seq",
-}
-_CHANGES = {"facts": "id", "fact_versions": "fact_id"}
-
-
 class NamespaceCopy:
-    """A private in-memory database with one namespace's projection tables, brought up to a
-    later seq by :meth:`refresh` (only what changed since is copied)."""
+    """A private in-memory database with one namespace's tables (projections/sql_tables.py),
+    made from the store's state and brought up to a later seq by :meth:`refresh` (only what
+    changed since is copied)."""
 
     def __init__(
-        self, source: duckdb.DuckDBPyConnection, namespace: str, seq: int, *, sandboxed: bool = True
+        self, projector: Projector, namespace: str, *, sandboxed: bool = True
     ) -> None:
-        self.seq = seq
+        self.seq = projector.last_seq
         self.namespace = namespace
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
-        self._casts = {  # each table's columns cast to the projection's types, for every copy
-            table: ", ".join(
-                f'"{name}"::{kind} AS "{name}"'
-                for name, kind, *_ in source.execute(f"DESCRIBE {table}").fetchall()
-            )
-            for table in TABLES
-        }
-        for table in TABLES:
-            self._copy(source, table, "CREATE TABLE {table} AS SELECT {casts} FROM _rows",
-                       "", [])
+        self.con.execute(DDL)
+        for table, columns in namespace_rows(projector.state, projector.events,
+                                             namespace).items():
+            insert(self.con, table, columns)
         self.con.execute(_EVENTS_VIEW)
         if sandboxed:  # no file access: a query cannot read the log (every namespace) from disk
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET lock_configuration = true")
 
-    def erased_since(self, source: duckdb.DuckDBPyConnection) -> bool:
+    def erased_since(self, projector: Projector) -> bool:
         """Whether an erasure of this namespace came after the copy's seq: rows it holds were
         then rewritten (texts emptied, vectors gone), so the copy must be made anew."""
-        return bool(source.execute(
-            "SELECT count(*) FROM events WHERE namespace = ? AND seq > ? AND type = 'erased'",
-            [self.namespace, self.seq],
-        ).fetchone()[0])  # type: ignore[index]
+        return bool(len(projector.events.seqs_in(self.namespace, self.seq, kinds=("erased",))))
 
-    def refresh(self, source: duckdb.DuckDBPyConnection, seq: int) -> None:
-        """Bring the copy from its seq to ``seq`` (``source`` holds the projection at ``seq``):
-        new rows of the tables that only grow, and every row of a fact an event after the
-        copy's seq touched. One transaction: a query running meanwhile sees the old copy or the
-        new one."""
+    def refresh(self, projector: Projector) -> None:
+        """Bring the copy from its seq to the projector's: new rows of the tables that only
+        grow, and every row of a fact an event after the copy's seq touched. One transaction:
+        a query running meanwhile sees the old copy or the new one."""
+        seq = projector.last_seq
         if seq == self.seq:
             return
-        since = self.seq
-        touched = [
-            r[0] for r in source.execute(
-                "SELECT fact_id FROM events WHERE namespace = $ns AND seq > $since "
-                "UNION SELECT target_id FROM events WHERE namespace = $ns AND seq > $since "
-                "AND target_id IS NOT NULL",
-                {"ns": self.namespace, "since": since},
-            ).fetchall()
-        ]
+        rows = namespace_rows(projector.state, projector.events, self.namespace, since=self.seq)
+        touched = rows["facts"]["id"].tolist()
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            for table, key in _GROWS_AFTER.items():
-                self._copy(source, table, "INSERT INTO {table} SELECT {casts} FROM _rows",
-                           f" AND {key} > ?", [since])
-            for table, key in _CHANGES.items():
+            for table, key in (("facts", "id"), ("fact_versions", "fact_id")):
                 con.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT unnest(?::BIGINT[]))",
                             [touched])
-                self._copy(source, table, "INSERT INTO {table} SELECT {casts} FROM _rows",
-                           f" AND {key} IN (SELECT unnest(?::BIGINT[]))", [touched])
+            for table, columns in rows.items():
+                insert(con, table, columns)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
         self.seq = seq
-
-    def _copy(
-        self, source: duckdb.DuckDBPyConnection, table: str, statement: str, where: str,
-        params: list[Any],
-    ) -> None:
-        data: dict[str, Any] = source.execute(
-            f"SELECT * FROM {table} WHERE namespace = ?{where}", [self.namespace, *params]
-        ).fetchnumpy()
-        self.con.register("_rows", data)
-        try:
-            self.con.execute(statement.format(table=table, casts=self._casts[table]))
-        finally:
-            self.con.unregister("_rows")
 
     def query(self, sql: str, params: Any = None) -> duckdb.DuckDBPyRelation:
         """A lazy relation on a fresh cursor (so relations never share an open result)."""

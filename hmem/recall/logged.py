@@ -23,14 +23,13 @@ import msgspec
 import numpy as np
 
 from eventlog.events import RecallServed
-from eventlog.log import EventLog
+from eventlog.protocol import Log
 from eventlog.sealing import is_erased
 from hmem.errors import AlreadyErased, InvalidInput
 from hmem.recall.hits import RecallResult
 from hmem.recall.ranking import RecallConfig, RecallQuery, rank
 from hmem.recall.request import NO_BUDGET, RecallRequest, query_at
-from projections.duck import DuckProjection
-from projections.projector import BULK_FLUSH_EVENTS, Projector
+from projections.projector import Projector
 from replay.views import fact_id, pretty_text, quote, source_of, tx
 
 __all__ = [
@@ -149,7 +148,7 @@ def recall_view(ev: RecallServed) -> LoggedRecall:
     )
 
 
-def logged_recall(log: EventLog, namespace: str, seq: int) -> RecallServed:
+def logged_recall(log: Log, namespace: str, seq: int) -> RecallServed:
     """The recall event at ``seq`` in ``namespace`` (a typed error for anything else)."""
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= log.last_seq:
         raise InvalidInput(f"no logged recall at seq {seq!r}; list them with recalls()")
@@ -173,25 +172,21 @@ def logged_config(text: str) -> RecallConfig:
     return msgspec.convert(fields, RecallConfig)
 
 
-def replay_recall(log: EventLog, namespace: str, seq: int) -> RecallReplay:
+def replay_recall(log: Log, namespace: str, seq: int) -> RecallReplay:
     """Re-run the recall logged at ``seq`` against the log before it (see the module doc)."""
     ev = logged_recall(log, namespace, seq)
     config = logged_config(ev.config)
-    db = DuckProjection(None)
-    try:
-        projector = Projector(db, log.chain_at, flush_every=BULK_FLUSH_EVENTS)
-        events = list(log.read(1, seq - 1))
-        erased = sum(map(is_erased, events))
-        projector.apply_all(events, bulk=True)
-        vector = np.frombuffer(ev.query_vector, dtype="<f4") if ev.model is not None else None
-        query = query_at(
-            projector.tx_times, ev.query, limit=ev.limit, max_tokens=ev.max_tokens,
-            as_of_seq=ev.as_of_seq, valid_at=ev.valid_at, subject=ev.subject,
-            reference_time=ev.reference_time, now=ev.tx_at, model=ev.model, vector=vector,
-        )
-        result = rank(projector, namespace, config, query)
-    finally:
-        db.close()
+    projector = Projector()
+    events = list(log.read(1, seq - 1))
+    erased = sum(map(is_erased, events))
+    projector.apply_all(events, bulk=True)
+    vector = np.frombuffer(ev.query_vector, dtype="<f4") if ev.model is not None else None
+    query = query_at(
+        projector.tx_times, ev.query, limit=ev.limit, max_tokens=ev.max_tokens,
+        as_of_seq=ev.as_of_seq, valid_at=ev.valid_at, subject=ev.subject,
+        reference_time=ev.reference_time, now=ev.tx_at, model=ev.model, vector=vector,
+    )
+    result = rank(projector, namespace, config, query)
     logged = recall_view(ev)
     replayed = tuple(ServedHit(h.id, rank, float(h.score)) for rank, h in enumerate(result, 1))
     differences = _differences(logged.hits, replayed)

@@ -1,137 +1,91 @@
-"""The checkpoint steps of a store (mixed into :class:`hmem.storage.store.Store`): the writer
-publishes its projection for readers (``checkpoint.duckdb``, with the fold's columns beside
-it), a reader or a shared writer opens a private copy of it and folds only the log's tail.
+"""The store's checkpoint: the one persisted form of its derived state, its writer and its loader.
+
+Every process that opens a store loads the last checkpoint (projections/checkpoint.py) when it
+was published from this log, and folds only the log's tail after it; without one (a new store,
+another store's, a damaged one) it replays the log, with a note. The writer (the lifetime
+writer; a shared writer under the log's writer lock) publishes a new one when the tail reaches
+``every`` events or 1% of the log, and at close; a backend that shares checkpoints with other
+hosts gets each one published (hmem/storage/backend.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
-import duckdb
-import numpy as np
-
-from eventlog.errors import StoreLocked
-from eventlog.log import EventLog
-from eventlog.pg_log import PgLog
-from hmem.storage.server import fetch_checkpoint, server_checkpoint_seq, share_checkpoint
+from eventlog.protocol import Log
+from hmem.storage.backend import Backend
 from projections import checkpoint
-from projections.column_file import COLUMNS_FILE, save_column_file
-from projections.duck import DuckProjection, from_log
+from projections.checkpoint import CHECKPOINT_FILE
 from projections.projector import Projector
 
-__all__ = ["CheckpointSteps"]
+__all__ = ["CHECKPOINT_FILE", "Checkpoints"]
 
 
-class CheckpointSteps:
-    """Publishing and opening the checkpoint readers find."""
+class Checkpoints:
+    """The checkpoint of the store on ``backend`` (see the module docstring)."""
 
-    root: Path
-    log: EventLog
-    notes: list[str]
-    read_only: bool
-    shared: bool
-    checkpoint_seq: int
-    checkpoint_every: int
-    projector: Projector
-    url: str | None
+    def __init__(self, backend: Backend, *, every: int, notes: list[str]) -> None:
+        self.backend = backend
+        self.every = every
+        self.path: Path = backend.root / CHECKPOINT_FILE
+        self.seq = 0  # the seq of the checkpoint published from this log (0: none)
+        self.notes = notes  # the store's: what loading or publishing found
 
-    @property
-    def db(self) -> DuckProjection:
-        raise NotImplementedError
+    def load(self, log: Log) -> Projector:
+        """The state at the last checkpoint published from ``log``, or an empty one (the log
+        is then replayed) with a note saying why none was used."""
+        have = checkpoint.read_stamp(self.path)
+        self.backend.fetch_checkpoint(have[0] if have else 0)  # a newer one from elsewhere
+        stamp = checkpoint.read_stamp(self.path)
+        self.seq = 0
+        if stamp is None:
+            if self.path.exists():
+                self.notes.append(f"checkpoint {self.path} is unreadable or of another layout; "
+                                  f"replayed the log")
+            return Projector()
+        if not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
+            self.notes.append(f"checkpoint (seq {stamp[0]}) was published from a different log; "
+                              f"replayed the log")
+            return Projector()
+        loaded = checkpoint.load(self.path, stamp)
+        if loaded is None:
+            self.notes.append(f"checkpoint {self.path} is damaged; replayed the log")
+            return Projector()
+        self.seq = stamp[0]
+        return Projector(loaded)
 
-    def catch_up(self) -> int:
-        raise NotImplementedError
+    def find(self, log: Log) -> None:
+        """Note the seq of the checkpoint on disk if it is from this log (another writer of a
+        shared store may have published a newer one)."""
+        stamp = checkpoint.read_stamp(self.path)
+        self.seq = 0
+        if stamp is not None and checkpoint.from_log(stamp, log.last_seq, log.chain_at):
+            self.seq = stamp[0]
 
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.root / checkpoint.CHECKPOINT_FILE
+    def due(self, last_seq: int, *, closing: bool = False) -> bool:
+        """Whether a writer at ``last_seq`` publishes now."""
+        tail = last_seq - self.seq
+        return tail > 0 and (closing or tail >= max(self.every, last_seq // 100))
 
-    @property
-    def columns_path(self) -> Path:
-        return self.root / COLUMNS_FILE
-
-    def _reader_copy(self) -> DuckProjection:
-        """A reader's projection: its private copy of the checkpoint, or an empty in-memory one
-        (the log is then replayed) when there is no checkpoint from this log."""
-        self.log.refresh()
-        if self.url is not None:  # a newer checkpoint shared on the server than this host's
-            stamp = checkpoint.read_stamp(self.checkpoint_path)
-            fetch_checkpoint(cast(PgLog, self.log), self.root, stamp[0] if stamp else 0)
-        db, note = checkpoint.open_copy(self.checkpoint_path, self.log.last_seq,
-                                        self.log.chain_at)
-        if note:
-            self.notes.append(note)
-        if db is None:
-            self.checkpoint_seq = 0
-            # a shared writer's copy is a file, so that it can publish a checkpoint
-            return checkpoint.empty_copy() if self.shared else DuckProjection(None)
-        self.checkpoint_seq = db.cursor()[0]
-        return db
-
-    def _find_checkpoint(self) -> None:
-        """The writer's view of the checkpoint on disk: its seq if it is from this log."""
-        stamp = checkpoint.read_stamp(self.checkpoint_path)
-        self.checkpoint_seq = 0
-        if stamp is not None and from_log(stamp, self.log.last_seq, self.log.chain_at):
-            self.checkpoint_seq = stamp[0]
-
-    def _maybe_publish(self, *, closing: bool = False) -> None:
-        if self.read_only or self.db.path is None or not self._publish_due(closing):
-            return
-        if self.shared:  # under its writer lock: whoever published last counts; its stamp is
-            self._find_checkpoint()  # read only when a publish seems due (not on every write)
-            if not self._publish_due(closing):
-                return
-        self.publish_checkpoint()
-        if self.url is not None:
-            self._share_checkpoint(closing)
-
-    def _share_checkpoint(self, closing: bool) -> None:
-        """Put the checkpoint just published on the server when the log has grown by a tenth
-        since the one there (or at close), for processes on other hosts."""
-        server = cast(PgLog, self.log)
-        seq = self.checkpoint_seq
-        shared = server_checkpoint_seq(server)
-        if seq <= shared or not (closing or seq - shared >= max(self.checkpoint_every, seq // 10)):
-            return
+    def publish(self, projector: Projector, log: Log, *, closing: bool = False) -> int:
+        """Save ``projector``'s state as the checkpoint (the caller holds the log's writer
+        lock) and share it if the backend does; returns its seq. A failure (a full disk, say)
+        is a note, not an error: the next open folds a longer tail of the log."""
+        seq = projector.last_seq
         try:
-            share_checkpoint(server, {checkpoint.CHECKPOINT_FILE: self.checkpoint_path,
-                                      COLUMNS_FILE: self.columns_path}, seq, server.chain_at(seq))
+            checkpoint.save(self.path, projector.state, projector.events,
+                            (seq, log.chain_at(seq).hex()))
         except OSError as e:
-            self.notes.append(f"checkpoint not shared on the server ({e})")
+            self.notes.append(f"checkpoint not published ({e}); the next open replays more of "
+                              f"the log")
+            return self.seq
+        self.seq = seq
+        self.notes += self.backend.share_checkpoint(self.path, seq, closing=closing,
+                                                    every=self.every)
+        return seq
 
-    def _publish_due(self, closing: bool) -> bool:
-        tail = self.projector.last_seq - self.checkpoint_seq
-        return tail > 0 and (
-            closing or tail >= max(self.checkpoint_every, self.projector.last_seq // 100)
-        )
-
-    def _publish_shared(self) -> None:
-        """A shared writer's close: publish its copy as the checkpoint if it is ahead of the one
-        published (under the log's writer lock; if another writer holds it long, skip)."""
-        try:
-            with self.log.writing():
-                self.catch_up()
-                self.projector.flush()
-                self._maybe_publish(closing=True)
-        except StoreLocked:
-            self.notes.append("checkpoint not published at close: another writer was busy")
-
-    def publish_checkpoint(self) -> int:
-        """Publish the projection as the checkpoint readers open (the writer does this on its
-        own; see the module docstring). Returns the checkpoint's seq. A failure (e.g. a full
-        disk) is a note, not an error: readers then fold a longer tail of the log."""
-        self.projector.flush()
-        try:
-            stamp = checkpoint.publish(self.db, self.checkpoint_path)
-            self.checkpoint_seq = stamp[0]
-            p = self.projector
-            save_column_file(
-                self.columns_path, p.state, np.frombuffer(p.tx_times, dtype=np.int64),
-                np.frombuffer(p.event_namespaces, dtype=np.int32),
-                np.frombuffer(p.event_requests, dtype=np.int64), stamp,
-            )
-        except (OSError, duckdb.Error) as e:
-            self.notes.append(f"checkpoint not published ({e}); readers replay more of the log")
-        return self.checkpoint_seq
+    def remove(self) -> None:
+        """Delete the checkpoint and what a crash left of one being written."""
+        for path in self.path.parent.glob(CHECKPOINT_FILE + "*"):
+            path.unlink(missing_ok=True)
+        self.seq = 0

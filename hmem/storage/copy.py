@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, cast
 
 from eventlog.events import Event, FactsErased
-from eventlog.pg_log import PgLog, redacted
+from eventlog.protocol import Log
 from hmem.errors import CopyFailed, InvalidInput
-from hmem.storage.keys import read_store_log, shred
-from hmem.storage.server import rewrite_tables
-from hmem.storage.store import Store, missing_store, store_target
+from hmem.storage.keys import shred
+from hmem.storage.shredding import unfinished_erasure
+from hmem.storage.store import Store
+from hmem.storage.targets import open_backend, store_target
 from replay.rebuild import Progress
 
 __all__ = ["CopyReport", "copy_store"]
@@ -66,35 +63,36 @@ def copy_store(
     src_target, dst_target = store_target(source), store_target(destination)
     if str(src_target) == str(dst_target):
         raise InvalidInput("the source and the destination are the same store")
-    with _source_log(src_target, key_file) as src:
-        total = src.last_seq
+    src = open_backend(src_target, read_only=True, shared=False, key_file=key_file)
+    try:
+        erasure = unfinished_erasure(src.log, src.shown)  # its texts may be in its copies
+        if erasure is not None:
+            raise erasure
+        total = src.log.last_seq
         dst = Store(dst_target)
         try:
             with dst.lock, dst.log.writing():
                 dst.catch_up()
                 if dst.log.last_seq:
                     raise InvalidInput(
-                        f"{_shown(dst_target)} already holds {dst.log.last_seq:,} events; copy "
-                        f"into a new or empty store"
+                        f"{dst.shown} already holds {dst.log.last_seq:,} events; copy into a "
+                        f"new or empty store"
                     )
-                _append_all(src, dst, total, progress)
-                _check_arrived(src, dst, total)
+                _append_all(src.log, dst, total, progress)
+                _check_arrived(src.log, dst, total)
                 dst.catch_up()
-                if dst.url is not None:
-                    rewrite_tables(cast(PgLog, dst.log), dst.projector.state)
+                dst.backend.after_rebuild(dst.projector)
             head = str(dst.log.head())
+            shown = dst.shown
         finally:
             dst.close()
-        same = str(src.head()) == head
-    return CopyReport(_shown(src_target), _shown(dst_target), total, head, same,
-                      time.perf_counter() - started)
+        same = str(src.log.head()) == head
+        return CopyReport(src.shown, shown, total, head, same, time.perf_counter() - started)
+    finally:
+        src.close()
 
 
-def _shown(target: Path | str) -> str:
-    return redacted(target) if isinstance(target, str) else str(target)
-
-
-def _append_all(src: Any, dst: Store, total: int, progress: Progress | None) -> None:
+def _append_all(src: Log, dst: Store, total: int, progress: Progress | None) -> None:
     batch: list[Event] = []
     done = 0
     for ev in src.read(1, total):
@@ -116,7 +114,7 @@ def _append(dst: Store, batch: list[Event]) -> int:
     stamped = dst.log.append_many(batch)
     if stamped[0].seq != batch[0].seq:
         raise InvalidInput(
-            f"another writer appended to {_shown(dst.url or dst.root)} during the copy; "
+            f"another writer appended to {dst.shown} during the copy; "
             f"remove the destination and copy again"
         )
     sealer = dst.log.sealer
@@ -127,7 +125,7 @@ def _append(dst: Store, batch: list[Event]) -> int:
     return len(batch)
 
 
-def _check_arrived(src: Any, dst: Store, total: int) -> None:
+def _check_arrived(src: Log, dst: Store, total: int) -> None:
     """Read the copy back through the destination's chain; every event equals the source's."""
     dst.log.refresh()
     if dst.log.last_seq != total:
@@ -138,17 +136,3 @@ def _check_arrived(src: Any, dst: Store, total: int) -> None:
                 f"event {want.seq} did not arrive as it left: the copy cannot be trusted; "
                 f"remove it and copy again"
             )
-
-
-@contextmanager
-def _source_log(target: Path | str, key_file: str | os.PathLike[str] | None) -> Iterator[Any]:
-    """The source's log, read only, its texts opened with its key file."""
-    if isinstance(target, str):
-        with PgLog(target, read_only=True) as server:
-            yield server
-        return
-    if not (target / "log").is_dir():
-        raise missing_store(target)
-    with read_store_log(target, key_file) as log:
-        yield log
-

@@ -19,6 +19,7 @@ from eventlog.events import FactsErased
 from eventlog.fileio import OS
 from eventlog.keyfile import KeyFile
 from eventlog.log import EventLog
+from eventlog.protocol import Log
 from eventlog.sealing import Sealer, key_owner
 from eventlog.segments import fsync_dir
 
@@ -40,7 +41,7 @@ def key_path(root: Path, key_file: str | os.PathLike[str] | None) -> Path:
     return root / KEYS_FILE
 
 
-def open_sealer(log: EventLog, path: Path, root: Path, *, seal: bool) -> Sealer | None:
+def open_sealer(log: Log, path: Path, root: Path, *, seal: bool) -> Sealer | None:
     """The sealer of the store at ``root`` whose log is ``log``: its key file opened (made, for
     a new store that seals); None for a store in the clear. The store keeps its key file's id
     (``keys.id``), so that it never takes another store's key file for its own."""
@@ -106,7 +107,7 @@ def _write_id(root: Path, file_id: str) -> None:
     fsync_dir(OS, root)
 
 
-def _check_owner(log: EventLog, keys: KeyFile, bound: str | None, root: Path) -> None:
+def _check_owner(log: Log, keys: KeyFile, bound: str | None, root: Path) -> None:
     """The key file is the one this store made (its id is the store's ``keys.id``)."""
     have = keys.file_id.hex()
     if bound is not None and bound != have:
@@ -125,7 +126,7 @@ def _check_owner(log: EventLog, keys: KeyFile, bound: str | None, root: Path) ->
             _write_id(root, have)
 
 
-def _check_opens(log: EventLog, sealer: Sealer) -> None:
+def _check_opens(log: Log, sealer: Sealer) -> None:
     """The key file is this log's: it holds a key for the last event, and the newest sealed
     event with a live key among the last few opens with it (else ``KeyFileDamaged``)."""
     last = log.last_seq
@@ -139,7 +140,7 @@ def _check_opens(log: EventLog, sealer: Sealer) -> None:
             return
 
 
-def shred(log: EventLog, keys: KeyFile, receipt_seq: int) -> None:
+def shred(log: Log, keys: KeyFile, receipt_seq: int) -> None:
     """Destroy the keys of every event the erasure receipt at ``receipt_seq`` names (those
     already destroyed stay so), then note the receipt done in the key file."""
     receipt = log.get_raw(receipt_seq)
@@ -150,7 +151,7 @@ def shred(log: EventLog, keys: KeyFile, receipt_seq: int) -> None:
 
 
 def missing_receipts(
-    log: EventLog, keys: KeyFile, receipts: list[int], kind_of: Callable[[int], tuple[str, str]]
+    log: Log, keys: KeyFile, receipts: list[int], kind_of: Callable[[int], tuple[str, str]]
 ) -> list[FactsErased] | None:
     """None when the log holds the key file's last erasure receipt (the usual case). Else the
     log is a backup restored from before erasures the key file records: the receipts (one per

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from eventlog.events import Event, EventBase, FactForgotten, FactRemembered, FactRevised
-from eventlog.log import EventLog
+from eventlog.protocol import Log
 from eventlog.sealing import ERASED
 from hmem.errors import AlreadyWritten, RequestIdReused
 from projections.checks import check_name
@@ -34,7 +34,7 @@ def request_arg(request_id: str | None) -> str | None:
     return request_id
 
 
-def check_not_written(projector: Projector, log: EventLog, events: Sequence[EventBase]) -> None:
+def check_not_written(projector: Projector, log: Log, events: Sequence[EventBase]) -> None:
     """Raise :class:`AlreadyWritten` when an event's request id names a write already logged in
     its namespace (run under the write lock, after folding the log's tail)."""
     asked: set[tuple[str, str]] = set()

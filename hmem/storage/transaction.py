@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from eventlog.events import EPOCH, EmbeddingRecorded, Event, EventBase
-from eventlog.log import EventLog
+from eventlog.protocol import Log
 from hmem.embedders import Embedder
 from hmem.errors import EmbedderUnavailable, InvalidTime
 from hmem.storage.store import Store
@@ -29,7 +29,7 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def transaction_time(clock: Clock, log: EventLog) -> datetime:
+def transaction_time(clock: Clock, log: Log) -> datetime:
     """The clock's time in UTC, never before the log's last transaction time."""
     now = clock()
     if not isinstance(now, datetime) or now.tzinfo is None:

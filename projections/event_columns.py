@@ -1,0 +1,154 @@
+"""What the log says of each event besides its texts, by seq - 1, and every logged recall.
+
+The fold (projections/fact_fold.py) keeps the state of facts; this keeps one row per event: its
+kind, tx time, namespace, the fact it is about, provenance, reason and request, so that time
+travel by time, ``diff``, ``why``, ``events()`` and the SQL tables are answered from memory, and
+a retried write is found by its request key (projections/requests.py). Logged recalls
+(``RecallServed``: reads, not beliefs, so the fold leaves them) are kept whole here, without
+their query vector. String columns are codes into the fact columns' string tables (namespaces,
+agents, reasons), so the two are saved and loaded together (projections/checkpoint.py).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from eventlog.events import (
+    EVENT_TAGS,
+    EVENT_TYPES,
+    EpisodeRecorded,
+    Event,
+    FactRemembered,
+    FactRevised,
+    FactsErased,
+    RecallServed,
+)
+from projections.column_store import NONE, UniqueStrings
+from projections.fact_columns import FactColumns
+from projections.requests import event_request_key, request_key, request_seqs
+
+__all__ = ["EventColumns", "KIND_CODES", "event_fields"]
+
+KIND_CODES = {tag: code for code, tag in enumerate(EVENT_TAGS)}  # "remembered" -> 0, ...
+_KIND = {cls: code for code, cls in enumerate(EVENT_TYPES)}  # the same codes, by class
+_DTYPES = {"q": "<i8", "i": "<i4", "b": "i1"}  # array typecode -> numpy dtype
+
+
+def event_fields(ev: Event) -> tuple[int, int, str | None]:
+    """(the fact the event is about, the fact a revise replaced or NONE, its reason): a
+    remember, revise, episode, recall or erasure is about itself (its own seq)."""
+    if isinstance(ev, (FactRemembered, EpisodeRecorded, RecallServed)):
+        return ev.seq, NONE, None
+    if isinstance(ev, FactRevised):
+        return ev.seq, ev.fact_id, ev.reason
+    if isinstance(ev, FactsErased):
+        return ev.seq, NONE, ev.reason
+    return ev.fact_id, NONE, getattr(ev, "reason", None)
+
+
+class EventColumns:
+    """One row per event, by seq - 1 (see the module docstring)."""
+
+    ARRAYS = {  # name -> array typecode
+        "tx": "q", "namespace": "i", "request_key": "q", "kind": "b", "fact": "q",
+        "target": "q", "agent": "i", "ref": "i", "reason": "i", "request": "i",
+    }
+
+    def __init__(self, facts: FactColumns) -> None:
+        self.facts = facts  # whose string tables the codes point into
+        self.tx = array("q")  # tx time, microseconds
+        self.namespace = array("i")  # codes into facts.namespaces
+        self.request_key = array("q")  # projections/requests.py; 0 for none
+        self.kind = array("b")  # position of the event's tag in EVENT_TAGS
+        self.fact = array("q")  # event_fields
+        self.target = array("q")
+        self.agent = array("i")  # codes into facts.agents, -1 for None
+        self.ref = array("i")  # codes into refs
+        self.refs = UniqueStrings()
+        self.reason = array("i")  # codes into facts.reasons
+        self.request = array("i")  # codes into requests (the request ids themselves)
+        self.requests = UniqueStrings()
+        self.recalls: dict[int, RecallServed] = {}  # seq -> the logged recall, no vector
+
+    def __len__(self) -> int:
+        return len(self.tx)
+
+    def add(self, events: Sequence[Event], txs: Sequence[int]) -> None:
+        """Rows for ``events`` (the log's next ones, ``txs`` their tx times)."""
+        if not events:
+            return
+        if events[0].seq != len(self.tx) + 1:
+            raise ValueError(f"event {events[0].seq} recorded after {len(self.tx)}")
+        facts = self.facts
+        fields = [event_fields(ev) for ev in events]
+        self.tx.extend(txs)
+        self.namespace.frombytes(facts.namespaces.encode([ev.namespace for ev in events]).tobytes())
+        self.request_key.extend(map(event_request_key, events))
+        self.kind.extend(_KIND[type(ev)] for ev in events)
+        self.fact.extend(f[0] for f in fields)
+        self.target.extend(f[1] for f in fields)
+        self.agent.frombytes(facts.agents.encode([ev.source_agent for ev in events]).tobytes())
+        self.ref.frombytes(self.refs.encode([ev.source_ref for ev in events]).tobytes())
+        self.reason.frombytes(facts.reasons.encode([f[2] for f in fields]).tobytes())
+        self.request.frombytes(self.requests.encode(
+            [getattr(ev, "request_id", None) for ev in events]).tobytes())
+        for ev in events:
+            if isinstance(ev, RecallServed):
+                self.recalls[ev.seq] = msgspec.structs.replace(ev, query_vector=b"")
+
+    # ------------------------------------------------------------------ reads
+
+    def column(self, name: str) -> npt.NDArray[np.int64]:
+        """A column as a numpy array (no copy), by seq - 1."""
+        dtype = _DTYPES[self.ARRAYS[name]]
+        arr: npt.NDArray[np.int64] = np.frombuffer(getattr(self, name), dtype=dtype)
+        return arr
+
+    def namespace_code(self, namespace: str) -> int:
+        """The namespace's code (-2: a namespace without events)."""
+        return self.facts.namespaces.codes.get(namespace, -2)
+
+    def seqs_in(self, namespace: str, since: int = 0, until: int | None = None,
+                kinds: Iterable[str] = ()) -> npt.NDArray[np.int64]:
+        """Seqs of the namespace's events with ``since < seq <= until``, of ``kinds`` if given."""
+        until = len(self.tx) if until is None else min(until, len(self.tx))
+        lo = max(since, 0)
+        if until <= lo:
+            return np.zeros(0, dtype=np.int64)
+        mine = self.column("namespace")[lo:until] == self.namespace_code(namespace)
+        wanted = [KIND_CODES[k] for k in kinds]
+        if wanted:
+            mine &= np.isin(self.column("kind")[lo:until], wanted)
+        return np.flatnonzero(mine).astype(np.int64) + lo + 1
+
+    def seqs_of(self, kind: str) -> list[int]:
+        """Seqs of every event of ``kind`` (a tag of EVENT_TAGS), in order."""
+        return (np.flatnonzero(self.column("kind") == KIND_CODES[kind]) + 1).tolist()
+
+    def namespace_events(self, namespace: str) -> tuple[int, int | None, int | None]:
+        """(events in ``namespace``, the first one's and the last one's tx time in
+        microseconds, None without events)."""
+        mine = self.column("namespace") == self.namespace_code(namespace)
+        times = self.column("tx")[mine]
+        if not len(times):
+            return 0, None, None
+        return len(times), int(times.min()), int(times.max())
+
+    def request_seqs(self, namespace: str, request_id: str) -> list[int]:
+        """Seqs of the events that may carry ``request_id`` in ``namespace`` (read them back to
+        be sure: keys are hashes)."""
+        return request_seqs(self.request_key, request_key(namespace, request_id))
+
+    def recalls_in(self, namespace: str) -> list[RecallServed]:
+        """The namespace's logged recalls, oldest first."""
+        return [r for r in self.recalls.values() if r.namespace == namespace]
+
+    def nbytes(self) -> int:
+        """Bytes of the columns (the logged recalls not counted)."""
+        per_event = sum(array(code).itemsize for code in self.ARRAYS.values())
+        return per_event * len(self.tx) + self.refs.nbytes() + self.requests.nbytes()
