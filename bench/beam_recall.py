@@ -4,7 +4,7 @@
     python -m bench.beam_recall --configs bm25,plain,no-feedback --chats 10
     python -m bench.beam_recall --configs hybrid     # the local embedder (slow: ~38k turns)
 
-The second development set beside LoCoMo (issue 17): ../shared/data/beam500k.json.gz, the BEAM
+The second development set beside LoCoMo: ../shared/data/beam500k.json.gz, the BEAM
 benchmark's 500K-token chats flattened (35 chats, 38,058 turns, 616 probing questions with the
 ids of the turns that hold the answer; format in ../shared/README.md). Each chat goes into its
 own namespace through the public API, one fact per turn (cut to hmem's 100,000-character
@@ -17,7 +17,7 @@ date as the reference time, ``limit`` = the largest k and no token budget
 
 Configurations, named as in ``bench.locomo``: ``bm25`` (the default ``RecallConfig()``, no
 embedder), ``plain`` (BM25 alone: no feedback, no neighbouring turns, no entity, time or recency
-weight: the baseline the issue asks beside it), ``no-feedback`` and ``no-neighbors`` (the
+weight: the baseline reported beside it), ``no-feedback`` and ``no-neighbors`` (the
 default without one of its lexical loans), ``hybrid`` (the default with the local embedder).
 """
 

@@ -28,8 +28,8 @@ import msgspec
 from bench.synthetic import SEED, TextGen
 from eventlog.events import Event, FactForgotten, FactRemembered, FactRevised, decode, encode
 from projections.entities import fact_entities
-from projections.fact_columns import FactColumns
-from projections.fact_fold import fold, fold_all
+from projections.fold import fold, fold_all
+from projections.fold_state import FactColumns
 
 __all__ = ["make_payloads", "main"]
 

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for the tests and benchmarks (issue 15): initdb and pg_ctl in a
+"""A throwaway PostgreSQL server for the tests and benchmarks: initdb and pg_ctl in a
 temporary directory, listening on a Unix socket only, as the ``postgres`` user when run as root
 (initdb refuses root). Debian's ``postgresql`` package provides the binaries
 (``apt-get install -y postgresql``); without them the tests that need a server skip, naming it."""

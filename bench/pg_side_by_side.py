@@ -1,4 +1,4 @@
-"""The same store embedded and on PostgreSQL, side by side in one run (issue 15).
+"""The same store embedded and on PostgreSQL, side by side in one run.
 
     python -m bench.pg_side_by_side                 # writers 1 and 8, recall at 100k, 1M events
     python -m bench.pg_side_by_side --quick         # small sizes, to try it (< 1 min)

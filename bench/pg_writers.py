@@ -1,5 +1,5 @@
 """Many writer processes on one log: PostgreSQL (eventlog/pg_log.py) beside the embedded shared
-file log (shared=True), in one run (issue 15).
+file log (shared=True), in one run.
 
     python -m bench.pg_writers                    # 1 and 8 writers, 300 appends each
     python -m bench.pg_writers --writers 1 4 8 --appends 500

@@ -1,4 +1,4 @@
-"""Every recall default, on both development sets: what turning each one off does (issue 17).
+"""Every recall default, on both development sets: what turning each one off does.
 
     python -m bench.recall_defaults                       # no embedder: ~2 min after ingest
     python -m bench.recall_defaults --embedder local --stores /tmp/hmem-dev-stores

@@ -10,7 +10,7 @@ in turn, through a Memory that does not log and one that does (same store, same 
 each pair sees the same index), and both are timed. The extra time of a logged recall is the
 event's encoding and append (written at once, fsynced with the next write) plus its projection
 rows. Also times ``replay_recall`` of a few logged recalls (a replay of the log before each).
-Prints numbers and never asserts. Target (issue 19): <= ~0.2 ms added at p50.
+Prints numbers and never asserts. Target: <= ~0.2 ms added at p50.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ For each mode a fresh store gets N ``remember`` calls of LoCoMo-like chat lines 
 line, as an agent remembers each turn), each timed; then ``flush()`` is timed (background: the
 embeddings still queued when the last remember returned). "until embedded" is the wall time
 from the first remember to the last vector recorded, and its rate the facts embedded per
-second. Prints numbers and never asserts. Target (issue 13): remember p50 <= 1 ms and p95 <= 5
+second. Prints numbers and never asserts. Target: remember p50 <= 1 ms and p95 <= 5
 ms with the local embedder. The CPU time other processes used meanwhile is printed too: numbers
 from a busy machine say so.
 """

@@ -1,5 +1,5 @@
 """The event log on PostgreSQL: the file log's events and hash chain in one append-only table,
-for stores that live on a server teams already run (issue 15).
+for stores that live on a server teams already run.
 
 - ``hmem_log(seq, payload, chain, tx_us)``: one row per event. ``payload`` is the event's msgpack
   encoding, as in a segment record; ``chain`` the 16-byte hash chain through it

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import numpy as np
 
-from projections.fact_columns import opt
+from projections.fold_state import opt
 from projections.projector import Projector, index_counts
 from projections.records import subject_key
 from projections.timeutil import to_us

@@ -21,7 +21,7 @@ import numpy as np
 from eventlog.events import FactsErased
 from hmem.errors import AlreadyErased, InvalidInput, NothingToErase
 from projections.event_columns import EventColumns
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 from projections.records import subject_key
 
 __all__ = ["ErasureReceipt", "Scope", "plan_erasure", "receipt_of"]

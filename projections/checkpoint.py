@@ -3,7 +3,7 @@
 The one persisted form of derived state. Its writer is the store's writer (the lifetime
 writer, or a shared one under the log's writer lock: hmem/storage/checkpoints.py); every
 process that opens the store loads it and folds only the log's tail after it. It holds the
-fold's columns (projections/fact_columns.py, with each fact's index tokens) and the event
+fold's columns (projections/fold_state.py, with each fact's index tokens) and the event
 columns (projections/event_columns.py) as they are in memory, so a load is a read per column;
 the recall indexes and the SQL tables are made from them when first used.
 
@@ -34,9 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import RecallServed
-from projections.column_store import Ragged, Strings, Table, Texts
+from projections.arrays import Ragged, Strings, Table, Texts
 from projections.event_columns import EventColumns
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 from projections.records import Episode, Vector
 
 __all__ = ["CHECKPOINT_FILE", "Stamp", "from_log", "load", "read_stamp", "save"]

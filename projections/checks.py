@@ -1,7 +1,7 @@
 """Checks of an event's own fields, run on the write path before anything is appended.
 
 Replay never runs them (an event an older hmem accepted is never refused later because a rule got
-stricter); the fold's checks against the state (below) are run by projections/fact_fold.py.
+stricter); the fold's checks against the state (below) are run by projections/fold.py.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def check_period(valid_from: int, valid_to: datetime | None) -> None:
 
 
 # ---------------------------------------------------------------------- checks against a state
-# The refusals of the fold (projections/fact_fold.py; the write path asks it with check()),
+# The refusals of the fold (projections/fold.py; the write path asks it with check()),
 # written once: each takes what it needs of the state as values.
 
 

@@ -1,9 +1,9 @@
 """What the log says of each event besides its texts, by seq - 1, and every logged recall.
 
-The fold (projections/fact_fold.py) keeps the state of facts; this keeps one row per event: its
+The fold (projections/fold.py) keeps the state of facts; this keeps one row per event: its
 kind, tx time, namespace, the fact it is about, provenance, reason and request, so that time
 travel by time, ``diff``, ``why``, ``events()`` and the SQL tables are answered from memory, and
-a retried write is found by its request key (projections/requests.py). Logged recalls
+a retried write is found by its request key (projections/request_keys.py). Logged recalls
 (``RecallServed``: reads, not beliefs, so the fold leaves them) are kept whole here, without
 their query vector. String columns are codes into the fact columns' string tables (namespaces,
 agents, reasons), so the two are saved and loaded together (projections/checkpoint.py).
@@ -28,9 +28,9 @@ from eventlog.events import (
     FactsErased,
     RecallServed,
 )
-from projections.column_store import NONE, UniqueStrings
-from projections.fact_columns import FactColumns
-from projections.requests import event_request_key, request_key, request_seqs
+from projections.arrays import NONE, UniqueStrings
+from projections.fold_state import FactColumns
+from projections.request_keys import event_request_key, request_key, request_seqs
 
 __all__ = ["EventColumns", "KIND_CODES", "event_fields"]
 
@@ -63,7 +63,7 @@ class EventColumns:
         self.facts = facts  # whose string tables the codes point into
         self.tx = array("q")  # tx time, microseconds
         self.namespace = array("i")  # codes into facts.namespaces
-        self.request_key = array("q")  # projections/requests.py; 0 for none
+        self.request_key = array("q")  # projections/request_keys.py; 0 for none
         self.kind = array("b")  # position of the event's tag in EVENT_TAGS
         self.fact = array("q")  # event_fields
         self.target = array("q")

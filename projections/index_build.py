@@ -4,7 +4,7 @@ The result equals adding every fact in id order (tests/test_index_build.py holds
 field by field): per namespace, the document columns are slices of the fact columns, the
 time-travel arrays (``heads``, ``rows``: see projections/recall_index.py) are computed with array
 arithmetic over the version rows, and the text index is loaded from the postings the facts'
-index tokens make (projections/fact_tokens.py), so no text is tokenized again and no Python
+index tokens make (projections/index_tokens.py), so no text is tokenized again and no Python
 object is made per fact (only per distinct subject, entity and source position, and per fact
 whose visibility does not fit the arrays).
 """
@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from projections.column_store import NONE
-from projections.fact_columns import FactColumns
-from projections.fact_tokens import namespace_postings
+from projections.arrays import NONE
+from projections.fold_state import FactColumns
+from projections.index_tokens import namespace_postings
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
 from projections.records import Fact, subject_key
 from projections.source_positions import source_positions

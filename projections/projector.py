@@ -1,6 +1,6 @@
 """The state derived from the log, in memory: the one thing that answers queries.
 
-A :class:`Projector` holds the fold's state (projections/fact_columns.py), the event columns
+A :class:`Projector` holds the fold's state (projections/fold_state.py), the event columns
 (projections/event_columns.py) and the recall indexes (projections/recall_index.py), each built
 for a namespace on first use. It starts empty (then the log is replayed) or from a checkpoint
 (projections/checkpoint.py) and folds the log's events as they come, in any number at a time.
@@ -18,11 +18,11 @@ import numpy as np
 from eventlog.events import Event, FactRemembered, FactRevised
 from eventlog.sealing import check_opened
 from projections.event_columns import EventColumns
-from projections.fact_columns import FactColumns
-from projections.fact_fold import fold, touched_facts
-from projections.fact_tokens import set_tokens
+from projections.fold import fold, touched_facts
+from projections.fold_state import FactColumns
 from projections.gc_pause import paused_gc
 from projections.index_build import Indexes, build_index
+from projections.index_tokens import set_tokens
 from projections.recall_index import NamespaceIndex
 from projections.text import tokenize
 from projections.timeutil import to_us

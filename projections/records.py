@@ -6,7 +6,7 @@ A fact's version rows are rectangles in the bi-temporal plane::
     valid_from <= world time < valid_to        (valid_to None = still true / open-ended)
     tx_from_seq <= belief seq < tx_to_seq      (tx_to_seq None = still believed)
 
-How events make and close them is written in :mod:`projections.fact_fold`.
+How events make and close them is written in :mod:`projections.fold`.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import EVENT_TAGS, RecallServed
-from projections.column_store import NONE, Strings, UniqueStrings
+from projections.arrays import NONE, Strings, UniqueStrings
 from projections.event_columns import EventColumns
-from projections.fact_columns import REVISION_KINDS, FactColumns
+from projections.fold_state import REVISION_KINDS, FactColumns
 from projections.records import Episode, Vector, subject_key
 from projections.timeutil import to_us
 
@@ -233,7 +233,7 @@ def version_rows(cols: FactColumns, ids: Sequence[int]) -> Columns:
 
 def posting_rows(cols: FactColumns, ids: Sequence[int]) -> Columns:
     """The ``postings`` rows of the facts ``ids``: (term, fact, term frequency), from each
-    fact's index tokens (projections/fact_tokens.py)."""
+    fact's index tokens (projections/index_tokens.py)."""
     slots = _slots(cols, ids)
     codes, lengths = cols.tokens.gather(cols.table.tokens_end, slots)
     width = max(len(cols.terms), 1)

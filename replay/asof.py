@@ -15,8 +15,8 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from projections.column_store import NONE
-from projections.fact_columns import REVISION_KINDS, FactColumns
+from projections.arrays import NONE
+from projections.fold_state import REVISION_KINDS, FactColumns
 from projections.sql_tables import insert, object_column
 from projections.timeutil import from_us, from_us_opt
 from replay.views import Belief

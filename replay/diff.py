@@ -7,7 +7,7 @@ from datetime import datetime
 import numpy as np
 
 from projections.event_columns import KIND_CODES, EventColumns
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 from projections.timeutil import from_us
 from replay.views import Diff, Revision, fact_view
 

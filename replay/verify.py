@@ -19,7 +19,7 @@ import numpy as np
 
 from eventlog.protocol import Log
 from projections.event_columns import EventColumns
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 from projections.projector import Projector
 from projections.sql_tables import TABLES, namespace_rows
 from replay.rebuild import rebuild_projection

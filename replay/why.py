@@ -6,7 +6,7 @@ import numpy as np
 
 from eventlog.protocol import Log
 from projections.event_columns import EventColumns
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 from replay.views import SeenBy, Why, episode_view, fact_view
 
 __all__ = ["why"]

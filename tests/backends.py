@@ -1,4 +1,4 @@
-"""The backends every store-level suite runs on (issue 15): ``file`` (a directory, the
+"""The backends every store-level suite runs on: ``file`` (a directory, the
 embedded default) and ``postgres`` (a store on a throwaway server: tests/pg_support.py). A
 suite parametrized with :data:`BACKENDS` and opening its stores with :func:`new_store` holds
 both to the same assertions, as the eventsourcing library runs one suite over every

@@ -1,7 +1,7 @@
 """A naive in-memory model of hmem's semantics: the oracle for the property tests.
 
 Written from the specification (README "Two kinds of revise", "Times", "What forget does" and
-the rules in the docstring of ``projections.fact_fold``), not from the code that implements it: it
+the rules in the docstring of ``projections.fold``), not from the code that implements it: it
 keeps a plain list of operations and answers every question by folding that list from the start.
 Slow and obviously right is the point.
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL backend for the tests (issue 15): one throwaway server per test process,
+"""The PostgreSQL backend for the tests: one throwaway server per test process,
 started on first use (bench/pg_server.py; the tests that need it skip, naming why, where
 PostgreSQL cannot start, and CI starts it), a fresh store per call (a schema of its own, named
 in the URL's search_path), and roles to bind to namespaces."""

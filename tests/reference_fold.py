@@ -1,6 +1,6 @@
 """The reference fold: events -> facts with bi-temporal version rows, one object per fact.
 
-The library's fold (projections/fact_fold.py) is held to it event by event
+The library's fold (projections/fold.py) is held to it event by event
 (tests/test_fact_columns.py); it is held to the naive model (tests/model.py) by the stateful
 test through the store. The rules, written plainly:
 

@@ -1,4 +1,4 @@
-"""``hmem copy SRC DST`` (issue 15): a store copied between the embedded and the PostgreSQL
+"""``hmem copy SRC DST``: a store copied between the embedded and the PostgreSQL
 backends, both ways, answers as the source did; every event keeps its seq, times, request id
 and provenance; an erasure stays an erasure; the destination must be empty; a copy that does
 not read back as the source is refused."""

@@ -1,4 +1,4 @@
-"""The fold (projections/fact_fold.py) equals the reference fold, however it is fed.
+"""The fold (projections/fold.py) equals the reference fold, however it is fed.
 
 For random histories of remember / revise (world change and correction) / forget / embedding /
 episode / erasure events (and embeddings read back erased) across two namespaces, valid and
@@ -35,9 +35,9 @@ from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE
 from projections.errors import HmemError, ProjectionError
 from projections.event_columns import EventColumns
-from projections.fact_columns import FactColumns
-from projections.fact_fold import check, fold, fold_all, touched_facts
-from projections.fact_tokens import set_tokens, token_counts
+from projections.fold import check, fold, fold_all, touched_facts
+from projections.fold_state import FactColumns
+from projections.index_tokens import set_tokens, token_counts
 from projections.projector import Projector, index_counts
 from projections.records import Fact
 from replay.verify import state_rows

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from eventlog.events import FactRemembered
 from hmem import Memory
 from hmem.adapters.demo import StepClock
-from projections.column_store import NONE, Texts
-from projections.fact_fold import fold_all
-from projections.fact_tokens import set_tokens
+from projections.arrays import NONE, Texts
+from projections.fold import fold_all
 from projections.index_build import build_indexes
+from projections.index_tokens import set_tokens
 from projections.recall_index import NamespaceIndex, source_position
 from projections.source_positions import source_positions
 from projections.turn_links import link_turns

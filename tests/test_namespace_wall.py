@@ -141,7 +141,7 @@ def test_no_read_surface_shows_another_namespace(backend, names, program):
 def check_row_level_security(url: str, names: list[str], ids: dict[str, set[int]]) -> None:
     """On a server store, a role bound to one namespace reads exactly its facts' rows in raw
     SQL, whatever it asks for, and nothing of the log."""
-    from projections.pg_tables import grant_namespace, revoke_namespace
+    from projections.server_tables import grant_namespace, revoke_namespace
     from tests.pg_support import READER_ROLES, as_role, psycopg
 
     role = READER_ROLES[0]

@@ -1,4 +1,4 @@
-"""The event log on PostgreSQL (issue 15, first slice): gapless seqs from many writer processes,
+"""The event log on PostgreSQL: gapless seqs from many writer processes,
 the hash chain per row, UPDATE / DELETE / TRUNCATE refused, tampering found, and every
 acknowledged append present after the server is killed with SIGKILL and restarted. The tests
 start their own server (tests/pg_server.py)."""

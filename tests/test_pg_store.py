@@ -1,4 +1,4 @@
-"""A store on PostgreSQL seen from outside (issue 15): many writer processes on one database,
+"""A store on PostgreSQL seen from outside: many writer processes on one database,
 the server killed under them, a refused append, texts PostgreSQL cannot hold, read-only opens,
 the cache a process starts from, and the CLI on a URL. The stateful machine
 (tests/test_stateful_pg.py) holds the semantics to the model; these hold the edges."""
@@ -73,7 +73,7 @@ def test_an_append_the_server_refuses_stores_nothing_and_is_forgotten(
 ) -> None:
     """When the server refuses the tables' rows, the append is rolled back: a typed error,
     nothing in the log, and the process's projection does not keep what was never logged."""
-    import projections.pg_tables as tables
+    import projections.server_tables as tables
 
     with Memory(url, embedder=None) as m:
         kept = m.remember("maya", "Maya lives in London")

@@ -1,4 +1,4 @@
-"""Idempotent retries (issue 14): a write given a client's ``request_id`` is made once, however
+"""Idempotent retries: a write given a client's ``request_id`` is made once, however
 often it is retried, from whichever process, across reopen; the same id for another write is
 refused, writing nothing."""
 

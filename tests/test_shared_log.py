@@ -1,4 +1,4 @@
-"""A shared log (``EventLog(shared=True)``, the ground of issue 14): many processes append to
+"""A shared log (``EventLog(shared=True)``): many processes append to
 one log, each taking the writer lock for one append only, after taking in what the others
 appended. Seqs stay gapless, the chain unbroken, every acknowledged append present; a torn tail
 a killed writer left is cut by the next writer; a lifetime writer keeps them out."""

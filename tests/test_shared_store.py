@@ -1,4 +1,4 @@
-"""Many agents, one memory (issue 14): real stdio MCP servers, started as the README's one-line
+"""Many agents, one memory: real stdio MCP servers, started as the README's one-line
 configs start them, on one store at once, each writing and reading; every acknowledged write is
 seen by the next read of every other; a library writer beside them uses shared=True."""
 

@@ -1,4 +1,4 @@
-"""The crown jewel on the PostgreSQL backend (issue 15): the stateful machine of
+"""The crown jewel on the PostgreSQL backend: the stateful machine of
 tests/test_stateful.py, every rule and every check against the model, run on a store whose log
 and tables live on a server. After every step it also holds the server's own tables
 (``hmem_facts``, ``hmem_fact_versions``, written in each append's transaction) to the embedded
@@ -16,7 +16,7 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, invariant, rule
 
-from projections.pg_tables import embedded_rows, grant_namespace, server_rows
+from projections.server_tables import embedded_rows, grant_namespace, server_rows
 from tests.conftest import examples
 from tests.pg_support import (
     READER_ROLES,

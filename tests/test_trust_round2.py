@@ -1,4 +1,4 @@
-"""What an outside attack broke (issue 12), one test per finding, each failing before its fix.
+"""What an outside attack broke, one test per finding, each failing before its fix.
 
 The numbers are the issue's: 1 vector sizes, 2 a damaged projection file, 3 readers and
 batches, 4 the namespace wall's metadata, 5 m.sql, 6 times beyond the years 1-9999, 7 MCP and

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from hmem.errors import EmbeddingFailed, HmemError
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 
 __all__ = ["EmbedWorker", "Pending", "unembedded_tail"]
 

@@ -21,7 +21,7 @@ from hmem.storage.transaction import Transaction
 from hmem.time.iso import parse_time
 from projections.checks import CONTROL_CHARS, check_fields
 from projections.entities import fact_entities
-from projections.fact_fold import check
+from projections.fold import check
 from projections.records import Episode, Fact
 from projections.timeutil import from_us, to_us
 

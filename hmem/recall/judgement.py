@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 from projections.recall_index import NamespaceIndex
 
 __all__ = ["judgement_factor", "pinned_docs"]

@@ -1,5 +1,5 @@
 """``hmem copy SRC DST``: a store copied into a new one, embedded or on PostgreSQL, either way,
-by replaying its log (issue 15).
+by replaying its log.
 
 Every event is appended to the destination's log in order, so it keeps its seq, its times, its
 request id and its provenance; the destination seals texts if it is a new embedded store (with

@@ -1,5 +1,5 @@
 """A store on PostgreSQL: its log on the server (:class:`~eventlog.pg_log.PgLog`), its tables
-there (:mod:`projections.pg_tables`), written in each append's transaction, and a local cache
+there (:mod:`projections.server_tables`), written in each append's transaction, and a local cache
 directory for the process's checkpoint.
 
 Every process that opens ``postgresql://...`` keeps the state hmem reads from (the fold, the
@@ -25,8 +25,8 @@ from eventlog.events import Event
 from eventlog.pg_log import PgLog, redacted
 from eventlog.protocol import Then
 from hmem.storage.backend import Backend, Capabilities
-from projections import pg_tables
-from projections.fact_fold import touched_facts
+from projections import server_tables
+from projections.fold import touched_facts
 from projections.projector import Projector
 
 __all__ = ["ServerBackend", "cache_home"]
@@ -52,8 +52,8 @@ class ServerBackend:
         try:
             if not read_only:
                 with log.writing(), log.con.transaction():
-                    pg_tables.create_tables(log.con)
-            sid = pg_tables.store_id(log.con)
+                    server_tables.create_tables(log.con)
+            sid = server_tables.store_id(log.con)
             if sid is None:  # a log written without hmem's tables (e.g. by a bare PgLog)
                 sid = "log-" + (log.chain_at(1).hex()[:16] if log.last_seq else "empty")
         except BaseException:
@@ -83,14 +83,14 @@ class ServerBackend:
     def on_append(self, projector: Projector) -> Then | None:
         def write_tables(stamped: list[Event]) -> None:
             """Bring the tables to the fold of the batch, in the append's transaction."""
-            pg_tables.write_facts(self.log.con, projector.state, touched_facts(stamped),
+            server_tables.write_facts(self.log.con, projector.state, touched_facts(stamped),
                                   after=stamped[0].seq - 1)
         return write_tables
 
     def after_open(self, projector: Projector) -> list[str]:
         """Tables behind the log (written by something that did not keep them) are written
         whole."""
-        if pg_tables.tables_seq(self.log.con) == projector.last_seq:
+        if server_tables.tables_seq(self.log.con) == projector.last_seq:
             return []
         self.after_rebuild(projector)
         return ["the server's tables were behind the log; written again"]
@@ -99,7 +99,7 @@ class ServerBackend:
         """Write every fact's rows again."""
         log = self.log
         with log.writing(), log.con.transaction():
-            pg_tables.write_facts(log.con, projector.state, (), after=-1)  # with COPY
+            server_tables.write_facts(log.con, projector.state, (), after=-1)  # with COPY
 
     def fetch_checkpoint(self, have: int) -> None:
         """Fetch the server's checkpoint into :attr:`root` when it is newer than ``have`` (the
@@ -129,7 +129,7 @@ class ServerBackend:
         con = self.log.con
         with con.transaction():
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            return pg_tables.differences(con, caught_up().state)
+            return server_tables.differences(con, caught_up().state)
 
     def close(self) -> None:
         self.log.close()

@@ -40,7 +40,7 @@ from hmem.time.arguments import Now, parse_when
 from hmem.time.iso import TimeLike
 from projections import checkpoint
 from projections.checks import check_fields
-from projections.fact_fold import check
+from projections.fold import check
 from projections.projector import Projector
 from projections.timeutil import to_us
 from replay.asof import seq_at

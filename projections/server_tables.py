@@ -1,5 +1,5 @@
-"""The projection's tables on PostgreSQL: what a store on a server shows to SQL, written in the
-transaction of the append they follow from (issue 15).
+"""The tables of a store on PostgreSQL: what it shows to SQL on the server, written in the
+transaction of the append they follow from.
 
 - ``hmem_facts``: one row per fact, as the embedded ``facts`` table (texts, provenance, the
   revision chain), with ``chain_id``: the first fact of its revision chain.
@@ -10,13 +10,13 @@ transaction of the append they follow from (issue 15).
   write, whatever wrote it.
 - ``hmem_meta``: the store's id and ``tables_seq``, the last seq the tables hold (moved in the
   same transaction as the rows, so they never disagree with the log they say they follow).
-- ``hmem_checkpoint_parts``: the last checkpoint a writer published (the projection's DuckDB
-  file and the fold's columns, in parts), so that a process on a host that has none starts
-  from it instead of reading every row of the log (hmem/storage/server.py).
+- ``hmem_checkpoint_parts``: the last checkpoint a writer published (projections/checkpoint.py,
+  in parts), so that a process on a host that has none starts from it instead of reading every
+  row of the log (hmem/storage/server_backend.py).
 - Namespaces are row-level security: a role bound to namespaces (:func:`grant_namespace`)
   reads only their rows of the two tables, whatever SQL it sends, and cannot read the log.
 
-The rows are those of the embedded projection's fold (:mod:`projections.fact_rows`), replaced
+The rows are those the SQL surface makes from the fold (:mod:`projections.sql_tables`), replaced
 for the facts each batch changed; a NUL character in a text (which PostgreSQL's ``text`` cannot
 hold) shows as U+FFFD there, while the log keeps it. Only the owner of the tables writes them.
 """
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from eventlog.events import EPOCH
-from projections.column_store import NONE
-from projections.fact_columns import FactColumns
+from projections.arrays import NONE
+from projections.fold_state import FactColumns
 from projections.sql_tables import TIME_COLUMNS, fact_rows, version_rows
 
 __all__ = [

@@ -64,6 +64,7 @@ from eventlog.events import (
     FactsErased,
     RecallServed,
 )
+from projections.arrays import NONE, grown
 from projections.checks import (
     check_derived_from,
     check_erasable,
@@ -71,7 +72,6 @@ from projections.checks import (
     check_revisable,
     erased_reason,
 )
-from projections.column_store import NONE, grown
 from projections.entities import fact_entities
 from projections.errors import (
     FactAlreadyForgotten,
@@ -80,7 +80,7 @@ from projections.errors import (
     InvalidInput,
     ProjectionError,
 )
-from projections.fact_columns import FactColumns, importance_code
+from projections.fold_state import FactColumns, importance_code
 from projections.records import Episode, Vector
 from projections.timeutil import to_us
 

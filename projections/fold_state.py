@@ -1,9 +1,9 @@
 """The fold's state: every fact in numpy arrays, not a Python object per fact, and its reads.
 
-Only the fold (:func:`projections.fact_fold.fold`) changes it. Readers that want a fact get a
+Only the fold (:func:`projections.fold.fold`) changes it. Readers that want a fact get a
 :class:`~projections.records.Fact` made on demand (``facts[id]``, :meth:`lookup`,
 :meth:`in_namespace`); the write path's rules read the columns; the recall indexes are built
-from them (projections/index_build.py); the layout is described in projections/column_store.py.
+from them (projections/index_build.py); the layout is described in projections/arrays.py.
 Vectors and episodes are kept as lists and dicts of structs: they are a small part of a
 store's objects.
 """
@@ -16,8 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import EmbeddingRecorded
-from projections.checks import check_dims
-from projections.column_store import (
+from projections.arrays import (
     NONE,
     FactTable,
     Ragged,
@@ -26,6 +25,7 @@ from projections.column_store import (
     Texts,
     UniqueStrings,
 )
+from projections.checks import check_dims
 from projections.errors import FactNotFound
 from projections.records import Episode, Fact, Row, Vector, subject_key
 
@@ -64,7 +64,7 @@ class FactColumns:
         self.entities = Ragged("int32")  # codes into entity_names; ends: facts.entities_end
         self.derived = Ragged("int64")  # derived_from seqs; ends: facts.derived_end
         self.terms = Strings()  # the text index's terms
-        # each fact's index tokens, codes into terms (projections/fact_tokens.py; the projector
+        # each fact's index tokens, codes into terms (projections/index_tokens.py; the projector
         # sets them): ends facts.tokens_end, set for the first ``tokened`` slots
         self.tokens = Ragged("int32")
         self.tokened = 0

@@ -1,4 +1,4 @@
-"""Storage of the columnar fold (projections/fact_columns.py): growable numpy columns, string
+"""Storage of the columnar fold (projections/fold_state.py): growable numpy columns, string
 tables, and the fact and version-row tables.
 
 * A fact has a dense *slot* (0, 1, 2, ... in order of creation, so in order of id); every fact

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from projections.errors import ProjectionError
-from projections.fact_columns import FactColumns
+from projections.fold_state import FactColumns
 
 __all__ = ["Postings", "namespace_postings", "set_tokens", "token_counts"]
 
