@@ -14,9 +14,9 @@ Deleting it loses nothing.
 
 Layout: ``MAGIC | u32 version | u64 manifest length | u32 its crc32 | manifest (msgpack) |
 columns``. The manifest holds the stamp, each column's (name, dtype, count, offset, crc32) and
-the pieces kept as objects (vectors, episodes, logged recalls, odd importances) as one msgpack
-blob; each column is its bytes, 64-byte aligned. Written to ``.tmp``, fsynced and renamed over
-the last one, so a reader finds the old file or the new one, never a part.
+the pieces kept as objects (episodes, logged recalls, odd importances, the vectors' models) as
+one msgpack blob; each column is its bytes, 64-byte aligned. Written to ``.tmp``, fsynced and
+renamed over the last one, so a reader finds the old file or the new one, never a part.
 """
 
 from __future__ import annotations
@@ -35,15 +35,17 @@ import numpy.typing as npt
 
 from eventlog.events import RecallServed
 from projections.arrays import Ragged, Strings, Table, Texts
+from projections.compact_columns import Sparse, derive_times, pack, unpack
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
 from projections.records import Episode, Vector
+from projections.request_keys import request_key
 
 __all__ = ["CHECKPOINT_FILE", "Stamp", "from_log", "load", "read_stamp", "save"]
 
 CHECKPOINT_FILE = "checkpoint.columns"
 MAGIC = b"HMEMCOLS"
-VERSION = 3  # 2: index tokens and terms; 3: the event columns and logged recalls
+VERSION = 3  # 2: index tokens and terms; 3: the event columns, logged recalls, vector columns
 _HEAD = struct.Struct("<8sIQI")
 _ALIGN = 64
 
@@ -68,7 +70,7 @@ class _Extra(msgspec.Struct):
     last_seq: int
     tokened: int
     odd: dict[int, int]
-    vectors: list[Vector]
+    models: list[str]  # the vectors' models, by code
     episodes: list[Episode]
     recalls: list[RecallServed]
 
@@ -78,6 +80,8 @@ class _Manifest(msgspec.Struct):
     chain: str
     columns: list[_Column]
     extra: bytes
+    sparse: dict[str, Sparse]  # the columns kept as their exceptions (compact_columns.py)
+    widths: dict[str, str]  # the stored arrays kept narrower: each one's own type
 
 
 def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
@@ -92,22 +96,25 @@ def save(path: Path, facts: FactColumns, events: EventColumns, stamp: Stamp) -> 
     if facts.last_seq != stamp[0] or len(events) != stamp[0]:
         raise ValueError(f"the state holds seq {facts.last_seq}, the stamp says {stamp[0]}")
     arrays = dict(_arrays(facts))
+    models = list(dict.fromkeys(v.model for v in facts.vectors))
+    arrays |= _vector_arrays(facts, models)
     for name, code in EventColumns.ARRAYS.items():
-        arrays[f"events.{name}"] = np.frombuffer(getattr(events, name), dtype=_DTYPES[code])
+        if name not in _DERIVED:
+            arrays[f"events.{name}"] = np.frombuffer(getattr(events, name), dtype=_DTYPES[code])
     for name in _EVENT_TEXTS:
-        texts: Texts = getattr(events, name)
-        arrays[f"events.{name}.blob"] = np.frombuffer(texts.blob, dtype=np.uint8)
-        arrays[f"events.{name}.starts"] = texts.starts[: texts.n]
-        arrays[f"events.{name}.ends"] = texts.ends[: texts.n]
+        arrays |= _text_arrays(f"events.{name}", getattr(events, name))
+    for name in _DERIVED_COLUMNS:
+        del arrays[name]
+    arrays, sparse, widths = pack(arrays)
     extra = msgspec.msgpack.encode(_Extra(
-        facts.last_seq, facts.tokened, facts.odd, facts.vectors,
+        facts.last_seq, facts.tokened, facts.odd, models,
         list(facts.episodes.values()), list(events.recalls.values()),
     ))
     columns, offset = [], 0
     for name, arr in arrays.items():
         columns.append(_Column(name, arr.dtype.str, len(arr), offset, zlib.crc32(_raw(arr))))
         offset += _aligned(arr.nbytes)
-    manifest = msgspec.msgpack.encode(_Manifest(stamp[0], stamp[1], columns, extra))
+    manifest = msgspec.msgpack.encode(_Manifest(stamp[0], stamp[1], columns, extra, sparse, widths))
     start = _aligned(_HEAD.size + len(manifest))
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -154,8 +161,11 @@ def load(path: Path, stamp: Stamp) -> tuple[FactColumns, EventColumns] | None:
                     return None
                 arrays[column.name] = into if isinstance(into, bytearray) else into.obj
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
+        arrays = unpack(arrays, manifest.sparse, manifest.widths)
         facts = _columns(arrays, extra)
-        return facts, _events(arrays, extra, facts)
+        events = _events(arrays, extra, facts)
+        _derive(facts, events)
+        return facts, events
     except (OSError, ValueError, KeyError, msgspec.DecodeError, struct.error):
         return None
 
@@ -173,21 +183,67 @@ def _manifest(f: Any) -> _Manifest | None:
 def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventColumns:
     events = EventColumns(facts)
     for name, code in EventColumns.ARRAYS.items():
+        if name in _DERIVED:
+            continue
         column = arrays[f"events.{name}"]
         if len(column) != extra.last_seq:
             raise ValueError(f"the event column {name} does not cover the stamp's seqs")
         setattr(events, name, array(code, np.asarray(column, dtype=_DTYPES[code]).tobytes()))
     for name in _EVENT_TEXTS:
-        texts: Texts = getattr(events, name)
-        texts.blob = arrays[f"events.{name}.blob"]
-        texts.starts = arrays[f"events.{name}.starts"]
-        texts.ends = arrays[f"events.{name}.ends"]
-        texts.n = len(texts.ends)
+        _fill_texts(getattr(events, name), arrays, f"events.{name}")
     events.recalls = {r.seq: r for r in extra.recalls}
+    events.request_key = _request_keys(events)
     return events
 
 
+def _request_keys(events: EventColumns) -> array[int]:
+    """Each event's request key (projections/request_keys.py), from its request id."""
+    keys = np.zeros(len(events), dtype=np.int64)
+    codes = events.column("request")
+    names, requests = events.facts.namespaces.values, events.requests
+    namespaces = events.column("namespace")
+    for i in np.flatnonzero(codes >= 0).tolist():
+        keys[i] = request_key(names[namespaces[i]], requests[int(codes[i])])
+    return array("q", keys.tobytes())
+
+
+def _vector_arrays(facts: FactColumns, models: list[str]) -> dict[str, npt.NDArray[Any]]:
+    """The vectors as columns: each one's fact, namespace, model, dims and seq, and their
+    bytes one after another."""
+    vectors = facts.vectors
+    code = {m: i for i, m in enumerate(models)}
+    n = len(vectors)
+    lengths = np.fromiter((len(v.vector) for v in vectors), dtype=np.int64, count=n)
+    return {
+        "vectors.fact_id": np.fromiter((v.fact_id for v in vectors), np.int64, n),
+        "vectors.namespace": facts.namespaces.encode([v.namespace for v in vectors]),
+        "vectors.model": np.fromiter((code[v.model] for v in vectors), np.int32, n),
+        "vectors.dims": np.fromiter((v.dims for v in vectors), np.int32, n),
+        "vectors.seq": np.fromiter((v.seq for v in vectors), np.int64, n),
+        "vectors.ends": np.cumsum(lengths),
+        "vectors.blob": np.frombuffer(b"".join(v.vector for v in vectors), dtype=np.uint8),
+    }
+
+
+def _vectors(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> None:
+    blob = arrays["vectors.blob"].tobytes()
+    ends = arrays["vectors.ends"].tolist()
+    names, models = facts.namespaces.values, extra.models
+    columns = zip(
+        arrays["vectors.fact_id"].tolist(), arrays["vectors.namespace"].tolist(),
+        arrays["vectors.model"].tolist(), arrays["vectors.dims"].tolist(),
+        arrays["vectors.seq"].tolist(), [0, *ends][: len(ends)], ends, strict=True,
+    )
+    for fact_id, namespace, model, dims, seq, start, end in columns:
+        facts.add_vector(Vector(fact_id, names[namespace], models[model], dims,
+                                blob[start:end], seq))
+
+
 _EVENT_TEXTS = ("refs", "requests")
+# fold columns made again at load from the others (_derive)
+_DERIVED_COLUMNS = ("table.created_at", "table.superseded_at", "table.forgotten_at",
+                    "table.tokens_end", "rows.tx_from", "rows.tx_to", "slot_of")
+_DERIVED = ("request_key",)  # event columns made again at load, not saved
 _DTYPES = {"q": "<i8", "i": "<i4", "b": "i1"}  # array typecodes as numpy dtypes
 
 
@@ -197,12 +253,7 @@ def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
         out += [(f"{prefix}.{c}", getattr(table, c)[: table.n]) for c in table.COLUMNS]
     out.append(("slot_of", cols.slot_of[: cols.last_seq + 1]))
     for name in _TEXTS:
-        texts: Texts = getattr(cols, name)
-        out += [
-            (f"{name}.blob", np.frombuffer(texts.blob, dtype=np.uint8)),
-            (f"{name}.starts", texts.starts[: texts.n]),
-            (f"{name}.ends", texts.ends[: texts.n]),
-        ]
+        out += _text_arrays(name, getattr(cols, name)).items()
     for name in _STRING_TABLES:
         encoded = [v.encode("utf-8", "surrogatepass") for v in getattr(cols, name).values]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
@@ -219,15 +270,10 @@ def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
 def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
     cols = FactColumns()
     for prefix, table in (("table", cols.table), ("rows", cols.rows)):
-        _fill_table(table, {c: arrays[f"{prefix}.{c}"] for c in table.COLUMNS})
-    cols.slot_of = arrays["slot_of"]
-    if len(cols.slot_of) != extra.last_seq + 1:
-        raise ValueError("slot_of does not cover the stamp's seqs")
+        _fill_table(table, {c: arrays[f"{prefix}.{c}"] for c in table.COLUMNS
+                            if f"{prefix}.{c}" not in _DERIVED_COLUMNS})
     for name in _TEXTS:
-        texts: Texts = getattr(cols, name)
-        texts.blob = arrays[f"{name}.blob"]
-        texts.starts, texts.ends = arrays[f"{name}.starts"], arrays[f"{name}.ends"]
-        texts.n = len(texts.ends)
+        _fill_texts(getattr(cols, name), arrays, name)
     for name in _STRING_TABLES:
         strings: Strings = getattr(cols, name)
         strings.fill_utf8(arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist())
@@ -238,12 +284,55 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
     cols.tokened = extra.tokened
     if not 0 <= cols.tokened <= cols.n:
         raise ValueError("more facts with index tokens than facts")
-    for vec in extra.vectors:
-        cols.add_vector(vec)
+    _vectors(arrays, extra, cols)
     for episode in extra.episodes:
         cols.add_episode(episode)
     cols.last_seq = extra.last_seq
     return cols
+
+
+def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:
+    """Strings kept as one buffer: the buffer, in slot order, and each one's length."""
+    starts, ends = texts.starts[: texts.n], texts.ends[: texts.n]
+    blob = bytes(texts.blob)
+    if len(starts) and not (
+        starts[0] == 0 and np.array_equal(starts[1:], ends[:-1]) and ends[-1] == len(blob)
+    ):
+        blob = b"".join(blob[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True))
+    return {f"{name}.blob": np.frombuffer(blob, dtype=np.uint8),
+            f"{name}.lengths": (ends - starts).astype(np.int64)}
+
+
+def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
+    lengths = arrays[f"{name}.lengths"]
+    texts.blob = arrays[f"{name}.blob"]
+    texts.ends = np.cumsum(lengths, dtype=np.int64)
+    texts.starts = texts.ends - lengths
+    texts.n = len(lengths)
+    if texts.n and int(texts.ends[-1]) != len(texts.blob):
+        raise ValueError(f"the lengths of {name} do not add up to its buffer")
+
+
+def _derive(facts: FactColumns, events: EventColumns) -> None:
+    """The columns a checkpoint does not keep (compact_columns.py): the times, from each
+    event's tx time; the seq -> slot map; where each fact's index tokens end."""
+    tx = events.column("tx")
+    f, r = facts.table, facts.rows
+    f.created_at = derive_times(tx, f.ids)
+    f.superseded_at = derive_times(tx, f.superseded_by)
+    f.forgotten_at = derive_times(tx, f.forgotten_seq)
+    r.tx_from = derive_times(tx, r.tx_from_seq)
+    r.tx_to = derive_times(tx, r.tx_to_seq)
+    ids = f.ids[: f.n]
+    if len(ids) and (int(ids.min()) < 1 or int(ids.max()) > facts.last_seq):
+        raise ValueError("a fact's id is outside the stamp's seqs")
+    facts.slot_of = np.full(facts.last_seq + 1, -1, dtype=np.int32)
+    facts.slot_of[ids] = np.arange(f.n, dtype=np.int32)
+    ends = np.zeros(f.n, dtype=np.int64)
+    ends[: facts.tokened] = np.cumsum(f.doc_len[: facts.tokened])
+    f.tokens_end = ends
+    if facts.tokened and int(ends[facts.tokened - 1]) != facts.tokens.n:
+        raise ValueError("the facts' token counts do not add up to their tokens")
 
 
 def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any]]) -> None:
