@@ -26,6 +26,9 @@ from replay.views import (
 )
 
 __all__ = [
+    "OUTCOMES",
+    "Written",
+    "plain_int",
     "Version",
     "FactView",
     "Belief",
@@ -40,6 +43,45 @@ __all__ = [
     "episode_view",
     "version_view",
 ]
+
+
+OUTCOMES = ("new", "repeat", "retry")
+
+
+class Written(int):
+    """What a write returns: the id (or seq) it names, an ``int``, and what the write did.
+
+    ``outcome`` is ``"new"`` (stored now), ``"repeat"`` (a current fact already says it, or an
+    earlier item of the same batch does: nothing stored, that fact's id returned) or
+    ``"retry"`` (a write with this request id was stored before: answered as then, nothing
+    stored); :attr:`new` says whether it was stored now. It is used as the id it is
+    (``m.revise(written, ...)``); ``int(written)`` is the plain int, for encoders that take
+    only exact ints (msgspec).
+    """
+
+    outcome: str
+
+    def __new__(cls, value: int, outcome: str = "new") -> Written:
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        self = super().__new__(cls, value)
+        self.outcome = outcome
+        return self
+
+    @property
+    def new(self) -> bool:
+        """Whether this write stored something now."""
+        return self.outcome == "new"
+
+    def __reduce__(self) -> tuple[type[Written], tuple[int, str]]:
+        return Written, (int(self), self.outcome)
+
+
+def plain_int(value: object) -> object:
+    """msgspec's ``enc_hook`` for a :class:`Written` (or any int subclass): its int."""
+    if isinstance(value, int):
+        return int(value)
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
 
 
 class Stats(msgspec.Struct, frozen=True):

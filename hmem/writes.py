@@ -5,7 +5,7 @@ the LLM layer's ``add`` / ``extract``. Each builds its events and appends them t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -13,7 +13,6 @@ import numpy as np
 
 from eventlog.events import (
     EmbeddingRecorded,
-    EventBase,
     FactForgotten,
     FactRemembered,
     FactRevised,
@@ -29,10 +28,17 @@ from hmem.args import (
 from hmem.dedup import DedupKey, dedup_key, duplicate_of
 from hmem.errors import AlreadyWritten, EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
-from hmem.storage.retries import forgotten_seq, remembered_ids, request_arg, revised_seq
+from hmem.storage.retries import (
+    check_not_written,
+    forgotten_seq,
+    remembered_ids,
+    request_arg,
+    revised_seq,
+)
 from hmem.storage.transaction import Transaction, transaction_time
 from hmem.time.arguments import parse_when_opt
 from hmem.time.iso import TimeLike
+from hmem.views import Written
 from projections.checks import check_fields
 from projections.entities import fact_entities
 from projections.timeutil import to_us
@@ -44,7 +50,6 @@ if TYPE_CHECKING:  # the LLM layer is optional and imported only when used
 
 __all__ = ["WriteMethods"]
 
-_EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)
 _REMEMBER_ARGS = frozenset({
     "subject", "text", "valid_from", "valid_to", "confidence", "entities", "source_agent",
     "source_ref",
@@ -75,8 +80,9 @@ class WriteMethods(StoreHandle):
         source_ref: str | None = None,
         dedup: bool = True,
         request_id: str | None = None,
-    ) -> int:
-        """Store a new belief about ``subject``; returns its id.
+    ) -> Written:
+        """Store a new belief about ``subject``; returns its id (a :class:`~hmem.views.Written`:
+        an int that also says whether it was stored now, a repeat or a retry).
 
         ``valid_from`` (when it became true in the world) defaults to now; ``valid_to`` to
         "still true". Entities default to the proper nouns of ``text`` (plus the subject).
@@ -103,7 +109,7 @@ class WriteMethods(StoreHandle):
     def remember_many(
         self, facts: Iterable[dict[str, Any]], *, dedup: bool = True,
         request_id: str | None = None,
-    ) -> list[int]:
+    ) -> list[Written]:
         """Remember many facts as one write (one fsync; embeddings computed in batches).
 
         Each item holds ``remember``'s arguments by name, e.g.
@@ -139,7 +145,7 @@ class WriteMethods(StoreHandle):
 
     def _append_facts(
         self, events: list[FactRemembered], *, dedup: bool, request_id: str | None = None
-    ) -> list[int]:
+    ) -> list[Written]:
         """Append new facts as one write, with their vectors (inline mode) or queued for the
         background worker (which then embeds what the log holds, never a refused text);
         with ``dedup``, repeats are answered with the id they repeat instead; a retried
@@ -149,33 +155,36 @@ class WriteMethods(StoreHandle):
         try:
             return self._append_new_facts(events, dedup)
         except AlreadyWritten as retry:
-            return remembered_ids(
+            return [Written(i, "retry") for i in remembered_ids(
                 retry, events, lambda ev: self._repeat_of(ev, dedup),
                 lambda ev: dedup_key(ev.subject, ev.text, ev.valid_from, ev.valid_to),
-            )
+            )]
 
     def _repeat_of(self, event: FactRemembered, dedup: bool) -> int | None:
         """The current fact ``event`` repeats (with ``dedup``), or None."""
         old = self._repeats([event], dedup, None)[0]
         return old if isinstance(old, int) else None
 
-    def _append_new_facts(self, events: list[FactRemembered], dedup: bool) -> list[int]:
-        self._check_before_embedding(events)
+    def _append_new_facts(self, events: list[FactRemembered], dedup: bool) -> list[Written]:
+        for event in events:  # the one check of their fields, before a model sees a text
+            check_fields(event, at_tx=False)
         worker = self.embedding_worker()
-        if worker is not None:
-            self.check_embedder_dims()
         inline = worker is None and self.embedder is not None
         vectors: dict[int, np.ndarray] = {}
         if inline:  # embedded outside the lock: what is new now (checked again under it)
             vectors = self._vectors(events, _new(self._repeats(events, dedup, None)))
         with self.transaction() as txn:
+            if worker is not None:
+                self.check_embedder_dims()
+            with self.reading() as store:  # a retried request is a retry, even of a repeat
+                check_not_written(store.projector, store.log, events)
             repeats = self._repeats(events, dedup, txn.time)
             fresh = _new(repeats)
             if inline:  # a fact found a repeat above was forgotten or revised in between
                 vectors |= self._vectors(events, [i for i in fresh if i not in vectors])
             positions: dict[int, int] = {}
             for i in fresh:
-                positions[i] = txn.append(events[i])
+                positions[i] = txn.append(events[i], checked=True)
                 if i in vectors:
                     txn.append(txn.vector(vectors[i], source_agent=self.source_agent),
                                of=positions[i])
@@ -183,7 +192,8 @@ class WriteMethods(StoreHandle):
             if worker is not None and fresh:  # under the lock: a flush or a tail scan sees both
                 worker.put([(txn.seq(positions[i]), events[i].subject, events[i].text)
                              for i in fresh])
-        return [_id_of(i, repeats, positions, txn) for i in range(len(events))]
+        return [Written(_id_of(i, repeats, positions, txn),
+                        "new" if repeats[i] is None else "repeat") for i in range(len(events))]
 
     def _repeats(
         self, events: Sequence[FactRemembered], dedup: bool, now: datetime | None
@@ -202,16 +212,6 @@ class WriteMethods(StoreHandle):
         """The embedder's vectors of events ``which``, by position ({} without an embedder)."""
         got = self.embed_facts([(events[i].subject, events[i].text) for i in which])
         return {} if got is None else dict(zip(which, got, strict=True))
-
-    def _check_before_embedding(self, events: Sequence[EventBase]) -> None:
-        """The events' own field checks, before any text goes to an embedder (a model must
-        never see what the store refuses); the transaction checks them again with its time
-        (here the earliest time stands in for it, so no period is refused too early). Without an
-        embedder nothing is sent anywhere: the transaction's checks are enough."""
-        if self.embedder is None:
-            return
-        for event in events:
-            check_fields(msgspec.structs.replace(event, tx_at=_EARLIEST))
 
     def _remembered(self, item: object, i: int) -> FactRemembered:
         if not isinstance(item, dict):
@@ -248,8 +248,9 @@ class WriteMethods(StoreHandle):
         source_agent: str | None = None,
         source_ref: str | None = None,
         request_id: str | None = None,
-    ) -> int:
-        """Replace fact ``fact_id`` with a new version; returns the new id. Nothing is overwritten.
+    ) -> Written:
+        """Replace fact ``fact_id`` with a new version; returns the new id (a
+        :class:`~hmem.views.Written`). Nothing is overwritten.
 
         With ``valid_from`` the world changed at that time: the old fact stays believed as true
         until then. Without it this is a correction: the old statement is no longer believed at
@@ -275,24 +276,24 @@ class WriteMethods(StoreHandle):
             request_id=request_id,
         )
         try:
-            return self._append_revision(event, subject or old_subject)
+            return Written(self._append_revision(event, subject or old_subject))
         except AlreadyWritten as retry:
-            return revised_seq(retry, fid, text)
+            return Written(revised_seq(retry, fid, text), "retry")
 
     def _append_revision(self, event: FactRevised, subject: str) -> int:
         """Append a revision (``subject``: its subject, old or new) with its vector."""
-        self._check_before_embedding([event])
+        check_fields(event, at_tx=False)  # the one check of its fields, before a model sees it
         worker = self.embedding_worker()
         if worker is not None:
-            self.check_embedder_dims()
             with self.transaction() as txn:
-                position = txn.append(event)
+                self.check_embedder_dims()
+                position = txn.append(event, checked=True)
                 txn.commit()
                 worker.put([(txn.seq(position), subject, event.text)])
             return txn.seq(position)
         vector = self._vector_of(subject, event.text)
         with self.transaction() as txn:
-            position = txn.append(event)
+            position = txn.append(event, checked=True)
             if vector is not None:
                 txn.append(txn.vector(vector, source_agent=self.source_agent), of=position)
         return txn.seq(position)
@@ -305,10 +306,11 @@ class WriteMethods(StoreHandle):
         source_agent: str | None = None,
         source_ref: str | None = None,
         request_id: str | None = None,
-    ) -> int:
+    ) -> Written:
         """Tombstone a fact: gone from recall from now on, still in history, why and as_of.
 
-        Returns the seq of the tombstone event. Nothing is deleted. ``request_id``: as in
+        Returns the seq of the tombstone event (a :class:`~hmem.views.Written`). Nothing is
+        deleted. ``request_id``: as in
         :meth:`remember` (a retry returns the first call's tombstone).
         """
         fid = _fact_id(fact_id)
@@ -319,8 +321,8 @@ class WriteMethods(StoreHandle):
                     source_ref=source_ref, request_id=request_arg(request_id),
                 ))
         except AlreadyWritten as retry:
-            return forgotten_seq(retry, fid)
-        return txn.seq(position)
+            return Written(forgotten_seq(retry, fid), "retry")
+        return Written(txn.seq(position))
 
     def record_embedding(self, fact_id: int, model: str, vector: Any) -> int:
         """Record a vector for a fact as an event (replay never recomputes it); returns its seq."""

@@ -39,6 +39,7 @@ __all__ = [
     "check_period",
     "check_revisable",
     "check_text",
+    "check_timing",
 ]
 
 # "restored": erasures a key file records that its log (a backup restored) had no receipt of
@@ -50,8 +51,10 @@ CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def check_fields(ev: EventBase) -> None:
-    """Checks of the event's own fields (the write path runs them before appending)."""
+def check_fields(ev: EventBase, *, at_tx: bool = True) -> None:
+    """Checks of the event's own fields (the write path runs them once before appending).
+    ``at_tx=False`` leaves out the one that depends on the event's tx time (a fact true since
+    it was learned must end after that): :func:`check_timing` runs it once the time is set."""
     check_name("namespace", ev.namespace)
     for label, value in (("source_agent", ev.source_agent), ("source_ref", ev.source_ref)):
         if value is not None:
@@ -63,8 +66,8 @@ def check_fields(ev: EventBase) -> None:
         check_name("subject", ev.subject)
         _check_statement(ev.text, ev.confidence, ev.entities)
         _check_lineage(ev)
-        vf = to_us(ev.tx_at) if ev.valid_from is None else to_us(ev.valid_from)
-        check_period(vf, ev.valid_to)
+        if at_tx or ev.valid_from is not None:
+            check_timing(ev)
     elif isinstance(ev, FactRevised):
         if ev.subject is not None:
             check_name("subject", ev.subject)
@@ -129,6 +132,14 @@ def _check_lineage(ev: FactRemembered | FactRevised) -> None:
         raise InvalidInput(f"importance must be an integer from 1 to 10, not {ev.importance!r}")
     if len(set(ev.derived_from)) != len(ev.derived_from):
         raise InvalidInput("derived_from names an episode twice")
+
+
+def check_timing(ev: EventBase) -> None:
+    """The check of an event's fields that depends on its tx time: a fact without
+    ``valid_from`` is true from its tx time on, and must end after it."""
+    if isinstance(ev, FactRemembered):
+        vf = to_us(ev.tx_at) if ev.valid_from is None else to_us(ev.valid_from)
+        check_period(vf, ev.valid_to)
 
 
 def check_text(label: str, value: str, limit: int, *, allow_empty: bool = False) -> None:

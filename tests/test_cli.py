@@ -118,8 +118,12 @@ def test_round_trip(run: Run, maya: Maya) -> None:
 
 def test_json_output(run: Run, maya: Maya) -> None:
     london, seq, paris = maya
-    assert _json(run, "remember", "bob", "Bob drinks tea") == {"id": 3, "repeat": False}
-    assert _json(run, "revise", "3", "Bob drinks coffee") == {"id": 4, "revises": 3}
+    assert _json(run, "remember", "bob", "Bob drinks tea") == {
+        "id": 3, "repeat": False, "outcome": "new"}
+    assert _json(run, "revise", "3", "Bob drinks coffee") == {
+        "id": 4, "revises": 3, "outcome": "new"}
+    assert _json(run, "remember", "bob", "Bob drinks coffee", "--request-id", "r1") == {
+        "id": 4, "repeat": True, "outcome": "repeat"}  # a repeat, though it has a request id
 
     hits = _json(run, "recall", "where does maya live")["hits"]
     assert [h["id"] for h in hits] == [paris]
@@ -139,7 +143,7 @@ def test_json_output(run: Run, maya: Maya) -> None:
     assert _json(run, "log", "verify")["ok"] is True
     assert _json(run, "replay", "verify")["ok"] is True
 
-    assert _json(run, "forget", str(paris)) == {"id": paris, "seq": 5}
+    assert _json(run, "forget", str(paris)) == {"id": paris, "seq": 5, "outcome": "new"}
     stats = _json(run, "stats")
     assert (stats["facts"], stats["forgotten"], stats["head_seq"]) == (4, 1, 5)
 
@@ -411,3 +415,15 @@ def test_mcp_help_shows_the_uvx_form_that_works(run: Run) -> None:
     code, out, _ = run("mcp", "--help", path=None)
     assert code == 0 and "uvx --from 'hmem[mcp]' hmem mcp" in out
     assert "-- uvx hmem mcp" not in out  # plain uvx installs hmem without the MCP SDK
+
+
+def test_a_write_says_whether_it_was_stored_a_repeat_or_a_retry(run: Run) -> None:
+    assert _json(run, "remember", "tom", "Tom runs", "--request-id", "r2")["outcome"] == "new"
+    assert _json(run, "remember", "tom", "Tom runs", "--request-id", "r2") == {
+        "id": 1, "repeat": True, "outcome": "retry"}
+    assert _json(run, "remember", "Tom", "tom runs!") == {"id": 1, "repeat": True,
+                                                          "outcome": "repeat"}
+    code, out, _ = run("remember", "tom", "Tom runs", "--request-id", "r2")
+    assert code == 0 and "this --request-id was written before" in out
+    code, out, _ = run("remember", "tom", "Tom runs")
+    assert code == 0 and "same subject and text" in out

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from datetime import date, datetime, timedelta, timezone
 
+import msgspec
 import pytest
 
 from hmem import Memory, errors
 from hmem.errors import StoreNotFound
 from hmem.storage.targets import default_root
+from hmem.views import plain_int
 from projections.checkpoint import CHECKPOINT_FILE
 from replay.verify import state_rows
 
@@ -369,3 +372,30 @@ def test_bad_store_settings_are_refused_before_anything_is_created(tmp_path, kwa
     with pytest.raises(errors.InvalidInput, match=next(iter(kwargs))):
         Memory(tmp_path / "s", embedder=None, **kwargs)
     assert not (tmp_path / "s").exists()
+
+
+def test_a_write_says_whether_it_stored_something(tmp_path):
+    """Each write returns its id as an int that also says what the write did: stored now, a
+    repeat of a current fact (or of an earlier item of the batch), or a retried request."""
+    with Memory(tmp_path / "s", clock=Clock(), embedder=None) as m:
+        a = m.remember("maya", "Maya likes tea")
+        assert (a, a.outcome, a.new) == (1, "new", True) and isinstance(a, int)
+        again = m.remember("Maya", "maya likes tea!")
+        assert (again, again.outcome, again.new) == (a, "repeat", False)
+        b = m.remember("maya", "Maya likes jazz", request_id="r1")
+        retry = m.remember("maya", "Maya likes jazz", request_id="r1")
+        assert (retry, retry.outcome) == (b, "retry")
+        batch = m.remember_many([{"subject": "tom", "text": "Tom runs"},
+                                 {"subject": "tom", "text": "Tom runs"},
+                                 {"subject": "maya", "text": "Maya likes tea"}])
+        assert [w.outcome for w in batch] == ["new", "repeat", "repeat"]
+        assert batch[1] == batch[0] and batch[2] == a
+        c = m.revise(b, "Maya likes jazz and blues", request_id="r2")
+        assert c.outcome == "new" and m.revise(
+            b, "Maya likes jazz and blues", request_id="r2").outcome == "retry"
+        gone = m.forget(c, request_id="r3")
+        assert gone.outcome == "new" and m.forget(c, request_id="r3") == gone
+        assert m.forget(c, request_id="r3").outcome == "retry"
+        assert m.get(a).id == a and m.revise(a, "Maya likes green tea").new  # used as the id
+        assert msgspec.json.encode({"id": a}, enc_hook=plain_int) == b'{"id":1}'
+        assert pickle.loads(pickle.dumps(a)).outcome == "new"

@@ -21,6 +21,7 @@ import msgspec
 from hmem.adapters import cli_format as fmt
 from hmem.args import fact_id
 from hmem.errors import InvalidInput, shown
+from hmem.views import plain_int
 
 if TYPE_CHECKING:
     from hmem.memory import Memory
@@ -100,7 +101,7 @@ def _note_emptyarg_namespace(mem: Memory) -> None:
 def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
     """Print ``value`` as one JSON document with --json, else the human ``lines``."""
     if args.json:
-        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(value, enc_hook=plain_int).decode() + "\n")
     else:
         for line in lines:
             say(line)
@@ -160,19 +161,17 @@ def arg_positive(value: str) -> int:
 
 def cmd_remember(args: argparse.Namespace) -> int:
     with _memory(args, read_only=False) as m:
-        before = m.last_seq
         new = m.remember(
             args.subject, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
             confidence=args.confidence, entities=args.entity or (),
             source_agent=args.source_agent, source_ref=args.source_ref,
             dedup=not args.no_dedup, request_id=args.request_id,
         )
-        repeat = new <= before  # an id from before: it repeats a current fact, or a retry
-    _emit(args, {"id": new, "repeat": repeat}, [
+    _emit(args, {"id": int(new), "repeat": not new.new, "outcome": new.outcome}, [
         f"{fmt.fact_id(new)} (already remembered: this --request-id was written before)"
-        if repeat and args.request_id is not None else
+        if new.outcome == "retry" else
         f"{fmt.fact_id(new)} (already remembered: same subject and text, still believed; "
-        "--no-dedup stores it again)" if repeat else fmt.fact_id(new)
+        "--no-dedup stores it again)" if new.outcome == "repeat" else fmt.fact_id(new)
     ])
     return 0
 
@@ -185,7 +184,10 @@ def cmd_revise(args: argparse.Namespace) -> int:
             reason=args.reason, source_agent=args.source_agent, source_ref=args.source_ref,
             request_id=args.request_id,
         )
-    _emit(args, {"id": new, "revises": args.id}, [fmt.fact_id(new)])
+    _emit(args, {"id": new, "revises": args.id, "outcome": new.outcome}, [
+        f"{fmt.fact_id(new)} (this --request-id was written before)"
+        if new.outcome == "retry" else fmt.fact_id(new)
+    ])
     return 0
 
 
@@ -193,7 +195,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
     with _memory(args, read_only=False) as m:
         seq = m.forget(args.id, reason=args.reason, source_agent=args.source_agent,
                        source_ref=args.source_ref, request_id=args.request_id)
-    _emit(args, {"id": args.id, "seq": seq}, [f"forgot {fmt.fact_id(args.id)} (log seq {seq})"])
+    again = " (this --request-id was written before)" if seq.outcome == "retry" else ""
+    _emit(args, {"id": args.id, "seq": seq, "outcome": seq.outcome},
+          [f"forgot {fmt.fact_id(args.id)} (log seq {seq}){again}"])
     return 0
 
 

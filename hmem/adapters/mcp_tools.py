@@ -40,6 +40,7 @@ from hmem.adapters.usage import UsageLog
 from hmem.errors import FactNotFound, HmemError
 from hmem.memory import Memory
 from hmem.version import __version__
+from hmem.views import plain_int
 
 __all__ = ["build_server", "serve", "TOOLS", "WRITE_TOOLS"]
 
@@ -178,7 +179,7 @@ how much you remember or where your memory lives.""",
 
 def _data(value: Any) -> Any:
     """Plain JSON values (datetimes as RFC 3339 strings) from Structs, tuples and dicts."""
-    return msgspec.json.decode(msgspec.json.encode(value))
+    return msgspec.json.decode(msgspec.json.encode(value, enc_hook=plain_int))
 
 
 def _ok(lines: list[str], data: dict[str, Any]) -> CallToolResult:
@@ -308,19 +309,23 @@ def build_server(
         entities: Entities = None,
         request_id: RequestId = None,
     ) -> CallToolResult:
-        before = memory.last_seq
         new = memory.remember(
             subject, text, valid_from=_blank(valid_from), valid_to=_blank(valid_to),
             confidence=confidence, entities=entities or (), source_agent=source_agent,
             source_ref=_blank(source_ref), request_id=request_id,
         )
-        repeat = new <= before  # an id from before: a repeat of a current fact, or a retry
         fact = memory.get(new)
-        head = (f"already remembered as {fmt.fact_id(new)} (same subject and text, still "
-                "believed, or this request was made before): nothing stored" if repeat
-                else f"remembered {fmt.fact_id(new)}")
-        return _ok([head, *fmt.fact_lines(fact)],
-                   {"id": new, "seq": new, "repeat": repeat, "fact": _data(fact)})
+        head = {
+            "new": f"remembered {fmt.fact_id(new)}",
+            "repeat": f"already remembered as {fmt.fact_id(new)} (same subject and text, still "
+                      "believed): nothing stored",
+            "retry": f"already remembered as {fmt.fact_id(new)} (this request was made "
+                     "before): nothing stored",
+        }[new.outcome]
+        return _ok([head, *fmt.fact_lines(fact)], {
+            "id": int(new), "seq": int(new), "repeat": not new.new, "outcome": new.outcome,
+            "fact": _data(fact),
+        })
 
     @tool("recall")
     def recall(
@@ -371,18 +376,21 @@ def build_server(
         else:
             how = f"a correction; {fmt.fact_id(id)} is no longer believed"
         summary = f"revised {fmt.fact_id(id)} -> {fmt.fact_id(new)}: {how}"
+        if new.outcome == "retry":
+            summary += " (this request was made before: nothing stored)"
         return _ok([summary, *fmt.fact_lines(fact)],
-                   {"id": new, "seq": new, "revises": id, "kind": kind, "fact": _data(fact),
-                    "previous": _data(old)})
+                   {"id": int(new), "seq": int(new), "revises": id, "kind": kind,
+                    "outcome": new.outcome, "fact": _data(fact), "previous": _data(old)})
 
     @tool("forget", destructive=True)
     def forget(id: FactId, reason: Reason = None, request_id: RequestId = None) -> CallToolResult:
         seq = memory.forget(id, reason=_blank(reason), source_agent=source_agent,
                             request_id=request_id)
         fact = memory.get(id)
-        return _ok([f"forgot {fmt.fact_id(id)} (log seq {seq}); history and why still show it",
-                    *fmt.fact_lines(fact)],
-                   {"id": id, "seq": seq, "fact": _data(fact)})
+        again = " (this request was made before)" if seq.outcome == "retry" else ""
+        return _ok([f"forgot {fmt.fact_id(id)} (log seq {seq}){again}; history and why still "
+                    f"show it", *fmt.fact_lines(fact)],
+                   {"id": id, "seq": int(seq), "outcome": seq.outcome, "fact": _data(fact)})
 
     @tool("consolidate", destructive=True)
     def consolidate(

@@ -148,7 +148,7 @@ class Plan:
                     self.ignored.append(IgnoredSupersede(target.id, "its fact was invalid"))
                 continue
             seen[key] = None
-            position = self.txn.append(event)
+            position = self.txn.append(event, checked=True)
             if target is not None:
                 claimed.add(target.id)
                 self.revised.append((target.id, position))

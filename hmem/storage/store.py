@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from eventlog.errors import StoreLocked
@@ -39,7 +39,7 @@ from hmem.storage.targets import open_backend
 from hmem.time.arguments import Now, parse_when
 from hmem.time.iso import TimeLike
 from projections import checkpoint
-from projections.checks import check_fields
+from projections.checks import check_fields, check_timing
 from projections.fold import check
 from projections.projector import Projector
 from projections.timeutil import to_us
@@ -148,10 +148,12 @@ class Store:
         links: Mapping[int, int] | None = None,
         *,
         durable: bool = True,
+        checked: Collection[int] = (),
     ) -> list[Event]:
         """Check, then log as one write (one fsync) and fold, a batch of events; a shared
         writer does it in one write transaction of the log, after folding what the others
-        appended.
+        appended. ``checked``: positions whose own fields the caller already checked
+        (``check_fields(..., at_tx=False)``): only their timing is checked here.
 
         Each event is checked against the state before the batch. ``links[j] = i`` makes the
         ``EmbeddingRecorded`` at position ``j`` the vector of the fact that event ``i`` of this
@@ -162,13 +164,14 @@ class Store:
         with self.log.writing():
             if self.shared:
                 self.catch_up()
-            return self._append_batch(events, dict(links or {}), durable)
+            return self._append_batch(events, dict(links or {}), durable, checked)
 
     def _append_batch(
-        self, events: Sequence[EventBase], links: dict[int, int], durable: bool
+        self, events: Sequence[EventBase], links: dict[int, int], durable: bool,
+        checked: Collection[int],
     ) -> list[Event]:
         check_not_written(self.projector, self.log, events)  # a retry: answered, not checked
-        self._check(events, links)
+        self._check(events, links, checked)
         projector = self.projector
         also = self.backend.on_append(projector)  # e.g. a server's tables, in the transaction
 
@@ -188,12 +191,18 @@ class Store:
         self._maybe_publish()
         return stamped
 
-    def _check(self, events: Sequence[EventBase], links: Mapping[int, int]) -> None:
-        """Every check a batch passes before it is logged: each event's fields, its links, the
-        fold's checks against the state before the batch, and the write rules."""
+    def _check(
+        self, events: Sequence[EventBase], links: Mapping[int, int], checked: Collection[int]
+    ) -> None:
+        """Every check a batch passes before it is logged: each event's fields (once: of the
+        ones the caller checked, only their timing), its links, the fold's checks against the
+        state before the batch, and the write rules."""
         state = self.projector.state
         for j, ev in enumerate(events):
-            check_fields(ev)
+            if j in checked:
+                check_timing(ev)
+            else:
+                check_fields(ev)
             if j in links:
                 i = links[j]
                 fact = events[i] if 0 <= i < j else None

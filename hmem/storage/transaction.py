@@ -66,6 +66,7 @@ class Transaction:
         self.time: datetime = EPOCH  # set on entering: the clock, read under the lock
         self._events: list[EventBase] = []
         self._links: dict[int, int] = {}
+        self._checked: set[int] = set()  # positions whose own fields the caller checked
         self._stamped: list[Event] | None = None
 
     def __enter__(self) -> Transaction:
@@ -94,14 +95,18 @@ class Transaction:
         """The events added so far (not yet stamped with seqs)."""
         return tuple(self._events)
 
-    def append(self, event: EventBase, *, of: int | None = None) -> int:
+    def append(self, event: EventBase, *, of: int | None = None, checked: bool = False) -> int:
         """Add ``event``; returns its position. ``of`` is the position of a fact this
-        transaction creates: the event (an ``EmbeddingRecorded``) becomes that fact's vector."""
+        transaction creates: the event (an ``EmbeddingRecorded``) becomes that fact's vector.
+        ``checked``: the caller ran ``check_fields(event, at_tx=False)`` on it (before an
+        embedder saw its text, say), so only the check that needs the tx time is left."""
         if self._stamped is not None:
             raise RuntimeError("this transaction is already committed")
         position = len(self._events)
         if of is not None:
             self._links[position] = of
+        if checked:
+            self._checked.add(position)
         self._events.append(
             msgspec.structs.replace(event, tx_at=self.time, namespace=self.namespace)
         )
@@ -125,7 +130,8 @@ class Transaction:
         if self._stamped is None:
             events, links = self._events, self._links
             self._stamped = (
-                self.store.append_batch(events, links, durable=self.durable) if events else []
+                self.store.append_batch(events, links, durable=self.durable,
+                                        checked=self._checked) if events else []
             )
         return self._stamped
 
