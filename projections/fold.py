@@ -20,8 +20,8 @@ two *version rows*, each a rectangle in the bi-temporal plane::
   (reason "erased (receipt s)"); an embedding whose key was erased leaves no vector.
 
 A fact is *superseded at seq S* if ``superseded_by <= S``. Rows are never removed and
-``tx_from`` never changes once written. tests/test_fact_columns.py holds the fold to a plain
-object-per-fact fold written from these rules (tests/reference_fold.py), event by event.
+``tx_from`` never changes once written. tests/projections/test_fold.py holds the fold to a plain
+object-per-fact fold written from these rules (tests/projections/reference_fold.py), event by event.
 
 How, for any number of events at once:
 

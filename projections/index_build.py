@@ -1,7 +1,7 @@
 """Build every namespace's recall index in bulk from the columnar fold.
 
-The result equals adding every fact in id order (tests/test_index_build.py holds them equal,
-field by field): per namespace, the document columns are slices of the fact columns, the
+The result equals adding every fact in id order (tests/projections/test_index_build.py holds
+them equal, field by field): per namespace, the document columns are slices of the fact columns, the
 time-travel arrays (``heads``, ``rows``: see projections/recall_index.py) are computed with array
 arithmetic over the version rows, and the text index is loaded from the postings the facts'
 index tokens make (projections/index_tokens.py), so no text is tokenized again and no Python

@@ -5,8 +5,8 @@ the tokens here: term codes (into ``FactColumns.terms``) in a ragged column, eac
 as often as it occurs, so a fact's run is exactly ``doc_len`` long and no term frequency is
 stored. A namespace's postings are then one sort of its facts' runs: the recall index is built
 without reading DuckDB's ``postings`` table and without tokenizing a text again
-(projections/index_build.py; tests/test_index_build.py holds the result equal to adding the
-facts one by one).
+(projections/index_build.py; tests/projections/test_index_build.py holds the result equal to
+adding the facts one by one).
 """
 
 from __future__ import annotations

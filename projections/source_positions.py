@@ -7,7 +7,7 @@ bytes they are kept in (:class:`projections.arrays.Texts`) with array arithmetic
 with a non-ASCII byte or a newline (where the regex's Unicode digits and its ``$`` differ from
 plain bytes) is read one by one by ``source_position``. Sessions come back as codes into a list
 of the distinct ones (one ``np.unique`` over fixed-width values, no ``str`` per ref).
-tests/test_index_build.py holds the two equal.
+tests/projections/test_index_build.py holds the two equal.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ the previous and of the next turn of its session (``prev_doc`` / ``next_doc``), 
 document ``d`` (in document order) arrives, ``first[(s, t - 1)]``, if it came before ``d``,
 becomes ``prev_doc[d]`` and gets ``next_doc = d``; ``first[(s, t + 1)]``, if it came before,
 becomes ``next_doc[d]`` and gets ``prev_doc = d``. Later writes win. :func:`link_turns` makes the
-same writes as arrays and keeps the last write to each entry; tests/test_index_build.py holds
-the result equal to adding the documents one by one.
+same writes as arrays and keeps the last write to each entry;
+tests/projections/test_index_build.py holds the result equal to adding the documents one by one.
 """
 
 from __future__ import annotations
