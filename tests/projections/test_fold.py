@@ -1,13 +1,12 @@
 """The fold (projections/fold.py) equals the reference fold, however it is fed.
 
 For random histories of remember / revise (world change and correction) / forget / embedding /
-episode / erasure events (and embeddings read back erased) across two namespaces, valid and
-not: the fold fed one event at a time, all at once or in two parts, and the reference fold
-(tests/projections/reference_fold.py: an object per fact, written from the rules; the store is
-held to the naive model by tests/stateful/test_stateful.py) hold the same facts, field by field
-and row by row; every event the reference refuses, the fold refuses with the same error, and the write path's
-check (``check``) refuses it with the same type.
-"""
+episode / erasure events (and embeddings read back erased) across two namespaces, valid and not: the
+fold fed one event at a time, all at once or in two parts, and the reference fold
+(tests/projections/reference_fold.py: an object per fact, written from the rules; the store is held
+to the naive model by tests/stateful/test_stateful.py) hold the same facts, field by field and row
+by row; every event the reference refuses, the fold refuses with the same error, and the write
+path's check (``check``) refuses it with the same type."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """The README's semantics as fixed scenarios with expectations written out by hand.
 
 The stateful test (tests/stateful/test_stateful.py) holds the store to a model over random
-histories; these few histories pin the documented answers directly, in well under a second,
-so a mutation of the fold fails here first and with a message about the README's own example. Bounds: a row
-is believed at seq S when ``tx_from_seq <= S < tx_to_seq`` and valid at V when
-``valid_from <= V < valid_to``.
-"""
+histories; these few histories pin the documented answers directly, in well under a second, so a
+mutation of the fold fails here first and with a message about the README's own example. Bounds: a
+row is believed at seq S when ``tx_from_seq <= S < tx_to_seq`` and valid at V when ``valid_from <= V
+< valid_to``."""
 
 from __future__ import annotations
 
