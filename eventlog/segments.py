@@ -350,7 +350,10 @@ class Segments:
         return ChainHead(self.last_seq, self.chain.hex() if self.last_seq else "")
 
     def chain_at(self, seq: int) -> bytes:
-        """The hash chain value after the event with this seq (identifies the whole prefix)."""
+        """The hash chain value after the event with this seq (identifies the whole prefix);
+        before the first event (seq 0), the zero chain."""
+        if seq == 0:
+            return fmt.ZERO_CHAIN
         for seg in self.list:  # the end of a sealed segment not scanned yet: its next header's
             if seg.sealed is not None and seg.sealed[0] == seq >= seg.first_seq:
                 return seg.sealed[1]
