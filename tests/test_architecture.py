@@ -3,12 +3,16 @@
 Four floors: ``eventlog`` imports nothing of ours; ``projections`` only the log; ``replay`` the
 two below; ``hmem`` (the facade and its layers) stands on all three, and its core never imports
 a screen (CLI, MCP, demo, plots, export). No import circle anywhere, benchmarks included; no
-module reaches into another's underscore names; every module can be read in one sitting.
+module reaches into another's underscore names; every module can be read in one sitting. The
+drawing of the house (docs/architecture.json: its parts, the PostgreSQL backend among them, and
+what must never import what) is held here too: every library module is on a part, and no part
+reaches one it must never reach.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +196,75 @@ def test_the_lineage_fields_are_the_same_everywhere():
 
     for holder in (FactRemembered, FactRevised, Fact, FactView):
         assert set(LINEAGE_FIELDS) <= set(holder.__struct_fields__), holder
+
+
+DRAWING = json.loads((ROOT / "docs" / "architecture.json").read_text(encoding="utf-8"))
+
+
+def _part_of(module: str) -> str | None:
+    """The drawing's part a module is on: the part naming the longest path that holds it."""
+    path = str(ALL_MODULES[module].relative_to(ROOT))
+    best, length = None, -1
+    for part, spec in DRAWING["parts"].items():
+        for given in spec["is"]:
+            if (path == given or (given.endswith("/") and path.startswith(given))) and (
+                len(given) > length
+            ):
+                best, length = part, len(given)
+    return best
+
+
+PARTS = {module: _part_of(module) for module in ALL_MODULES if _floor(module) != "tests"}
+
+
+def test_every_library_module_is_on_a_part_of_the_drawing():
+    assert not DRAWING.get("ideas"), "every part of the drawing is built"
+    missing = sorted(m for m, part in PARTS.items() if part is None)
+    assert not missing, f"on no part of docs/architecture.json: {missing}"
+
+
+@pytest.mark.parametrize("never", DRAWING["never"], ids=lambda n: f"{n[0]}-not-{n[1]}")
+def test_a_part_never_imports_what_the_drawing_forbids(never):
+    """No module of part A imports one of part B, directly or through modules on no part."""
+    source, target, why = never
+    wrong = []
+    for module, part in PARTS.items():
+        if part != source:
+            continue
+        seen, todo = set(), list(GRAPH[module])
+        while todo:
+            other = todo.pop()
+            if other in seen or other not in PARTS:
+                continue
+            seen.add(other)
+            if PARTS[other] == target:
+                wrong.append(f"{module} -> {other}")
+            elif PARTS[other] is None:
+                todo.extend(GRAPH[other])
+    assert not wrong, f"{source} must never import {target} ({why}): {wrong}"
+
+
+# The modules that may know which backend a store is on: the backends and the one that picks.
+BACKEND_MODULES = {"eventlog.pg_log", "hmem.storage.server_backend", "hmem.storage.file_backend",
+                   "hmem.storage.targets"}
+LOG_CLASSES = {"EventLog", "PgLog"}
+
+
+def test_no_module_casts_between_logs_or_asks_which_backend_it_is_on():
+    """A store holds a Backend and a Log (hmem/storage/backend.py, eventlog/protocol.py): no
+    module but the backends' own casts a log to another log class, reads a ``url`` or asks
+    whether a target is a server URL."""
+    wrong = []
+    for module, path in ALL_MODULES.items():
+        if _floor(module) not in LIBRARY or module in BACKEND_MODULES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "cast":
+                named = {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+                if named & LOG_CLASSES:
+                    wrong.append(f"{module}:{node.lineno}: casts to {named & LOG_CLASSES}")
+            elif isinstance(node, ast.Attribute) and node.attr == "url":
+                wrong.append(f"{module}:{node.lineno}: reads .url")
+            elif isinstance(node, ast.Name) and node.id == "is_server_url":
+                wrong.append(f"{module}:{node.lineno}: asks is_server_url")
+    assert not wrong, wrong
