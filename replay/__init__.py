@@ -1,4 +1,4 @@
-"""Rebuild, verify, time travel and provenance over the log and its projection."""
+"""Rebuild, verify, time travel and provenance over the log and the state derived from it."""
 
 from replay.asof import as_of, seq_at, snapshot_query
 from replay.diff import diff
