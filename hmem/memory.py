@@ -36,6 +36,11 @@ class Memory(WriteMethods, ReadMethods, LifecycleMethods):
 
     Time-travel arguments are keyword-only: ``as_of`` is a transaction time (what we believed
     then; a datetime, ISO string or seq) and ``valid_at`` a world time (what was true then).
+
+    Writes return a :class:`~hmem.views.Written`: the id (an int) and whether it was stored
+    now, a repeat or a retry. Every process opens from the store's checkpoint and folds the
+    log after it; a writer publishes one every ``checkpoint_every`` events (or 1% of the log)
+    and at close. ``flush_every`` is accepted and no longer used.
     """
 
     def __enter__(self) -> Memory:

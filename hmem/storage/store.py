@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
 from eventlog.errors import StoreLocked
@@ -287,7 +288,9 @@ class Store:
             if not 0 <= point <= last:
                 raise InvalidInput(f"{label} seq {point} is outside the log (0..{last})")
             return point
-        return seq_at(self.projector.tx_times, to_us(parse_when(point, label, now)))
+        if not (isinstance(point, datetime) and point.tzinfo is timezone.utc):
+            point = parse_when(point, label, now)  # a UTC datetime was parsed already
+        return seq_at(self.projector.tx_times, to_us(point))
 
     # ------------------------------------------------------------------ closing
 
