@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 
 from eventlog.errors import LogError
-from eventlog.log import EventLog
+from eventlog.protocol import Log
 
 __all__ = ["Checkpoint", "WitnessError", "check", "load_key", "new_key", "record"]
 
@@ -79,7 +79,7 @@ def _mac(key: bytes, message: bytes) -> str:
 
 
 def record(
-    log: EventLog, key: bytes, witness: str | os.PathLike[str], *, now: datetime | None = None
+    log: Log, key: bytes, witness: str | os.PathLike[str], *, now: datetime | None = None
 ) -> Checkpoint:
     """Sign the log's current head and append it to the ``witness`` file; returns it."""
     head = log.head()
@@ -94,7 +94,7 @@ def record(
     return checkpoint
 
 
-def check(log: EventLog, key: bytes, witness: str | os.PathLike[str]) -> tuple[int, list[str]]:
+def check(log: Log, key: bytes, witness: str | os.PathLike[str]) -> tuple[int, list[str]]:
     """(checkpoints checked, problems): every line must carry a valid MAC, and the log must
     still hold each checkpointed prefix."""
     try:

@@ -252,8 +252,8 @@ LOG_CLASSES = {"EventLog", "PgLog"}
 
 def test_no_module_casts_between_logs_or_asks_which_backend_it_is_on():
     """A store holds a Backend and a Log (hmem/storage/backend.py, eventlog/protocol.py): no
-    module but the backends' own casts a log to another log class, reads a ``url`` or asks
-    whether a target is a server URL."""
+    module but the backends' own casts a log to another log class, reads a ``url``, asks
+    whether a target is a server URL or builds a log class itself (outside eventlog/)."""
     wrong = []
     for module, path in ALL_MODULES.items():
         if _floor(module) not in LIBRARY or module in BACKEND_MODULES:
@@ -267,4 +267,7 @@ def test_no_module_casts_between_logs_or_asks_which_backend_it_is_on():
                 wrong.append(f"{module}:{node.lineno}: reads .url")
             elif isinstance(node, ast.Name) and node.id == "is_server_url":
                 wrong.append(f"{module}:{node.lineno}: asks is_server_url")
+            elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) in LOG_CLASSES
+                  and _floor(module) == "hmem"):
+                wrong.append(f"{module}:{node.lineno}: opens a {node.func.id} itself")  # type: ignore[attr-defined]
     assert not wrong, wrong

@@ -52,13 +52,9 @@ def _root(args: argparse.Namespace) -> Path | str:
 
 def _dir(args: argparse.Namespace) -> Path:
     """The store's directory, for the commands that read its files."""
-    root = _root(args)
-    if isinstance(root, str):
-        raise InvalidInput(
-            "this command reads a store directory's files; a store on PostgreSQL keeps its log "
-            "in the hmem_log table (check it with `hmem replay verify`; copy it with `hmem copy`)"
-        )
-    return root
+    from hmem.storage.targets import store_directory
+
+    return store_directory(args.path)
 
 
 def _log_dir(args: argparse.Namespace) -> Path:
@@ -352,18 +348,21 @@ def cmd_log_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_log_show(args: argparse.Namespace) -> int:
-    from hmem.storage.keys import read_store_log
+    from hmem.storage.targets import open_backend
 
     events: list[Any] = []
     more = False
-    with read_store_log(_log_dir(args).parent) as log:
-        for ev in log.read(args.from_seq):  # this namespace's events only
+    backend = open_backend(_root(args), read_only=True, shared=False)  # any backend's Log
+    try:
+        for ev in backend.log.read(args.from_seq):  # this namespace's events only
             if ev.namespace != args.namespace:
                 continue
             if len(events) == args.limit:
                 more = True
                 break
             events.append(ev)
+    finally:
+        backend.close()
     _emit(args, events, [fmt.event_line(ev) for ev in events])
     if not args.json and more:
         say(f"(more follow; continue with --from {events[-1].seq + 1})", err=True)
@@ -371,12 +370,15 @@ def cmd_log_show(args: argparse.Namespace) -> int:
 
 
 def cmd_log_checkpoint(args: argparse.Namespace) -> int:
-    from eventlog.log import EventLog
     from eventlog.witness import load_key, record
+    from hmem.storage.targets import open_backend
 
     key = load_key(args.key)
-    with EventLog(_log_dir(args), read_only=True) as log:
-        checkpoint = record(log, key, args.witness)
+    backend = open_backend(_root(args), read_only=True, shared=False)  # any backend's Log
+    try:
+        checkpoint = record(backend.log, key, args.witness)
+    finally:
+        backend.close()
     _emit(args, checkpoint, [
         f"signed head {checkpoint.seq}:{checkpoint.hash} at {checkpoint.at}",
         f"appended to {args.witness}; check later with `hmem log verify --key {args.key} "

@@ -10,21 +10,19 @@ never opens without its key file: that is an error, never a silent read or write
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from eventlog.errors import KeyFileDamaged, KeyFileMissing
 from eventlog.events import FactsErased
 from eventlog.fileio import OS
 from eventlog.keyfile import KeyFile
-from eventlog.log import EventLog
 from eventlog.protocol import Log
 from eventlog.sealing import Sealer, key_owner
 from eventlog.segments import fsync_dir
 
 __all__ = [
-    "KEYS_FILE", "KEYS_ID", "key_path", "open_sealer", "read_store_log", "shred",
+    "KEYS_FILE", "KEYS_ID", "key_path", "open_sealer", "shred",
     "missing_receipts",
 ]
 
@@ -69,21 +67,6 @@ def open_sealer(log: Log, path: Path, root: Path, *, seal: bool) -> Sealer | Non
             f"store without it"
         )
     return None
-
-
-@contextmanager
-def read_store_log(
-    root: Path, key_file: str | os.PathLike[str] | None = None
-) -> Iterator[EventLog]:
-    """The log of the store directory ``root``, read only, its texts opened with the store's
-    key file (none for a store in the clear); the log and the key file are closed after."""
-    with EventLog(root / "log", read_only=True) as log:
-        log.sealer = open_sealer(log, key_path(root, key_file), root, seal=False)
-        try:
-            yield log
-        finally:
-            if log.sealer is not None:
-                log.sealer.keys.close()
 
 
 def _bound_id(root: Path) -> str | None:

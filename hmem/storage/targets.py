@@ -9,9 +9,10 @@ from pathlib import Path
 from eventlog.fileio import FileIO
 from eventlog.log import FsyncPolicy
 from eventlog.pg_log import is_server_url
+from hmem.errors import InvalidInput
 from hmem.storage.backend import Backend
 
-__all__ = ["default_root", "is_server_url", "open_backend", "store_target"]
+__all__ = ["default_root", "is_server_url", "open_backend", "store_directory", "store_target"]
 
 
 def default_root() -> Path:
@@ -32,6 +33,18 @@ def store_target(path: str | os.PathLike[str] | None) -> Path | str:
     if is_server_url(path):
         return str(path)
     return Path(path).expanduser()
+
+
+def store_directory(path: str | os.PathLike[str] | None) -> Path:
+    """The directory of the store at ``path``, for what reads a store's files themselves (its
+    segment files, its usage log); ``InvalidInput`` for a store on PostgreSQL, which has none."""
+    target = store_target(path)
+    if isinstance(target, str):
+        raise InvalidInput(
+            "this command reads a store directory's files; a store on PostgreSQL keeps its log "
+            "in the hmem_log table (check it with `hmem replay verify`; copy it with `hmem copy`)"
+        )
+    return target
 
 
 def open_backend(
