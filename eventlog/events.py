@@ -180,9 +180,10 @@ class FactsErased(EventBase, frozen=True, tag="erased"):
     chains, and the facts derived from erased episodes), ``episode_ids`` the episodes and
     ``recall_ids`` the logged recalls. ``chain_head`` is the log's chain (``SEQ:HASH``) just
     before this receipt: what the erasure applied to. ``source_agent`` is who erased.
-    ``subject_digest``: for a subject erasure, a keyed hash of the subject (keyed with the key
-    file's id: whoever holds the key file can check which subject a receipt erased; the log alone
-    does not say). The fold ends belief in every listed fact still believed.
+    ``subject_digest``: for a subject erasure, a keyed hash of the subject (keyed from the key
+    file's secret: whoever holds the key file can check which subject a receipt erased; the log
+    and the store's directory alone do not say). The fold ends belief in every listed fact
+    still believed.
     """
 
     scope: str

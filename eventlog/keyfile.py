@@ -3,8 +3,8 @@ destroying keys erases what they sealed while the log's bytes (and its hash chai
 
 Layout (little-endian)::
 
-    header = magic "HMEMKEYS" | u16 version | u16 flags | u32 reserved
-             | u64 erased_through | u64 scrubbed_through | 16-byte file id | 12 zero bytes
+    header = magic "HMEMKEYS" | u16 version | u16 flags | u64 erased_through
+             | u64 scrubbed_through | 16-byte file id | 16-byte secret
              | u32 crc32 of the 60 bytes before
     record = u64 seq | u8 state | 7 zero bytes | u64 receipt | 32-byte key | u32 crc32 of the
              56 bytes before | 4 zero bytes            (record of seq s at 64 * s)
@@ -19,6 +19,12 @@ ERASING is set before a receipt is logged and cleared when the store's own files
 crash between the steps is finished on the next writer open; a reader refuses to open
 meanwhile); EXPORTS stays set until the exports the store made are written again (the next
 writer ``Memory`` to open does it if a crash came first).
+
+The secret (random, made with the file) keys what must not be forged or guessed by someone who
+can read or write the store's directory but not the key file: the MAC of the store's checkpoint
+and the digest of an erased subject (:meth:`KeyFile.derived_key`). The file id, kept in clear
+beside the log (``keys.id``), keys nothing. A version-1 file (no secret) is given one by the
+next writer that opens it.
 
 A reader maps the file and reads keys by offset; it never writes.
 """
@@ -40,13 +46,14 @@ from eventlog.segments import fsync_dir
 __all__ = ["KeyFile", "LIVE", "ERASED", "KEY_BLOCK"]
 
 MAGIC = b"HMEMKEYS"
-VERSION = 1
+VERSION = 2  # 1: no secret (the 16 bytes after the file id were zero)
 LIVE, ERASED = 1, 2
 ERASING = 1  # header flag: an erasure is under way (set before its receipt is logged)
 EXPORTS = 2  # header flag: the exports the store made are still to be written again
 KEY_BLOCK = 1024  # keys made at once (one write, one fsync)
 
-_HEAD = struct.Struct("<8sHHIQQ16s12x")
+_HEAD = struct.Struct("<8sHHQQ16s16s")
+_HEAD_1 = struct.Struct("<8sHHIQQ16s12x")
 _REC = struct.Struct("<QB7xQ32s")
 _CRC = struct.Struct("<I")
 RECORD = 64
@@ -73,6 +80,8 @@ class KeyFile:
         self._map: mmap.mmap | None = None
         try:
             self._read_header()
+            if self.secret is None and not read_only:
+                self._write_header()
         except BaseException:
             os.close(self._fd)
             raise
@@ -84,7 +93,7 @@ class KeyFile:
         path = Path(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.write(fd, _header(0, 0, file_id))
+            os.write(fd, _header(0, 0, file_id, os.urandom(16)))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -99,13 +108,20 @@ class KeyFile:
             raise self._damaged("its header is missing or not an hmem key file's")
         if _CRC.unpack_from(raw, 60)[0] != zlib.crc32(raw[:60]):
             raise self._damaged("its header fails its checksum")
-        _, version, flags, _, self.erased_through, self.scrubbed_through, self.file_id = (
-            _HEAD.unpack_from(raw)
-        )
+        version = struct.unpack_from("<H", raw, 8)[0]
+        if version == 1:
+            _, _, flags, _, self.erased_through, self.scrubbed_through, self.file_id = (
+                _HEAD_1.unpack_from(raw)
+            )
+            self.secret: bytes | None = None
+        elif version == VERSION:
+            _, _, flags, self.erased_through, self.scrubbed_through, self.file_id, self.secret = (
+                _HEAD.unpack_from(raw)
+            )
+        else:
+            raise self._damaged(f"it has format version {version}; this hmem reads {VERSION}")
         self.erasing = bool(flags & ERASING)
         self.exports_pending = bool(flags & EXPORTS)
-        if version != VERSION:
-            raise self._damaged(f"it has format version {version}; this hmem reads {VERSION}")
         self._size = os.fstat(self._fd).st_size
         if self._size % RECORD:  # a crash while keys were being made: the last block is torn
             if self.read_only:
@@ -126,10 +142,32 @@ class KeyFile:
             self.erasing = erasing
         if exports_pending is not None:
             self.exports_pending = exports_pending
+        self._write_header()
+
+    def _write_header(self) -> None:
+        if self.secret is None:  # a version-1 file, written as version 2 from now on
+            self.secret = os.urandom(16)
         flags = (ERASING if self.erasing else 0) | (EXPORTS if self.exports_pending else 0)
         os.pwrite(self._fd, _header(self.erased_through, self.scrubbed_through, self.file_id,
-                                    flags), 0)
+                                    self.secret, flags), 0)
         os.fsync(self._fd)
+
+    def erasure_record(self) -> int:
+        """``erased_through`` as the file holds it now (another writer of a shared store may
+        have erased since this one read the header)."""
+        raw = os.pread(self._fd, RECORD, 0)
+        if len(raw) < RECORD or _CRC.unpack_from(raw, 60)[0] != zlib.crc32(raw[:60]):
+            raise self._damaged("its header fails its checksum")
+        if struct.unpack_from("<H", raw, 8)[0] == VERSION:
+            return int(_HEAD.unpack_from(raw)[3])
+        return int(_HEAD_1.unpack_from(raw)[4])
+
+    def derived_key(self, purpose: str) -> bytes | None:
+        """A 32-byte key for ``purpose``, derived from the file's secret; None for a
+        version-1 file opened read-only (a writer's open gives it a secret)."""
+        if self.secret is None:
+            return None
+        return hashlib.blake2b(purpose.encode(), key=self.secret, digest_size=32).digest()
 
     # ------------------------------------------------------------------ keys
 
@@ -183,8 +221,17 @@ class KeyFile:
         return state, receipt, key
 
     def digest(self, name: str) -> str:
-        """A keyed hash of ``name`` (keyed with this file's id): what a receipt records of an
-        erased subject."""
+        """A keyed hash of ``name`` (keyed from the file's secret, so that no dictionary of
+        names recovers it without the key file): what a receipt records of an erased
+        subject."""
+        key = self.derived_key("subject digest")
+        if key is None:
+            raise PermissionError("a version-1 key file opened read-only has no secret")
+        return hashlib.blake2b(name.encode(), key=key, digest_size=16).hexdigest()
+
+    def id_digest(self, name: str) -> str:
+        """The digest receipts recorded before key files had a secret (keyed with the file's
+        id, which is not secret): only to recognise those receipts' subjects."""
         return hashlib.blake2b(name.encode(), key=self.file_id, digest_size=16).hexdigest()
 
     def erased_seqs(self, through: int) -> list[int]:
@@ -248,8 +295,10 @@ class KeyFile:
             self._fd = -1
 
 
-def _header(erased_through: int, scrubbed_through: int, file_id: bytes, flags: int = 0) -> bytes:
-    body = _HEAD.pack(MAGIC, VERSION, flags, 0, erased_through, scrubbed_through, file_id)
+def _header(
+    erased_through: int, scrubbed_through: int, file_id: bytes, secret: bytes, flags: int = 0
+) -> bytes:
+    body = _HEAD.pack(MAGIC, VERSION, flags, erased_through, scrubbed_through, file_id, secret)
     return body + _CRC.pack(zlib.crc32(body))
 
 

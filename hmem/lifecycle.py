@@ -130,11 +130,14 @@ class LifecycleMethods(StoreHandle):
         with store.lock, store.backend.excluding_readers("an erasure"), store.log.writing():
             store.catch_up()  # a shared writer: what the others appended first
             events = store.projector.events
-            digest = keys.digest(subject_key(subject)) if isinstance(subject, str) else ""
+            named = subject_key(subject) if isinstance(subject, str) else None
+            digest = "" if named is None else keys.digest(named)
+            # receipts logged before key files had a secret: keyed with the file's id
+            digests = {digest, keys.id_digest(named)} if named is not None else set()
 
             def earlier(_: str) -> int | None:
                 for seq in reversed(events.seqs_in(self.namespace, kinds=("erased",)).tolist()):
-                    if getattr(store.log.get_raw(seq), "subject_digest", "") == digest:
+                    if getattr(store.log.get_raw(seq), "subject_digest", "") in digests:
                         return int(seq)
                 return None
 

@@ -7,27 +7,34 @@ fold's columns (projections/fold_state.py, with each fact's index tokens) and th
 columns (projections/event_columns.py) as they are in memory, so a load is a read per column;
 the recall indexes and the SQL tables are made from them when first used.
 
-It is used only when its stamp (the seq it holds and the log's chain at that seq, hex) names a
-point of the log it is opened with, it was written by this layout version and every column's
-CRC-32 matches; otherwise it is ignored (the log is replayed) and the next publish replaces it.
-Deleting it loses nothing.
+It is used only when it is authentic, names a point of the log it is opened with, and is as
+new as the key file's erasure record; otherwise it is refused (:class:`Refused` says why), the
+log is replayed, and the next publish replaces it. Deleting it loses nothing.
 
-Layout: ``MAGIC | u32 version | u64 manifest length | u32 its crc32 | manifest (msgpack) |
-columns``. The manifest holds the stamp, each column's (name, dtype, count, offset, crc32) and
-the pieces kept as objects (episodes, logged recalls, odd importances, the vectors' models) as
-one msgpack blob; each column is its bytes, 64-byte aligned. Written to ``.tmp``, fsynced and
-renamed over the last one, so a reader finds the old file or the new one, never a part.
+Authentic: the manifest holds each column's SHA-256 and the header the manifest's MAC, keyed
+from the store's key file (:class:`Seal`), so that no one without the key file can make a file
+that is used, however they change it. A store in the clear has no secret: its file carries an
+unkeyed SHA-256, which finds damage but not a forgery (see docs/guarantees.md). The manifest
+also records how far the key file's erasures had gone when it was written (``erased_through``):
+a checkpoint written before the last erasure may hold the erased texts, and is never used.
+
+Layout: ``MAGIC | u32 version | u64 manifest length | 32-byte MAC | manifest (msgpack) |
+columns``. The manifest holds the stamp, each column's (name, dtype, count, offset, sha256)
+and the pieces kept as objects (episodes, logged recalls, odd importances, the vectors' models)
+as one msgpack blob; each column is its bytes, 64-byte aligned. Written to ``.tmp``, fsynced
+and renamed over the last one, so a reader finds the old file or the new one, never a part.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import struct
-import zlib
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -41,15 +48,33 @@ from projections.fold_state import FactColumns
 from projections.records import Episode, Vector
 from projections.request_keys import request_key
 
-__all__ = ["CHECKPOINT_FILE", "Stamp", "from_log", "load", "read_stamp", "save"]
+__all__ = [
+    "CHECKPOINT_FILE", "Refused", "Seal", "Stamp", "from_log", "load", "read_stamp", "save"
+]
 
 CHECKPOINT_FILE = "checkpoint.columns"
 MAGIC = b"HMEMCOLS"
-VERSION = 3  # 2: index tokens and terms; 3: the event columns, logged recalls, vector columns
-_HEAD = struct.Struct("<8sIQI")
+# 2: index tokens and terms; 3: the event columns, logged recalls, vector columns;
+# 4: authenticated (column SHA-256s, the manifest's MAC, the erasure record)
+VERSION = 4
+_HEAD = struct.Struct("<8sIQ32s")
 _ALIGN = 64
 
 Stamp = tuple[int, str]  # (the seq it holds, hex of the log's chain at that seq)
+
+
+class Seal(NamedTuple):
+    """What a checkpoint is written and checked with: ``key``, the store's MAC key (derived
+    from its key file), None for a store in the clear; ``erased_through``, the key file's
+    erasure record (the last erasure receipt whose keys are destroyed; 0 for none)."""
+
+    key: bytes | None
+    erased_through: int = 0
+
+
+class Refused(Exception):
+    """The checkpoint cannot be used; the message says why (the log is replayed instead)."""
+
 
 _STRING_TABLES = (
     "namespaces", "subjects", "agents", "labels", "reasons", "entity_names", "terms"
@@ -63,7 +88,7 @@ class _Column(msgspec.Struct, array_like=True):
     dtype: str
     count: int
     offset: int
-    crc: int
+    sha256: bytes
 
 
 class _Extra(msgspec.Struct):
@@ -78,6 +103,7 @@ class _Extra(msgspec.Struct):
 class _Manifest(msgspec.Struct):
     seq: int
     chain: str
+    erased_through: int  # the key file's erasure record when it was written
     columns: list[_Column]
     extra: bytes
     sparse: dict[str, Sparse]  # the columns kept as their exceptions (compact_columns.py)
@@ -91,8 +117,9 @@ def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> b
     return 0 < seq <= last_seq and chain_at(seq).hex() == chain
 
 
-def save(path: Path, facts: FactColumns, events: EventColumns, stamp: Stamp) -> None:
-    """Write ``facts`` and ``events`` (the state at ``stamp``) to ``path``, atomically."""
+def save(path: Path, facts: FactColumns, events: EventColumns, stamp: Stamp, seal: Seal) -> None:
+    """Write ``facts`` and ``events`` (the state at ``stamp``) to ``path``, atomically,
+    authenticated with ``seal``."""
     if facts.last_seq != stamp[0] or len(events) != stamp[0]:
         raise ValueError(f"the state holds seq {facts.last_seq}, the stamp says {stamp[0]}")
     arrays = dict(_arrays(facts))
@@ -112,15 +139,18 @@ def save(path: Path, facts: FactColumns, events: EventColumns, stamp: Stamp) -> 
     ))
     columns, offset = [], 0
     for name, arr in arrays.items():
-        columns.append(_Column(name, arr.dtype.str, len(arr), offset, zlib.crc32(_raw(arr))))
+        digest = hashlib.sha256(_raw(arr)).digest()
+        columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest))
         offset += _aligned(arr.nbytes)
-    manifest = msgspec.msgpack.encode(_Manifest(stamp[0], stamp[1], columns, extra, sparse, widths))
+    manifest = msgspec.msgpack.encode(_Manifest(
+        stamp[0], stamp[1], seal.erased_through, columns, extra, sparse, widths
+    ))
     start = _aligned(_HEAD.size + len(manifest))
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(_HEAD.pack(MAGIC, VERSION, len(manifest), zlib.crc32(manifest)) + manifest)
+            f.write(_HEAD.pack(MAGIC, VERSION, len(manifest), _mac(seal, manifest)) + manifest)
             for column, arr in zip(columns, arrays.values(), strict=True):
                 f.seek(start + column.offset)
                 f.write(_raw(arr))
@@ -133,32 +163,46 @@ def save(path: Path, facts: FactColumns, events: EventColumns, stamp: Stamp) -> 
 
 
 def read_stamp(path: Path) -> Stamp | None:
-    """The stamp of the checkpoint at ``path``; None when there is none, it is unreadable or of
-    another layout version."""
+    """The stamp the checkpoint at ``path`` claims (not yet authenticated: :func:`load` does
+    that); None when there is none, it is unreadable or of another layout version."""
     try:
         with open(path, "rb") as f:
-            manifest = _manifest(f)
+            manifest, _ = _manifest(f)
     except (OSError, ValueError, msgspec.DecodeError, struct.error):
         return None
     return None if manifest is None else (manifest.seq, manifest.chain)
 
 
-def load(path: Path, stamp: Stamp) -> tuple[FactColumns, EventColumns] | None:
-    """The state saved at ``path`` when the file holds exactly ``stamp`` and is intact; else
-    None (no file, another stamp or layout, or damage)."""
+def load(path: Path, stamp: Stamp, seal: Seal) -> tuple[FactColumns, EventColumns]:
+    """The state saved at ``path``, when the file is authentic under ``seal``, holds exactly
+    ``stamp``, was written after the last erasure ``seal`` records and is intact; else
+    :class:`Refused`, saying why."""
     try:
         with open(path, "rb") as f:
-            manifest = _manifest(f)
-            if manifest is None or (manifest.seq, manifest.chain) != tuple(stamp):
-                return None
-            start = f.tell()
-            start = _aligned(start)
+            manifest, raw = _manifest(f)
+            if manifest is None:
+                raise Refused("it is unreadable or of another layout")
+            if not hmac.compare_digest(raw[1], _mac(seal, raw[0])):
+                raise Refused(
+                    "it is not authentic (not written with this store's key file, or changed "
+                    "since)" if seal.key is not None else "it is damaged (its digest fails)"
+                )
+            if (manifest.seq, manifest.chain) != tuple(stamp):
+                raise Refused(f"it holds seq {manifest.seq}, not the log's point {stamp[0]}")
+            if manifest.erased_through != seal.erased_through:
+                raise Refused(
+                    f"it was written before the erasure (receipt {seal.erased_through}) its key "
+                    f"file records, and may hold what that erased"
+                )
+            start = _aligned(f.tell())
             arrays: dict[str, Any] = {}
             for column in manifest.columns:
                 into = _buffer(column)
                 f.seek(start + column.offset)
-                if f.readinto(into) != len(into) or zlib.crc32(into) != column.crc:
-                    return None
+                if f.readinto(into) != len(into) or (
+                    hashlib.sha256(into).digest() != column.sha256
+                ):
+                    raise Refused(f"it is damaged (column {column.name} fails its digest)")
                 arrays[column.name] = into if isinstance(into, bytearray) else into.obj
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
         arrays = unpack(arrays, manifest.sparse, manifest.widths)
@@ -166,18 +210,28 @@ def load(path: Path, stamp: Stamp) -> tuple[FactColumns, EventColumns] | None:
         events = _events(arrays, extra, facts)
         _derive(facts, events)
         return facts, events
-    except (OSError, ValueError, KeyError, msgspec.DecodeError, struct.error):
-        return None
+    except Refused:
+        raise
+    except (OSError, ValueError, KeyError, IndexError, TypeError, msgspec.DecodeError,
+            struct.error) as e:
+        raise Refused(f"it cannot be read ({type(e).__name__}: {e})") from None
 
 
-def _manifest(f: Any) -> _Manifest | None:
-    magic, version, size, crc = _HEAD.unpack(f.read(_HEAD.size))
+def _mac(seal: Seal, manifest: bytes) -> bytes:
+    if seal.key is None:
+        return hashlib.sha256(manifest).digest()
+    return hmac.digest(seal.key, manifest, "sha256")
+
+
+def _manifest(f: Any) -> tuple[_Manifest | None, tuple[bytes, bytes]]:
+    """The manifest (None if it is not this layout's), with its bytes and the header's MAC."""
+    magic, version, size, mac = _HEAD.unpack(f.read(_HEAD.size))
     if magic != MAGIC or version != VERSION or size > 1 << 30:
-        return None
+        return None, (b"", b"")
     raw = f.read(size)
-    if zlib.crc32(raw) != crc:
-        return None
-    return msgspec.msgpack.decode(raw, type=_Manifest)
+    if len(raw) != size:
+        return None, (b"", b"")
+    return msgspec.msgpack.decode(raw, type=_Manifest), (raw, mac)
 
 
 def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventColumns:

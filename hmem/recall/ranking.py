@@ -345,7 +345,7 @@ def _feedback(
                 gain = (score / best) * tf / total * index.text.idf(term)
                 weights[term] = weights.get(term, 0.0) + gain
     chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
-    if not chosen:
+    if not chosen or chosen[0][1] <= 0:  # no term the index knows (idf 0): nothing to add
         return docs, scores, np.empty(0, dtype=np.int64)
     top_weight = chosen[0][1]
     expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}

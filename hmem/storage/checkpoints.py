@@ -16,6 +16,8 @@ from eventlog.protocol import Log
 from hmem.storage.backend import Backend
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE
+from projections.event_columns import EventColumns
+from projections.fold_state import FactColumns
 from projections.projector import Projector
 
 __all__ = ["CHECKPOINT_FILE", "Checkpoints"]
@@ -47,12 +49,41 @@ class Checkpoints:
             self.notes.append(f"checkpoint (seq {stamp[0]}) was published from a different log; "
                               f"replayed the log")
             return Projector()
-        loaded = checkpoint.load(self.path, stamp)
-        if loaded is None:
-            self.notes.append(f"checkpoint {self.path} is damaged; replayed the log")
+        try:
+            loaded = checkpoint.load(self.path, stamp, self.seal(log))
+        except checkpoint.Refused as e:
+            self.notes.append(f"checkpoint {self.path} not used: {e}; replayed the log")
             return Projector()
         self.seq = stamp[0]
         return Projector(loaded)
+
+    def saved(self, log: Log) -> tuple[int, FactColumns, EventColumns] | None:
+        """The state the checkpoint on disk holds, with its seq, when it would be used by an
+        open of ``log`` now; else None."""
+        stamp = checkpoint.read_stamp(self.path)
+        if stamp is None or not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
+            return None
+        try:
+            return (stamp[0], *checkpoint.load(self.path, stamp, self.seal(log)))
+        except checkpoint.Refused:
+            return None
+
+    @staticmethod
+    def seal(log: Log) -> checkpoint.Seal:
+        """What the store's checkpoints are written and checked with: a MAC key derived from
+        the key file of a sealed store (none for a store in the clear), and the key file's
+        erasure record."""
+        sealer = log.sealer
+        if sealer is None:
+            return checkpoint.Seal(None)
+        keys = sealer.keys
+        key = keys.derived_key("checkpoint")
+        if key is None:
+            raise checkpoint.Refused(
+                "the key file has no secret yet (it was made by an earlier hmem): open the "
+                "store as its writer once"
+            )
+        return checkpoint.Seal(key, keys.erasure_record())
 
     def find(self, log: Log) -> None:
         """Note the seq of the checkpoint on disk if it is from this log (another writer of a
@@ -74,7 +105,7 @@ class Checkpoints:
         seq = projector.last_seq
         try:
             checkpoint.save(self.path, projector.state, projector.events,
-                            (seq, log.chain_at(seq).hex()))
+                            (seq, log.chain_at(seq).hex()), self.seal(log))
         except OSError as e:
             self.notes.append(f"checkpoint not published ({e}); the next open replays more of "
                               f"the log")

@@ -67,6 +67,7 @@ def remembered_ids(
     earlier = list(retry.events)
     if not all(isinstance(ev, FactRemembered) for ev in earlier):
         raise _reused(retry, "a revise or forget")
+    _check_not_erased(retry)
     ids: list[int] = []
     stored: dict[object, int] = {}
     at = 0
@@ -89,10 +90,9 @@ def remembered_ids(
 
 def revised_seq(retry: AlreadyWritten, fact_id: int, text: str) -> int:
     """The new version's id a revise answered the first time."""
+    _check_not_erased(retry)
     (ev, *more) = retry.events
-    if more or not isinstance(ev, FactRevised) or ev.fact_id != fact_id or not (
-        ev.text == text or ev.sealed == ERASED
-    ):
+    if more or not isinstance(ev, FactRevised) or ev.fact_id != fact_id or ev.text != text:
         raise _reused(retry, "another write")
     return ev.seq
 
@@ -107,9 +107,14 @@ def forgotten_seq(retry: AlreadyWritten, fact_id: int) -> int:
 
 def _same_fact(ev: Event, item: FactRemembered) -> bool:
     assert isinstance(ev, FactRemembered)
-    if ev.sealed == ERASED:  # its words are gone: it stands for whichever item is in its place
-        return True
     return (ev.subject, ev.text) == (item.subject, item.text)
+
+
+def _check_not_erased(retry: AlreadyWritten) -> None:
+    """A write whose words were erased cannot be told from another write with its id: the id
+    is refused whatever the call (never answered as if the call were its retry)."""
+    if any(ev.sealed == ERASED for ev in retry.events):
+        raise _reused(retry, "a write that was erased")
 
 
 def _reused(retry: AlreadyWritten, what: str) -> RequestIdReused:

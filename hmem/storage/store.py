@@ -39,7 +39,6 @@ from hmem.storage.shredding import Shredding
 from hmem.storage.targets import open_backend
 from hmem.time.arguments import Now, parse_when
 from hmem.time.iso import TimeLike
-from projections import checkpoint
 from projections.checks import check_fields, check_timing
 from projections.fold import check
 from projections.projector import Projector
@@ -258,13 +257,8 @@ class Store:
         checkpoint this store opens from, and what the backend keeps apart (see
         :mod:`replay.verify`)."""
         self.catch_up()
-        saved = None
-        stamp = checkpoint.read_stamp(self.checkpoints.path)
-        if stamp is not None and checkpoint.from_log(stamp, self.log.last_seq, self.log.chain_at):
-            loaded = checkpoint.load(self.checkpoints.path, stamp)
-            if loaded is not None:
-                saved = (stamp[0], *loaded)
-        report = verify_projection(self.log, self.projector, checkpoint=saved)
+        report = verify_projection(self.log, self.projector,
+                                   checkpoint=self.checkpoints.saved(self.log))
 
         def caught_up() -> Projector:
             self.catch_up()

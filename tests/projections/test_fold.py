@@ -46,6 +46,7 @@ from tests.projections.reference_fold import FactState
 UTC = timezone.utc
 START = datetime(2026, 1, 1, tzinfo=UTC)
 NAMESPACES = ["default", "other"]
+SEAL = checkpoint.Seal(b"k" * 32, 3)  # a sealed store's: its MAC key and erasure record
 DATES = [None, datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 6, 1, tzinfo=UTC), START,
          START + timedelta(hours=3), START + timedelta(hours=3, microseconds=1),
          datetime(2027, 1, 1, tzinfo=UTC)]
@@ -254,35 +255,41 @@ def assert_same_events(got: Projector, want: Projector, what: str) -> None:
 
 def through_checkpoint(projector: Projector) -> tuple[FactColumns, EventColumns]:
     """The projector's state saved to a checkpoint and loaded back (a file is refused for
-    another stamp)."""
+    another stamp, another key or another erasure record)."""
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / CHECKPOINT_FILE
         stamp_ = (projector.last_seq, "ab")
-        checkpoint.save(path, projector.state, projector.events, stamp_)
+        checkpoint.save(path, projector.state, projector.events, stamp_, SEAL)
         assert checkpoint.read_stamp(path) == stamp_
-        assert checkpoint.load(path, (stamp_[0] + 1, stamp_[1])) is None
-        assert checkpoint.load(path, (stamp_[0], stamp_[1] + "0")) is None
-        loaded = checkpoint.load(path, stamp_)
-        assert loaded is not None
-        return loaded
+        for stamp_2, seal in [((stamp_[0] + 1, stamp_[1]), SEAL), ((stamp_[0], "ab0"), SEAL),
+                              (stamp_, checkpoint.Seal(b"k" * 32, 3)),
+                              (stamp_, checkpoint.Seal(b"j" * 32, 3)),
+                              (stamp_, checkpoint.Seal(None))]:
+            if (stamp_2, seal) != (stamp_, SEAL):
+                with pytest.raises(checkpoint.Refused):
+                    checkpoint.load(path, stamp_2, seal)
+        return checkpoint.load(path, stamp_, SEAL)
 
 
 @settings(max_examples=examples(dev=60, ci=300))
 @given(histories, st.floats(0, 1), st.integers(0, 7))
 def test_a_damaged_checkpoint_is_refused_never_misread(history, where, bit):
-    """Any flipped bit of the file: the load is refused (None), or (a flip in padding) the
-    state loaded is still the fold."""
+    """Any flipped bit of the file: the load is refused, or (a flip in padding) the state
+    loaded is still the fold."""
     _, _, accepted, _ = replay(history)
     projector = Projector()
     projector.apply_all(accepted)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / CHECKPOINT_FILE
         stamp_ = (projector.last_seq, "ab")
-        checkpoint.save(path, projector.state, projector.events, stamp_)
+        checkpoint.save(path, projector.state, projector.events, stamp_, SEAL)
         raw = bytearray(path.read_bytes())
         raw[min(int(where * len(raw)), len(raw) - 1)] ^= 1 << bit
         path.write_bytes(bytes(raw))
-        loaded = checkpoint.load(path, stamp_)
+        try:
+            loaded = checkpoint.load(path, stamp_, SEAL)
+        except checkpoint.Refused:
+            loaded = None
     if loaded is not None:
         back = Projector(loaded)
         assert_same_state(back.state, projector.state, "loaded despite a flipped bit")

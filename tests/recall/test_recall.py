@@ -296,3 +296,15 @@ def test_bad_recall_config_is_a_typed_error(bad):
 
     with pytest.raises(InvalidInput, match="RecallConfig"):
         RecallConfig(**bad)
+
+
+def test_top_hits_whose_words_the_index_lacks_add_no_feedback_terms(tmp_path, monkeypatch):
+    """A derived index out of step with the facts' texts (every word of the top hits unknown
+    to it, idf 0) leaves the query as it was: a recall still answers."""
+    with Memory(tmp_path / "s", embedder=None) as m:
+        m.remember("maya", "Maya lives in London")
+        m.remember("tom", "Tom lives in Leeds")
+        monkeypatch.setattr("hmem.recall.ranking.index_counts", lambda *_: {"zzqx": 1})
+        assert {h.text for h in m.recall("lives").hits} == {
+            "Maya lives in London", "Tom lives in Leeds"
+        }

@@ -1,7 +1,8 @@
 """The stateful test's retries (tests/stateful/test_stateful.py): writes sent with a request id are
 retried at any later step (after other writes, erasures, reopen, crash or rebuild): a retry
-writes nothing and answers as the first call did; the id given to another kind of write is
-``RequestIdReused`` and writes nothing."""
+writes nothing and answers as the first call did, except a remember whose fact was erased since
+(its words are gone, so a retry cannot be told from another write: ``RequestIdReused``); the id
+given to another kind of write is ``RequestIdReused`` and writes nothing."""
 
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ class RetryRules:
     def retry(self, data: st.DataObject) -> None:
         ns, request_id, kind, call, answer = data.draw(st.sampled_from(self.sent), label="sent")
         before = self.mem.last_seq  # type: ignore[attr-defined]
+        if kind == "remember" and answer in self.model.erased():  # type: ignore[attr-defined]
+            self._refused("RequestIdReused", call)  # type: ignore[attr-defined]
+            event("retried an erased remember")
+            return
         assert call() == answer, f"a retried {kind} ({request_id}) answered differently"
         assert self.mem.last_seq == before, f"a retried {kind} ({request_id}) wrote"  # type: ignore[attr-defined]
         event(f"retried a {kind}")

@@ -309,3 +309,28 @@ def test_sealing_keeps_texts_out_of_the_log_and_reads_them_back(tmp_path):
     with Memory(root, read_only=True) as r:
         assert r.get(fid).text == SECRETS[0]
         assert [e.text for e in r.store.log.read() if hasattr(e, "text")] == [SECRETS[0]]
+
+
+def test_a_receipt_digest_needs_the_key_file(tmp_path):
+    """The subject digest of a receipt is keyed from the key file's secret, not from the id kept
+    in clear beside the log: a dictionary of names keyed with that id finds nothing. A receipt
+    logged before key files had a secret (keyed with the id) still names its subject."""
+    import hashlib
+
+    root = tmp_path / "s"
+    with Memory(root, embedder=None, clock=clock()) as m:
+        m.remember("alice", SECRETS[0])
+        m.remember("carol", KEPT)
+        m.erase(subject="alice")
+        receipt = next(e for e in m.store.log.read() if isinstance(e, FactsErased))
+    file_id = bytes.fromhex((root / "keys.id").read_text().strip())
+    guesses = {hashlib.blake2b(n.encode(), key=file_id, digest_size=16).hexdigest()
+               for n in ("alice", "Alice", "bob", "carol")}
+    assert receipt.subject_digest and receipt.subject_digest not in guesses
+    with Memory(root, embedder=None, clock=clock()) as m:  # the old digest, as an old hmem wrote it
+        keys = m.store.log.sealer.keys
+        keys.digest = keys.id_digest
+        m.erase(subject="carol")
+        del keys.digest
+        with pytest.raises(AlreadyErased):
+            m.erase(subject="carol")

@@ -149,3 +149,32 @@ def test_processes_racing_one_request_id_write_it_once(tmp_path: Path) -> None:
     with Memory(store, read_only=True) as r:
         assert r.stats().facts == 2
         assert r.verify().ok
+
+
+def test_a_request_id_for_the_same_text_about_another_subject_is_reused(mem: Memory) -> None:
+    """A retry is the same write: the subject counts as much as the text."""
+    mem.remember("maya", "likes chess", request_id="r-9")
+    seq = mem.last_seq
+    with pytest.raises(RequestIdReused):
+        mem.remember("tom", "likes chess", request_id="r-9")
+    with pytest.raises(RequestIdReused):
+        mem.remember_many([{"subject": "tom", "text": "likes chess"}], request_id="r-9")
+    assert mem.last_seq == seq
+
+
+@pytest.mark.parametrize("again", ["another write", "the same write"])
+def test_a_request_id_whose_write_was_erased_is_refused_for_any_write(mem: Memory, again) -> None:
+    """Its words are gone, so no retry can be told from another write: nothing is dropped
+    silently, the id is refused (and names the erasure)."""
+    fid = mem.remember("alice", "Alice's code is 4815", request_id="r-5")
+    new = mem.revise(fid, "Alice's code is 1623", request_id="r-6")
+    mem.erase(subject="alice")
+    seq = mem.last_seq
+    text = "Alice's code is 4815" if again == "the same write" else "Bob likes tea"
+    with pytest.raises(RequestIdReused, match="erased"):
+        mem.remember("alice" if again == "the same write" else "bob", text, request_id="r-5")
+    with pytest.raises(RequestIdReused, match="erased"):
+        mem.remember_many([{"subject": "bob", "text": text}], request_id="r-5")
+    with pytest.raises((RequestIdReused, InvalidInput)):
+        mem.revise(new, "anything", request_id="r-6")
+    assert mem.last_seq == seq
