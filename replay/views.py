@@ -22,6 +22,7 @@ from eventlog.events import (
     FactsErased,
     RecallServed,
 )
+from projections.printable import visible
 from projections.records import Episode, Fact, Row
 from projections.timeutil import from_us, from_us_opt
 
@@ -44,8 +45,9 @@ __all__ = [
 
 
 def pretty_text(self: object, p: Any, cycle: bool) -> None:
-    """IPython / Jupyter show the text form (``str``), not the field dump."""
-    p.text(str(self))
+    """IPython / Jupyter show the text form (``str``), not the field dump, with the stored
+    text's control characters shown as escapes (:func:`projections.printable.visible`)."""
+    p.text("\n".join(visible(line) for line in str(self).split("\n")))
 
 
 class Version(msgspec.Struct, frozen=True):

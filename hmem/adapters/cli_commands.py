@@ -97,7 +97,8 @@ def _note_emptyarg_namespace(mem: Memory) -> None:
 def _emit(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
     """Print ``value`` as one JSON document with --json, else the human ``lines``."""
     if args.json:
-        sys.stdout.write(msgspec.json.encode(value, enc_hook=plain_int).decode() + "\n")
+        sys.stdout.write(fmt.json_visible(msgspec.json.encode(value, enc_hook=plain_int).decode())
+                         + "\n")
     else:
         for line in lines:
             say(line)

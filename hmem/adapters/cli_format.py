@@ -15,6 +15,7 @@ import msgspec
 
 from hmem.recall.logged import replay_lines
 from hmem.views import stats_lines
+from projections.printable import json_visible, visible
 from replay.views import (
     belief_lines,
     day,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "visible",
+    "json_visible",
     "unicode_safe",
     "lone_surrogate_at",
     "day",
@@ -57,23 +59,7 @@ __all__ = [
 ]
 
 
-# C0 controls but tab (newline and carriage return too), DEL, C1 controls, lone surrogates.
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
-_NAMED = {"\n": "\\n", "\r": "\\r"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    c = match.group()
-    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-
-def visible(line: str) -> str:
-    """``line`` safe to print for a person: control characters (escape sequences, BEL, CR, a
-    newline that would fake another line, C1) and lone surrogates shown as ``\\x1b``, ``\\r``,
-    ``\\n``, ``\\ud800``, so stored text cannot move the cursor, clear the screen or retitle
-    the terminal. Tabs stay; text without such characters comes back unchanged."""
-    return _CONTROL.sub(_escape, line)
 
 
 def unicode_safe(value: Any) -> Any:

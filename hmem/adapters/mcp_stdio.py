@@ -21,8 +21,14 @@ try:
     import anyio
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
-    from mcp.types import CallToolResult, JSONRPCMessage, TextContent, ToolAnnotations
-    from pydantic import Field, TypeAdapter, ValidationError
+    from mcp.types import (
+        CallToolResult,
+        JSONRPCMessage,
+        JSONRPCNotification,
+        TextContent,
+        ToolAnnotations,
+    )
+    from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 
     try:
         from mcp.server.mcpserver import MCPServer as Server  # mcp >= 2
@@ -42,8 +48,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 # The SDK names the server module builds its tools with, imported here behind the one check.
 __all__ = [
-    "CallToolResult", "Field", "Server", "StdioServer", "TextContent", "ToolAnnotations",
-    "error_result",
+    "BeforeValidator", "CallToolResult", "Field", "Server", "StdioServer", "TextContent",
+    "ToolAnnotations", "error_result",
 ]
 
 
@@ -81,8 +87,10 @@ def _screen(raw: bytes) -> tuple[str | None, dict[str, Any] | None, str | None]:
         return None, None, None
     try:
         if not problem:
-            _MESSAGE.validate_json(text)
-            return text, None, None
+            read = _MESSAGE.validate_json(text)
+            if not (isinstance(read, JSONRPCNotification) and _has_bad_id(text)):
+                return text, None, None
+            problem = "a request's id must be a string or an integer"  # not a notification
     except ValidationError as e:  # the SDK's reader drops such a line in silence
         problem = str(e.errors()[0]["msg"])[:300]
     try:
@@ -107,6 +115,14 @@ def _screen(raw: bytes) -> tuple[str | None, dict[str, Any] | None, str | None]:
     code, kind = (-32600, "Invalid Request") if msg is not None else (-32700, "Parse error")
     error = {"code": code, "message": fmt.unicode_safe(f"{kind}: {problem}")}
     return None, {"jsonrpc": "2.0", "id": rid, "error": error}, None
+
+
+def _has_bad_id(text: str) -> bool:
+    """Whether a message the SDK read as a notification carries an ``id`` (one it could not
+    read: an object, a list, a number with a fraction, a bool or null): a request it would
+    otherwise leave unanswered."""
+    msg = json.loads(text, strict=False)
+    return isinstance(msg, dict) and "id" in msg
 
 
 class _Wire:

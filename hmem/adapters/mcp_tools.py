@@ -28,6 +28,7 @@ import msgspec
 
 from hmem.adapters import cli_format as fmt
 from hmem.adapters.mcp_stdio import (
+    BeforeValidator,
     CallToolResult,
     Field,
     Server,
@@ -50,7 +51,19 @@ TOOLS = ("remember", "recall", "revise", "forget", "why", "diff", "history", "st
 
 # ---------------------------------------------------------------------------- argument types
 
-FactId = Annotated[int, Field(ge=1, description="A fact id: the number shown as [#n] by recall.")]
+
+def _not_bool(value: Any) -> Any:
+    """JSON's true and false are not numbers (pydantic would read them as 1 and 0)."""
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not true or false")
+    return value
+
+
+NotBool = BeforeValidator(_not_bool)
+
+FactId = Annotated[int, Field(
+    ge=1, description="A fact id: the number shown as [#n] by recall.",
+), NotBool]
 Subject = Annotated[str, Field(
     min_length=1, max_length=200,
     description="Who or what the fact is about, as a short name: 'user', 'maya', 'project "
@@ -70,7 +83,7 @@ TxPoint = Annotated[int | str | None, Field(
     description="A point in memory's own timeline: an ISO 8601 time ('2025-03-01T12:00:00Z'), "
     "a spoken one ('yesterday 14:02', '2 hours ago') or a seq number (every write result "
     "carries one).",
-)]
+), NotBool]
 Reason = Annotated[str | None, Field(max_length=500, description="Why, in a few words.")]
 SourceRef = Annotated[str | None, Field(
     max_length=200,
@@ -79,7 +92,7 @@ SourceRef = Annotated[str | None, Field(
 )]
 Confidence = Annotated[float, Field(
     ge=0.0, le=1.0, description="How sure you are, 0 to 1 (1: the user said so).",
-)]
+), NotBool]
 Entities = Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]] | None, Field(
     max_length=50,
     description="Names the fact mentions (people, places, projects); default: its proper nouns.",
@@ -89,10 +102,10 @@ RequestId = Annotated[str | None, Field(
     description="Optional: a name of your choice for this write (e.g. a UUID). Send the same "
     "one when you retry a call that failed or timed out: the write is then made only once.",
 )]
-Limit = Annotated[int, Field(ge=1, le=50, description="At most this many facts.")]
+Limit = Annotated[int, Field(ge=1, le=50, description="At most this many facts."), NotBool]
 MaxTokens = Annotated[int, Field(
     ge=50, le=20000, description="Token budget for all returned facts (~4 characters a token).",
-)]
+), NotBool]
 Query = Annotated[str, Field(
     min_length=1, max_length=2000,
     description="What you want to know, in words: 'where does maya live', 'user's diet'.",

@@ -35,6 +35,7 @@ from eventlog.segments import ChainHead
 from hmem.errors import HmemError, InvalidInput
 from hmem.notebook.sql import NamespaceCopy
 from hmem.version import __version__
+from projections.printable import json_visible
 from replay import snapshot_query
 from replay.rebuild import Progress
 
@@ -268,7 +269,7 @@ def _write_events(memory: Memory, f: IO[str]) -> tuple[int, int]:
         seq = store.projector.last_seq
         for ev in store.log.read(1, seq):
             if ev.namespace == memory.namespace:
-                f.write(encode(ev).decode())
+                f.write(json_visible(encode(ev).decode()))
                 f.write("\n")
                 n += 1
     return seq, n

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from hmem.errors import HmemError, InvalidInput
+from projections.printable import visible
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -298,13 +299,19 @@ def _draw(
         _belief_bar(mpl, right, row, y0, t_hi)
 
     for hy, name in headers:
-        left.annotate(name, (0, hy), xycoords=("axes fraction", "data"), xytext=(-8, 0),
+        left.annotate(_drawn(name), (0, hy), xycoords=("axes fraction", "data"), xytext=(-8, 0),
                       textcoords="offset points", ha="right", va="center", fontsize=11,
                       fontweight="bold", color=_TEXT, annotation_clip=False)
     left.set_ylim(total + 0.2, -0.2)
-    left.set_yticks(ys, labels, fontsize=9, color=_TEXT)
+    left.set_yticks(ys, [_drawn(label) for label in labels], fontsize=9, color=_TEXT)
     _legend(mpl, fig)
     return fig
+
+
+def _drawn(text: str) -> str:
+    """Stored text as matplotlib draws it literally: a ``$`` escaped (else two start math
+    mode and a lone one fails the draw), control characters shown as escapes."""
+    return visible(text).replace("$", r"\$")
 
 
 def _limits(mdates: Any, lo: datetime, hi: datetime, *, right_pad: float) -> tuple[float, float]:
@@ -372,7 +379,7 @@ def _belief_bar(mpl: Any, ax: Any, row: TimelineRow, y: float, x_end: float) -> 
                 markeredgecolor=colour if marker == "|" else "white", zorder=6, linestyle="none")
         # how it started goes above the bar; how it ended (superseded, corrected, forgotten)
         # below, stacked when there are two
-        text = textwrap.shorten(mark.label, 52, placeholder="…")
+        text = _drawn(textwrap.shorten(mark.label, 52, placeholder="…"))
         if mark.kind in ("remembered", "revised"):
             offset, va = 6.0, "bottom"
         else:

@@ -214,6 +214,33 @@ def test_plot_timeline_writes_an_image(store: Path, tmp_path: Path) -> None:
     assert len(bare.axes[0].get_yticklabels()) == 1
 
 
+def test_a_timeline_draws_stored_dollars_and_controls_as_they_are(tmp_path: Path) -> None:
+    """Stored text is not matplotlib markup: ``$`` pairs (mathtext) and a lone ``$`` draw as
+    dollars; control characters as escapes."""
+    _need_matplotlib()
+    with Memory(tmp_path / "s", embedder=None) as m:
+        first = m.remember("maya", "Maya pays $5 for $x^2$ \x1b[2J tea", source_ref="$\\$")
+        m.revise(first, "Maya pays $6 \u202e", reason="price $up")
+        m.remember("$x$", "A $\\frac{1}{0}$ subject")
+        fig = plot_timeline(m, ["maya", "$x$"], tmp_path / "t.png")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[0].startswith("#1  Maya pays \\$5 for \\$x^2\\$ \\x1b[2J")
+    assert (tmp_path / "t.png").read_bytes().startswith(PNG)
+
+
+def test_notebooks_show_stored_text_with_its_controls_escaped(tmp_path: Path) -> None:
+    """IPython's pretty printer (what a notebook shows) gets no escape sequence."""
+    from IPython.lib.pretty import pretty
+
+    with Memory(tmp_path / "s", embedder=None) as m:
+        fid = m.remember("maya", "Maya \x1b]0;pwned\x07 lives \u202ein\x9b London")
+        shown = [pretty(m.why(fid)), pretty(m.recall("maya").hits[0]), pretty(m.recall("maya"))]
+    for text in shown:
+        assert not [c for c in text if ord(c) < 0x20 and c not in "\n" or 0x7F <= ord(c) <= 0x9F
+                    or c == "\u202e"], text
+        assert "\\x1b]0;pwned\\x07" in text
+
+
 def test_missing_matplotlib_names_the_extra(
     store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,6 +26,8 @@ import pytest
 
 from eventlog.log import EventLog
 from hmem import Memory
+from hmem.notebook.export import export_jsonl
+from projections.printable import json_visible
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HMEM_EMBEDDER": "none", "PYTHONPATH": str(REPO)}
@@ -145,11 +147,16 @@ HOSTILE: dict[int, str | bytes] = {
     26: r'{"jsonrpc": "2.0", "id": 26, "method": "tools/list", "params": {"cursor": "\ud800"}}',
     27: _call(27, '"revise"', r'{"id": 1, "text": "\ud800", "reason": "\ud800"}'),
     28: _call(28, '"history"', r'{"subject": "\udc80"}'),
+    29: _call(29, '"recall"', '{"query": "maya", "as_of": true}'),  # not seq 1
+    30: _call(30, '"why"', '{"id": true}'),
+    31: _call(31, '"recall"', '{"query": "maya", "limit": false}'),
 }
 # lines that cannot name their own id: each gets an answer with a null id
 NO_ID = [
     _call(0, '"remember"', '{"subject": "x", "text": "x"}').replace('"id": 0', r'"id": "\ud800"'),
     "this is not JSON",
+    *(f'{{"jsonrpc": "2.0", "id": {rid}, "method": "tools/list"}}'
+      for rid in ('{"a": 1}', "[1]", "2.5", "true", "null")),  # ids JSON-RPC does not allow
 ]
 
 
@@ -190,7 +197,7 @@ def test_every_stdio_request_is_answered_in_utf8_and_a_refused_call_stores_nothi
                 assert "error" in message or error["isError"] is True, text[:300]
                 assert len(text) < 5000, "an answer quotes a long value only in part"
         assert len(got.get(None, ())) == len(NO_ID)
-        for rid in (10, 11, 12, 13, 17, 18, 19, 21, 23, 24, 27, 28):
+        for rid in (10, 11, 12, 13, 17, 18, 19, 21, 23, 24, 27, 28, 29, 30, 31):
             result = json.loads(got[rid][0])["result"]  # a refused tool call is a tool error
             assert result["structuredContent"]["error"] == "InvalidInput", result
         assert "params.arguments.text" in got[10][0].decode()  # it says where
@@ -239,8 +246,11 @@ def test_an_in_process_answer_never_carries_a_lone_surrogate_back_out(store: Pat
 
 # ---------------------------------------------------------------------------- item 9: CLI output
 
-HOSTILE_TEXT = "Maya \x1b]0;pwned\x07 lives\r in \x1b[2J London\nFAKE LINE \x9b31m\x7f end"
+HOSTILE_TEXT = ("Maya \x1b]0;pwned\x07 lives\r in \x1b[2J London\nFAKE LINE \x9b31m\x7f end "
+                "\u202egpj.exe \u2066isolated\u2069 \u200fmark\u2028SEPARATED")
 C1 = range(0x80, 0xA0)
+# bidi controls (they reorder what a reader sees) and the line / paragraph separators
+BIDI = {0x061C, 0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A)}
 
 
 def _run_all(commands: list[list[str]]) -> list[tuple[int, bytes, bytes]]:
@@ -260,6 +270,7 @@ def _assert_harmless(stream: bytes, what: str) -> None:
         assert byte not in stream, f"{what} holds a raw {name}: {stream[:400]!r}"
     text = stream.decode("utf-8")  # strict
     assert not [c for c in text if ord(c) in C1], f"{what} holds a C1 control: {text[:400]!r}"
+    assert not [c for c in text if ord(c) in BIDI], f"{what} holds a bidi control: {text[:400]!r}"
     assert not [c for c in text if ord(c) < 0x20 and c not in "\t\n" or ord(c) == 0x7F], what
     assert "\nFAKE LINE" not in text, f"{what}: stored text started a line of its own"
 
@@ -274,6 +285,8 @@ def hostile_store(tmp_path: Path) -> Path:
                           reason="moved\x1b]8;;http://evil\x07", source_agent="a\x85b")
         m.forget(second, reason="bye\r\n\x1b[2K")
         m.remember("tom", "Tom \x1b[5m blinks", source_ref="\x1b]52;c;cGF5bG9hZA==\x07")
+        m.remember("bo\u202e", "Bo \u2067sees\u2069 \u202a2\u202c", source_agent="\u202eagent",
+                   entities=["Bo\u2066"])
     return path
 
 
@@ -291,6 +304,10 @@ def test_human_output_shows_stored_control_characters_escaped(
         [*s, "history", "maya"], [*s, "history", "tom"],
         [*s, "history", "no\x1b[2Jbody"],
         [*s, "diff", "0"],
+        [*s, "beliefs"],
+        [*s, "recalls"],
+        [*s, "why", "4"],
+        [*s, "history", "bo\u202e"],
         [*s, "stats"],
         [*s, "log", "verify"],
         [*s, "--namespace", "ns\x1b[2J\x9b", "stats"],
@@ -315,11 +332,16 @@ def test_human_output_shows_stored_control_characters_escaped(
     assert "\\x1b]0;pwned\\x07 lives\\r in \\x1b[2J London" in text
     assert "\\x9b31m\\x7f end" in text and "ref\\r\\x07" in text
     log_show = results[3][1].decode()
-    assert len(log_show.splitlines()) == 4, log_show  # one line per event, whatever they hold
-    assert "\\x1b[31m" in results[14][2].decode() or "unknown" in results[14][2].decode()
+    assert len(log_show.splitlines()) == 5, log_show  # one line per event, whatever they hold
+    unknown = results[commands.index([*s, "stats", "unknown\x1b]0;pwned\x07argument"])][2].decode()
+    assert "\\x1b]0;pwned" in unknown or "unknown" in unknown
 
 
-def test_json_output_is_still_the_encoders_bytes(hostile_store: Path) -> None:
+def test_json_output_is_the_encoders_value_with_unsafe_characters_escaped(
+    hostile_store: Path, tmp_path: Path,
+) -> None:
+    """--json and exports carry no raw DEL, C1 or bidi control: each is a JSON \\u escape,
+    so the document decodes to exactly what was stored."""
     s = ["--path", str(hostile_store), "--json"]
     (c1, recall, _), (c2, log, _), (c3, history, _) = _run_all([
         [*s, "recall", "maya lives london", "--as-of", "1"], [*s, "log", "show"],
@@ -327,9 +349,19 @@ def test_json_output_is_still_the_encoders_bytes(hostile_store: Path) -> None:
     assert (c1, c2, c3) == (0, 0, 0)
     with Memory(hostile_store, read_only=True, embedder=None) as m:  # the texts opened
         events = m.store.log
-        expected = msgspec.json.encode(list(events.read(1, events.last_seq))) + b"\n"
-    assert log == expected
+        encoded = msgspec.json.encode(list(events.read(1, events.last_seq)))
+        expected = json_visible(encoded.decode()).encode() + b"\n"
+    assert log == expected and json.loads(log) == json.loads(encoded)
+    for stream in (recall, log, history):
+        _assert_harmless(stream.replace(b"\n", b" ").rstrip(), "--json output")
     with Memory(hostile_store, read_only=True, embedder=None) as m:
-        assert history == msgspec.json.encode(m.history("maya")) + b"\n"
+        plain = msgspec.json.encode(m.history("maya"))
+        assert json.loads(history) == json.loads(plain)
+        exported = tmp_path / "events.jsonl"
+        export_jsonl(m, exported)
+    for line in exported.read_bytes().splitlines():
+        _assert_harmless(line, "an exported line")
+    lines = exported.read_text().splitlines()
+    assert HOSTILE_TEXT in [json.loads(line).get("text") for line in lines]
     hit = json.loads(recall)["hits"][0]
     assert hit["text"] == HOSTILE_TEXT  # the exact stored text, escaped only by JSON
