@@ -37,7 +37,8 @@ class LifecycleMethods(StoreHandle):
         if keys is not None and keys.exports_pending:  # an erasure's last step, cut short
             with store.lock:
                 _, missed = rewrite_recorded(
-                    lambda ns: StoreHandle(namespace=ns, store=store, embedder=None), store.root
+                    lambda ns: StoreHandle(namespace=ns, store=store, embedder=None), store.root,
+                    keys.derived_key("exports"),
                 )
                 keys.mark(exports_pending=False)
             store.notes.append(

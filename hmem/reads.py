@@ -15,7 +15,7 @@ from eventlog.events import EVENT_TAGS
 from hmem.args import fact_id, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
 from hmem.handle import StoreHandle, TxPoint
-from hmem.notebook.export import note_export
+from hmem.notebook.export import note_export, write_private
 from hmem.notebook.sql import NamespaceCopy, check_read_only, run_query
 from hmem.recall.logged import LoggedRecall, RecallReplay, recall_view, replay_recall, served_event
 from hmem.recall.ranking import rank
@@ -185,9 +185,8 @@ class ReadMethods(StoreHandle):
             )
             if parquet is not None:
                 try:
-                    rel.write_parquet(str(parquet))
-                    os.chmod(parquet, 0o600)  # the beliefs' texts: the owner's eyes only
-                except duckdb.Error as e:
+                    write_private(parquet, rel.write_parquet)  # the owner's eyes only
+                except (duckdb.Error, OSError) as e:
                     raise InvalidInput(f"cannot write {parquet}: {e}") from e
                 note_export(self, "snapshot", Path(parquet), as_of=seq,  # erase rewrites it
                             valid_at_us=None if valid is None else to_us(valid))

@@ -22,8 +22,12 @@ all files always describe one seq.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -44,13 +48,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "export_parquet", "export_jsonl", "Export", "ExportedTable", "EXPORT_QUERIES",
-    "ExportChanged", "JsonlExport", "EXPORTS_FILE", "note_export", "rewrite_exports",
-    "rewrite_recorded",
+    "ExportChanged", "JsonlExport", "EXPORTS_FILE", "exports_key", "note_export", "write_private",
+    "rewrite_exports", "rewrite_recorded",
 ]
 
 # In the store directory: one JSON line per export to a path (kind, path, namespace; for a
 # snapshot its seq and valid time), so that an erasure can write those exports again without
-# what it erased.
+# what it erased. Each line carries its HMAC-SHA256 under a key derived from the key file's
+# secret: a line planted by someone who can write the directory but not read the key file is
+# ignored (else an erasure would write the namespace's texts wherever the line says). A store in
+# the clear keeps no list: nothing in it can be erased.
 EXPORTS_FILE = "exports.jsonl"
 
 # file stem -> query over the namespace copy (see Memory.sql)
@@ -176,36 +183,80 @@ def _last_seq(memory: Memory) -> int:
         return store.projector.last_seq
 
 
+def write_private(path: str | os.PathLike[str], write: Callable[[str], object]) -> None:
+    """``write(name)`` a file that then replaces ``path``, readable by its owner only at every
+    moment: it is written in a new directory only the owner can enter (DuckDB creates files
+    under the process umask), made 0600 there, then renamed into place."""
+    path = Path(path)
+    private = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))  # mode 0700
+    try:
+        tmp = private / path.name
+        write(str(tmp))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def exports_key(memory: Memory) -> bytes | None:
+    """The key the store's list of exports is authenticated with (None: a store in the clear,
+    or a key file too old to hold a secret, keeps no list)."""
+    sealer = memory.store.log.sealer
+    return None if sealer is None else sealer.keys.derived_key("exports")
+
+
 def note_export(memory: Memory, kind: str, path: Path, **args: int | None) -> None:
     """Add the export to the store's list (once per kind, path, namespace and ``args``: what
-    writing it again needs). A store whose directory cannot be written (a reader on a
-    read-only file system) keeps no list."""
+    writing it again needs). A store in the clear, or whose directory cannot be written (a
+    reader on a read-only file system), keeps no list."""
+    key = exports_key(memory)
+    if key is None:
+        return
     entry = {"kind": kind, "path": str(path.resolve()), "namespace": memory.namespace, **args}
     try:
-        if entry in _exports(memory.path):
+        if entry in _exports(memory.path, key):
             return
         fd = os.open(memory.path / EXPORTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+            f.write(json.dumps({**entry, "mac": _mac(key, entry)}) + "\n")
     except OSError:
         return
 
 
-def _exports(root: Path) -> list[dict[str, Any]]:
-    """The recorded exports; lines that are not one (torn, or edited by hand) are skipped."""
+def _mac(key: bytes, entry: dict[str, Any]) -> str:
+    body = json.dumps(entry, sort_keys=True, ensure_ascii=True).encode()
+    return hmac.digest(key, body, hashlib.sha256).hex()
+
+
+def _exports(root: Path, key: bytes | None) -> list[dict[str, Any]]:
+    """The recorded exports whose MAC holds under ``key``; lines that are not one (torn,
+    edited by hand, planted, or written before lines were authenticated) are skipped."""
+    return _listed(root, key)[0]
+
+
+def _listed(root: Path, key: bytes | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the authentic entries, the paths other lines name)."""
     try:
         lines = (root / EXPORTS_FILE).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return []
-    out = []
+        return [], []
+    out: list[dict[str, Any]] = []
+    unproven: list[str] = []
     for line in lines:
         try:
             entry = json.loads(line)
         except ValueError:
             continue  # a torn last line
-        if isinstance(entry, dict) and _is_entry(entry):
+        if not isinstance(entry, dict):
+            continue
+        mac = entry.pop("mac", None)
+        if key is not None and isinstance(mac, str) and _is_entry(entry) and (
+            hmac.compare_digest(mac, _mac(key, entry))
+        ):
             out.append(entry)
-    return out
+        elif isinstance(entry.get("path"), str):
+            unproven.append(entry["path"])
+    return out, unproven
 
 
 def _is_entry(entry: dict[str, Any]) -> bool:
@@ -219,25 +270,27 @@ def _is_entry(entry: dict[str, Any]) -> bool:
 
 
 def rewrite_recorded(
-    handle_for: Callable[[str], Memory], root: Path
+    handle_for: Callable[[str], Memory], root: Path, key: bytes | None
 ) -> tuple[list[str], list[str]]:
     """:func:`rewrite_exports` for every namespace with a recorded export (``handle_for(ns)``:
-    a handle of that namespace)."""
+    a handle of that namespace; ``key``: :func:`exports_key`)."""
     done: list[str] = []
     missed: list[str] = []
-    for namespace in sorted({e["namespace"] for e in _exports(root)}):
+    for namespace in sorted({e["namespace"] for e in _exports(root, key)}):
         got, lost = rewrite_exports(handle_for(namespace))
         done += got
         missed += lost
-    return done, missed
+    return done, list(dict.fromkeys(missed))  # the unproven lines, once
 
 
 def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
     """Write again every export the store made of this namespace that is still where it was
     written (what an erasure does after it): (paths rewritten, paths gone or failed, with why)."""
     done: list[str] = []
-    missed: list[str] = []
-    for entry in _exports(memory.path):
+    entries, unproven = _listed(memory.path, exports_key(memory))
+    missed = [f"{path} (listed without this store's MAC, by hand or by an earlier hmem: "
+              f"not written; export it again if it is yours)" for path in unproven]
+    for entry in entries:
         if entry["namespace"] != memory.namespace:
             continue
         path = Path(entry["path"])
@@ -250,9 +303,9 @@ def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
             elif entry["kind"] == "snapshot":
                 with memory.reading() as store:
                     valid = entry.get("valid_at_us")
-                    snapshot_query(store.projector.state, memory.namespace, int(entry["as_of"]),
-                                   None if valid is None else int(valid)
-                                   ).write_parquet(str(path))
+                    rel = snapshot_query(store.projector.state, memory.namespace,
+                                         int(entry["as_of"]), None if valid is None else int(valid))
+                    write_private(path, rel.write_parquet)
             else:
                 export_jsonl(memory, path)
         except (OSError, HmemError, duckdb.Error, ValueError) as e:
@@ -281,16 +334,9 @@ def _write_tables(
     tables: dict[str, ExportedTable] = {}
     for i, (name, query) in enumerate(EXPORT_QUERIES.items(), 1):
         path = out / f"{name}.parquet"
-        tmp = out / f".{name}.parquet.tmp"
         relation = copy.query(query)
-        try:
-            relation.write_parquet(str(tmp))
-            rows = copy.query(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.chmod(tmp, 0o600)  # an export holds the namespace's texts: its owner's eyes only
-        os.replace(tmp, path)
+        write_private(path, relation.write_parquet)  # the namespace's texts: its owner's only
+        rows = copy.query(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
         tables[name] = ExportedTable(str(path), int(rows))
         if progress is not None:
             progress(i, len(EXPORT_QUERIES))
@@ -298,7 +344,4 @@ def _write_tables(
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    write_private(path, lambda name: Path(name).write_text(text, encoding="utf-8"))

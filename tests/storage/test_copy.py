@@ -147,3 +147,37 @@ def test_the_cli_copies_both_ways(tmp_path: Path) -> None:
             assert report["events"] == want["last_seq"] and report["destination"] == b
     with Memory(str(tmp_path / "back"), embedder="hash-8", read_only=True) as m:
         assert _seen(m) == want
+
+
+def test_an_erasure_waits_for_a_running_copy(tmp_path: Path) -> None:
+    """A copy reads its source as a registered reader: an erasure asked for meanwhile is
+    refused (ReadersOpen), and the copy ends whole and openable."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    with Memory(src, embedder=None) as m:
+        for i in range(3):
+            m.remember("alice", f"Alice's code is {i}")
+    refused: list[BaseException] = []
+
+    def midway(done: int, total: int) -> None:
+        with Memory(src, embedder=None) as w:
+            try:
+                w.erase(subject="alice")
+            except errors.ReadersOpen as e:
+                refused.append(e)
+
+    copy_store(src, dst, progress=midway)
+    assert refused
+    with Memory(dst, read_only=True, embedder=None) as c:
+        assert len(c.history("alice")) == 3
+
+
+def test_a_source_whose_erasure_was_cut_short_is_not_copied(tmp_path: Path) -> None:
+    """Its derived files may still hold what the erasure named: the copy is refused until its
+    writer opens once (and finishes the erasure)."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    with Memory(src, embedder=None) as m:
+        m.remember("alice", "Alice's code is 4815")
+        m.store.log.sealer.keys.mark(erasing=True)  # as a crash mid-erasure leaves it
+    with pytest.raises(errors.ErasureUnfinished):
+        copy_store(src, dst)
+    assert not (dst / "log").exists() or not any((dst / "log").iterdir())

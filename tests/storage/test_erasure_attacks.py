@@ -4,6 +4,8 @@ could no longer be written; an embedding on its way when its fact was erased."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from hmem import Memory
 from hmem.embedders.base import HashEmbedder
 from hmem.errors import AlreadyErased, InvalidInput
-from hmem.notebook.export import export_jsonl
+from hmem.notebook.export import export_jsonl, export_parquet
 from tests.storage.test_erasure import clock, files_holding
 
 
@@ -188,3 +190,50 @@ def test_a_hand_edited_export_list(tmp_path):
     with Memory(root, embedder=None, clock=clock()) as m:
         receipt = m.erase(subject="alice")  # the odd lines are skipped, not fatal
         assert receipt.facts == 1 and receipt.exports == ()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "parquet", "snapshot"])
+def test_a_planted_export_line_is_never_written_to(tmp_path, kind):
+    """Someone who can write the store directory (not the key file) adds a line naming a path
+    of theirs: the erasure writes the store's own exports again, never theirs (it would get
+    the namespace's texts)."""
+    root, mine, theirs = tmp_path / "s", tmp_path / "mine.jsonl", tmp_path / "theirs"
+    theirs.mkdir() if kind == "parquet" else theirs.write_text("bait")
+    with Memory(root, embedder=None, clock=clock()) as m:
+        m.remember("alice", "Alice hums 777")
+        m.remember("bob", "Bob likes tea")
+        export_jsonl(m, mine)
+    entry = {"kind": kind, "path": str(theirs), "namespace": "default"}
+    if kind == "snapshot":
+        entry |= {"as_of": 2, "valid_at_us": None}
+    lines = (root / "exports.jsonl").read_text().splitlines()
+    forged = dict(json.loads(lines[0]), path=str(theirs), kind=kind) | entry
+    with open(root / "exports.jsonl", "a") as f:
+        f.write(json.dumps(entry) + "\n")  # no MAC
+        f.write(json.dumps(forged) + "\n")  # the real line's MAC, another path
+    with Memory(root, embedder=None, clock=clock()) as m:
+        receipt = m.erase(subject="alice")
+    assert receipt.exports == (str(mine.resolve()),)
+    assert [str(theirs) in m for m in receipt.exports_missed] == [True, True]
+    if kind == "parquet":
+        assert list(theirs.iterdir()) == []
+    else:
+        assert theirs.read_text() == "bait"
+    assert files_holding([mine], b"Bob likes tea") and not files_holding([mine], b"777")
+
+
+def test_exports_are_never_readable_by_others_whatever_the_umask(tmp_path):
+    root, out = tmp_path / "s", tmp_path / "out"
+    old = os.umask(0)
+    try:
+        with Memory(root, embedder=None, clock=clock()) as m:
+            m.remember("bob", "Bob likes tea")
+            export_parquet(m, out)
+            export_jsonl(m, tmp_path / "events.jsonl")
+            m.snapshot(parquet=tmp_path / "snap.parquet")
+    finally:
+        os.umask(old)
+    files = [*out.iterdir(), tmp_path / "events.jsonl", tmp_path / "snap.parquet"]
+    assert len(files) == 9 and all(f.stat().st_mode & 0o077 == 0 for f in files), [
+        (f.name, oct(f.stat().st_mode)) for f in files]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
