@@ -92,6 +92,11 @@ class ServerUnavailable(LogError):
     the server is back (the store reconnects on its own)."""
 
 
+class AccessDenied(HmemError, PermissionError):
+    """The database role (or the file system user) may not do what the call needs with this
+    store: the message names the role and what to connect as instead. Nothing was written."""
+
+
 class RecordRejected(LogError, ValueError):
     """An event cannot be written as a record: a field holds a value msgpack cannot encode, or
     the record would exceed the 64 MiB limit. Nothing of the call was written."""

@@ -30,6 +30,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from eventlog.errors import (
+    AccessDenied,
+    HmemError,
     LogWriteFailed,
     ReadOnlyStore,
     ServerLogCorrupted,
@@ -47,7 +49,9 @@ from eventlog.stamping import Head, stamp
 
 __all__ = ["PgLog", "SCHEMA", "is_server_url", "redacted"]
 
-_LOCK = 0x686D656D  # "hmem": the advisory lock key of appends (and of the schema's creation)
+# the advisory lock key of the schema's creation only (any role can take an advisory lock, so
+# writers lock a row of hmem_writer instead: only roles that may update it can)
+_CREATE_LOCK = 0x686D656D
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hmem_log (
@@ -68,7 +72,13 @@ DROP TRIGGER IF EXISTS hmem_log_no_truncate ON hmem_log;
 CREATE TRIGGER hmem_log_no_truncate BEFORE TRUNCATE ON hmem_log
     FOR EACH STATEMENT EXECUTE FUNCTION hmem_log_refuse();
 REVOKE ALL ON hmem_log FROM PUBLIC;
+CREATE TABLE IF NOT EXISTS hmem_writer (one boolean PRIMARY KEY DEFAULT true CHECK (one));
+INSERT INTO hmem_writer VALUES (true) ON CONFLICT DO NOTHING;
+REVOKE ALL ON hmem_writer FROM PUBLIC;
 """
+# the writers' lock: a row lock, which needs UPDATE on hmem_writer (a role bound to namespaces
+# has none, so it cannot stop the writers); held for a transaction
+_WRITER_LOCK = "SELECT one FROM hmem_writer FOR UPDATE"
 
 _MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 _PAGE = 10_000  # rows read per query
@@ -124,13 +134,13 @@ class PgLog:
         self._head: tuple[int, bytes, int] = (0, ZERO_CHAIN, 0)
         self._chains: dict[int, bytes] = {}  # seq -> chain, of the last two heads seen
         self._fresh = False  # the head was read under the lock this writer holds
+        self._lock_con: Any = None  # the writer lock's own connection (writing())
         try:
             self.con: Any = self._connect()
         except psycopg.OperationalError as e:
-            raise StoreNotFound(
-                f"cannot connect to the PostgreSQL store {redacted(url)}: {e}"
-            ) from e
+            raise self._not_connected(e) from e
         try:
+            self._check_schema()
             if read_only:
                 found: Any = self.con.execute("SELECT to_regclass('hmem_log')").fetchone()
                 if found[0] is None:
@@ -139,20 +149,57 @@ class PgLog:
                     )
             elif not self._made():  # DDL only once: it locks the table against every writer
                 with self.con.transaction():  # one creator at a time: concurrent CREATEs collide
-                    self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+                    self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
                     self.con.execute(SCHEMA)
             self.refresh()
+        except psycopg.errors.InsufficientPrivilege as e:
+            denied = self._denied(e)
+            self.con.close()
+            raise denied from None
         except BaseException:
             self.con.close()
             raise
 
+    def _check_schema(self) -> None:
+        """``StoreNotFound`` when the URL's search_path names no schema that exists (the
+        tables would have nowhere to be)."""
+        schema, path = self.con.execute("SELECT current_schema(), current_setting("
+                                        "'search_path')").fetchone()
+        if schema is None:
+            raise StoreNotFound(
+                f"the store at {redacted(self.url)} names no schema that exists (search_path "
+                f"{path}); create it first (CREATE SCHEMA name, as the role that will own the "
+                f"store) or correct options=-csearch_path=... in the URL"
+            )
+
+    def _not_connected(self, e: Exception) -> HmemError:
+        """The error for a connection the server refused or never answered."""
+        state = getattr(e, "sqlstate", None)
+        if state == "3D000":  # invalid_catalog_name: the database does not exist
+            return StoreNotFound(f"no database for the store at {redacted(self.url)}: "
+                                 f"{str(e).strip()}")
+        if state in ("28000", "28P01"):  # the role may not log in, or a wrong password
+            return AccessDenied(f"the server refused the login to {redacted(self.url)}: "
+                                f"{str(e).strip()}")
+        return self._unavailable(e)
+
+    def _denied(self, e: Exception) -> AccessDenied:
+        action = "read" if self.read_only else "write"
+        return AccessDenied(
+            f"the role {self.con.info.user!r} may not {action} the store at {redacted(self.url)} "
+            f"({str(e).strip()}). A role bound to namespaces "
+            f"(grant_namespace) reads its rows in SQL (hmem_facts, hmem_fact_versions), not "
+            f"through hmem; connect as the store's owner to use hmem"
+        )
+
     def _made(self) -> bool:
-        """Whether the log's table and both of its guards exist."""
+        """Whether the log's table, both of its guards and the writers' lock row exist."""
         row = self.con.execute(
-            "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass('hmem_log') "
+            "SELECT count(*), to_regclass('hmem_writer') IS NOT NULL FROM pg_trigger "
+            "WHERE tgrelid = to_regclass('hmem_log') "
             "AND tgname IN ('hmem_log_no_change', 'hmem_log_no_truncate')"
         ).fetchone()
-        return bool(row and row[0] == 2)
+        return bool(row and row[0] == 2 and row[1])
 
     # ------------------------------------------------------------------ where it stands
 
@@ -225,12 +272,20 @@ class PgLog:
                 self._held -= 1
             return
         self._check_writable()
+        lock = self._lock_connection()
         try:
-            self._execute("SELECT pg_advisory_lock(%s)", (_LOCK,))
+            lock.execute("BEGIN")
+            lock.execute(_WRITER_LOCK)
         except self._psycopg.errors.LockNotAvailable as e:
+            lock.execute("ROLLBACK")
             raise StoreLocked(
                 f"another writer of {self._where()} held it for {self.lock_wait:g} s; try again"
             ) from e
+        except self._psycopg.errors.InsufficientPrivilege as e:
+            lock.execute("ROLLBACK")
+            raise self._denied(e) from None
+        except self._psycopg.OperationalError as e:
+            raise self._unavailable(e) from e
         self._held = 1
         try:
             self.refresh()
@@ -238,10 +293,21 @@ class PgLog:
         finally:
             self._held, self._fresh = 0, False
             try:
-                if not (self.con.closed or self.con.broken):
-                    self.con.execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
+                if not (lock.closed or lock.broken):
+                    lock.execute("ROLLBACK")  # the lock transaction wrote nothing
             except self._psycopg.OperationalError:
                 pass  # the connection died: the server let the lock go with it
+
+    def _lock_connection(self) -> Any:
+        """The connection whose open transaction holds the writers' row lock in
+        :meth:`writing` (so that the appends commit on :attr:`con` one by one, as under a
+        session lock); made on first use, and again if the server dropped it."""
+        if self._lock_con is None or self._lock_con.closed or self._lock_con.broken:
+            try:
+                self._lock_con = self._connect()
+            except self._psycopg.OperationalError as e:
+                raise self._unavailable(e) from e
+        return self._lock_con
 
     def append(self, event: EventBase) -> Event:
         """Append one event; returns it stamped with its seq."""
@@ -270,7 +336,8 @@ class PgLog:
                 if self._held and self._fresh:  # the head read under the lock still holds
                     head: tuple[Any, ...] | None = self._head
                 else:
-                    con.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+                    if not self._held:  # else writing()'s own connection holds the lock
+                        con.execute(_WRITER_LOCK)
                     head = con.execute(_HEAD).fetchone()
                 seq, chain, tx_us = head or (0, ZERO_CHAIN, 0)
                 stamped = stamp(events, Head(seq, EPOCH + tx_us * _MICROSECOND, bytes(chain)),
@@ -286,6 +353,11 @@ class PgLog:
                     )
                 if then is not None:
                     then(stamped.events)
+        except self._psycopg.errors.LockNotAvailable as e:
+            raise StoreLocked(
+                f"another writer of {self._where()} held it for {self.lock_wait:g} s; nothing "
+                f"of this call was stored: try again"
+            ) from e
         except self._psycopg.OperationalError as e:
             raise LogWriteFailed(
                 f"append to the store at {redacted(self.url)} failed: {str(e).strip()}. The "
@@ -390,7 +462,7 @@ class PgLog:
     def _unavailable(self, e: Exception) -> ServerUnavailable:
         return ServerUnavailable(
             f"the PostgreSQL server of the store at {redacted(self.url)} is unavailable: "
-            f"{str(e).strip()}; try again when it is back"
+            f"{' '.join(str(e).split())}; try again when it is back"
         )
 
     def _check_writable(self) -> None:
@@ -402,6 +474,8 @@ class PgLog:
     def close(self) -> None:
         self._closed = True
         self.con.close()
+        if self._lock_con is not None:
+            self._lock_con.close()
 
     def where(self) -> str:
         """The log's table and database, for messages."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eventlog.errors import (
+    AccessDenied,
     HmemError,
     KeyFileDamaged,
     KeyFileError,
@@ -51,6 +52,7 @@ __all__ = [
     "FactSuperseded",
     "StoreLocked",
     "StoreNotFound",
+    "AccessDenied",
     "ReadOnlyStore",
     "StoreClosed",
     "LogError",

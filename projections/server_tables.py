@@ -32,6 +32,7 @@ import numpy as np
 
 from eventlog.events import EPOCH
 from projections.arrays import NONE
+from projections.errors import InvalidInput
 from projections.fold_state import FactColumns
 from projections.sql_tables import TIME_COLUMNS, fact_rows, version_rows
 
@@ -95,12 +96,14 @@ REVOKE ALL ON hmem_namespace_roles FROM PUBLIC;
 """
 
 # The wall: a bound role sees the rows of its namespaces; the function reads the bindings with
-# its owner's rights (the roles have none on them). {schema} is the tables' schema, quoted.
+# its owner's rights (the roles have none on them), and answers only for a role the session's
+# login is a member of (so a bound role cannot list another role's namespaces). {schema} is the
+# tables' schema, quoted.
 _WALL = """
 CREATE OR REPLACE FUNCTION {schema}.hmem_namespaces_of(who name) RETURNS text[]
     LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(array_agg(namespace), '{{}}') FROM {schema}.hmem_namespace_roles
-    WHERE role = who $$;
+    WHERE role = who AND pg_has_role(session_user, who, 'MEMBER') $$;
 REVOKE ALL ON FUNCTION {schema}.hmem_namespaces_of(name) FROM PUBLIC;
 ALTER TABLE hmem_facts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE hmem_fact_versions ENABLE ROW LEVEL SECURITY;
@@ -290,6 +293,7 @@ def grant_namespace(con: Any, role: str, namespace: str) -> None:
     nothing of other namespaces, nor the log)."""
     from psycopg import sql
 
+    _check_role(con, role)
     schema = con.execute("SELECT current_schema()").fetchone()[0]
     names = {"role": sql.Identifier(role), "schema": sql.Identifier(schema)}
     with con.transaction():
@@ -305,8 +309,19 @@ def grant_namespace(con: Any, role: str, namespace: str) -> None:
 
 def revoke_namespace(con: Any, role: str, namespace: str) -> None:
     """Take ``namespace`` back from ``role`` (its other namespaces stay)."""
+    _check_role(con, role)
     con.execute("DELETE FROM hmem_namespace_roles WHERE role = %s AND namespace = %s",
                 (role, namespace))
+
+
+def _check_role(con: Any, role: str) -> None:
+    if not isinstance(role, str) or con.execute(
+        "SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)
+    ).fetchone() is None:
+        raise InvalidInput(
+            f"no role named {role!r} on this server; create it first (CREATE ROLE name LOGIN "
+            f"PASSWORD '...', as an administrator), then bind it"
+        )
 
 
 def _shown(value: Any) -> Any:

@@ -305,8 +305,9 @@ def test_the_cli_takes_a_url_as_its_path(url: str, tmp_path: Path) -> None:
 ])
 def test_a_password_in_the_url_is_never_shown(url: str) -> None:
     """A server that cannot be reached: a typed error that names the store without its
-    password."""
-    with pytest.raises(errors.StoreNotFound) as info:
+    password (ServerUnavailable: it may be back later; StoreNotFound is for a store that is
+    not there)."""
+    with pytest.raises(errors.ServerUnavailable) as info:
         Memory(url, embedder=None)
     assert "s3cret" not in str(info.value) and "***" in str(info.value)
 
