@@ -189,3 +189,23 @@ def test_a_backup_restored_after_an_erasure_serves_no_erased_text_to_readers(tmp
     else:
         for args in (("why", str(ids[0])), ("history", "alice"), ("recall", "locker code")):
             assert "4815162342" not in hmem(root, *args, key_file=key_file)
+
+
+def test_derived_files_of_earlier_hmems_planted_in_the_directory_are_never_read(tmp_path):
+    """projection.duckdb and checkpoint.duckdb (an earlier hmem's derived forms) holding a
+    forged facts table: no open reads them, and the writer removes them."""
+    import duckdb
+
+    root = tmp_path / "s"
+    ids = write(root, [("maya", TRUE)])
+    for name in ("projection.duckdb", "checkpoint.duckdb"):
+        con = duckdb.connect(str(root / name))
+        con.execute("CREATE TABLE facts AS SELECT 1 AS id, 'maya' AS subject, ? AS text",
+                    [FORGED])
+        con.close()
+    with reader(root) as r:
+        assert r.get(ids[0]).text == TRUE and r.sql("SELECT text FROM facts").fetchall() == [
+            (TRUE,)]
+    with writer(root) as w:
+        assert w.get(ids[0]).text == TRUE
+    assert not (root / "projection.duckdb").exists() and not (root / "checkpoint.duckdb").exists()
