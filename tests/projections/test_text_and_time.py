@@ -135,3 +135,28 @@ def test_term_scores_is_score_of_one_term_bit_for_bit(docs, term):
     assert np.array_equal(got[0], want[0])
     assert got[1].dtype == want[1].dtype == np.float32
     assert got[1].tobytes() == want[1].tobytes()
+
+
+_WORDS = st.text(
+    st.characters(categories=("Ll", "Lu", "Nd"), max_codepoint=0x24F) | st.sampled_from("'-"),
+    min_size=1, max_size=24,
+)
+
+
+@given(st.lists(_WORDS, max_size=30))
+def test_the_compiled_stemmer_stems_as_the_pure_python_one(words):
+    """The stems are the index's tokens: with PyStemmer installed (a dependency: the same
+    Snowball algorithms compiled), every word stems exactly as snowballstemmer's own Python
+    does, so an index made by either answers the same queries."""
+    from snowballstemmer.english_stemmer import EnglishStemmer
+
+    from projections.text import _SNOWBALL
+
+    assert type(_SNOWBALL).__module__ == "Stemmer"  # PyStemmer's, not the Python one again
+    python = EnglishStemmer()
+    tricky = ["generously", "cities", "dying", "skies", "news", "andes", "gently", "ugly",
+              "succeeded", "proceed", "exceed", "inning", "outing", "canning", "herring",
+              "earring", "idly", "bias", "atlas", "cosmos", "howe", "commun", "arsenal",
+              "Ὀδυσσεύς", "naïve", "résumé", "ﬁnancial", "İstanbul"]
+    for word in [w.casefold() for w in words + tricky]:
+        assert _SNOWBALL.stemWord(word) == python.stemWord(word), word
