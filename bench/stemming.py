@@ -18,7 +18,7 @@ from pathlib import Path
 from snowballstemmer.english_stemmer import EnglishStemmer
 
 from bench.locomo_data import DEFAULT_DATA, load, sessions, turn_text
-from projections.text import _SNOWBALL, _WORD
+from projections.text import STEMMER, WORD
 
 
 def vocabulary(path: Path) -> list[str]:
@@ -27,7 +27,7 @@ def vocabulary(path: Path) -> list[str]:
     for sample in samples:
         for _, turns in sessions(sample["conversation"]):
             for turn in turns:
-                words.update(_WORD.findall(turn_text(turn).casefold()))
+                words.update(WORD.findall(turn_text(turn).casefold()))
     return sorted(words)
 
 
@@ -47,10 +47,10 @@ def main() -> None:
                         default=Path(os.environ.get("HMEM_LOCOMO", DEFAULT_DATA)))
     words = vocabulary(parser.parse_args().data)
     python = EnglishStemmer()
-    used = type(_SNOWBALL).__module__
+    used = type(STEMMER).__module__
     slow = per_word_us(python.stemWord, words)
-    fast = per_word_us(_SNOWBALL.stemWord, words)
-    differ = sum(python.stemWord(w) != _SNOWBALL.stemWord(w) for w in words)
+    fast = per_word_us(STEMMER.stemWord, words)
+    differ = sum(python.stemWord(w) != STEMMER.stemWord(w) for w in words)
     print(f"{len(words):,} distinct words; stemmer in use: {used}")
     print(f"pure Python: {slow:.2f} us/word; in use: {fast:.2f} us/word ({slow / fast:.1f}x); "
           f"stems that differ: {differ}")

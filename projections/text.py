@@ -10,9 +10,9 @@ from collections import Counter
 import numpy as np
 import snowballstemmer
 
-__all__ = ["tokenize", "term_counts", "TextIndex", "STOPWORDS"]
+__all__ = ["tokenize", "term_counts", "TextIndex", "STOPWORDS", "STEMMER", "WORD"]
 
-_WORD = re.compile(r"[^\W_]+")
+WORD = re.compile(r"[^\W_]+")  # a word of a text: letters and digits, no underscore
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further
@@ -24,12 +24,13 @@ STOPWORDS = frozenset(
 )
 
 
-_SNOWBALL = snowballstemmer.stemmer("english")
+# English Snowball (Porter 2): PyStemmer's compiled one (snowballstemmer returns it when installed)
+STEMMER = snowballstemmer.stemmer("english")
 
 
 def _stem(word: str) -> str:
     """The Snowball (Porter 2) English stem: "camping" -> "camp", "cities" -> "citi"."""
-    stem: str = _SNOWBALL.stemWord(word)
+    stem: str = STEMMER.stemWord(word)
     return stem
 
 
@@ -48,7 +49,7 @@ _TOKENS = _StemCache()
 
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     """Lower-cased, stemmed word tokens; stopwords dropped unless asked to keep them."""
-    words = _WORD.findall(text.casefold())
+    words = WORD.findall(text.casefold())
     if keep_stopwords:
         return [_stem(w) for w in words]
     return [t for t in map(_TOKENS.__getitem__, words) if t]
