@@ -24,6 +24,7 @@ __all__ = [
     "seq_arg",
     "entity_names",
     "fact_id",
+    "name_arg",
     "text_arg",
 ]
 
@@ -35,10 +36,14 @@ def check_namespace(namespace: object) -> str:
     """A namespace: a short, printable, non-empty name."""
     if not isinstance(namespace, str) or not namespace.strip():
         raise InvalidInput("namespace must be a non-empty string, e.g. 'default'")
-    if CONTROL_CHARS.search(namespace) or len(namespace) > MAX_NAME_CHARS:
+    if len(namespace) > MAX_NAME_CHARS:
         raise InvalidInput(
-            f"namespace {shown(namespace)} has control characters or is longer than "
-            f"{MAX_NAME_CHARS} characters; use a short printable name")
+            f"namespace has {len(namespace):,} characters; the limit is {MAX_NAME_CHARS}: use a "
+            f"short printable name")
+    if CONTROL_CHARS.search(namespace):
+        raise InvalidInput(
+            f"namespace {shown(namespace)} has control characters; use a short printable "
+            f"name")
     if any("\ud800" <= c <= "\udfff" for c in namespace):
         raise InvalidInput(
             f"namespace {shown(namespace)} is not valid Unicode text (a lone surrogate); "
@@ -88,11 +93,25 @@ def check_sequence(value: object, label: str, want: str) -> None:
         raise InvalidInput(f"{label} must be {want}, not {type(value).__name__}")
 
 
-def text_arg(value: object, label: str) -> str:
-    """A string argument, stripped (the store's own checks judge the content)."""
+def text_arg(value: object, label: str, limit: int = MAX_NAME_CHARS) -> str:
+    """A string argument of at most ``limit`` characters (a name's, unless a text's is
+    given), stripped (the store's own checks judge the content)."""
     if not isinstance(value, str):
         raise InvalidInput(f"{label} must be a string, not {type(value).__name__}")
+    if len(value) > limit:
+        raise InvalidInput(
+            f"{label} has {len(value):,} characters; the limit is {limit:,}: shorten it")
     return value.strip()
+
+
+def name_arg(value: object, label: str) -> object:
+    """A name a call looks for (a subject, a session id, a reason): refused when it is a
+    string longer than ``MAX_NAME_CHARS`` (no longer one was ever written); returned as it
+    is, for the call's own checks."""
+    if isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+        raise InvalidInput(
+            f"{label} has {len(value):,} characters; the limit is {MAX_NAME_CHARS:,}: shorten it")
+    return value
 
 
 def entity_names(entities: Iterable[str]) -> tuple[str, ...]:

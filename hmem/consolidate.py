@@ -23,6 +23,11 @@ never forgotten), and once all are applied there is nothing left to propose. A r
 function of the namespace at one seq and of "now": running it again proposes the same (ids
 included: kind, the fact changed, the fact kept) and appends nothing.
 Subjects with more than ``MAX_COMPARED`` current facts are compared by text only (no cosines).
+
+Work and memory are linear in the facts' lengths: a fact's one-word-changed sketches are hashed
+(a fact of n distinct tokens keeps n integers, not n sets of n - 1 tokens), and a pair that
+shares a sketch hash is compared token by token before it is proposed, so a hash collision
+costs a comparison, never a wrong proposal.
 """
 
 from __future__ import annotations
@@ -118,12 +123,13 @@ class _Seen:
     once the proposals decided so far are applied (an ended fact becomes a new version), and
     ``start`` / ``end`` its valid period then."""
 
-    __slots__ = ("fact", "id", "text", "tokens", "start", "end", "vector")
+    __slots__ = ("fact", "id", "text", "tokens", "total", "start", "end", "vector")
 
     def __init__(self, fact: Fact, vector: np.ndarray | None) -> None:
         row = fact.rows[-1]  # a current fact's last row is its open one
         self.fact, self.id, self.text = fact, fact.id, normalise(fact.text)
         self.tokens = frozenset(index_counts(fact.subject, fact.text))
+        self.total = sum(hash(word) for word in self.tokens) & _MASK  # of the tokens' hashes
         self.start = row.valid_from
         self.end: float = _END if row.valid_to is None else row.valid_to
         self.vector = vector
@@ -204,14 +210,31 @@ def _pairs(seen: Sequence[_Seen], similarity: float) -> Iterable[Proposal]:
         if x.vector is not None:
             matrix[len(owners)] = x.vector
             owners.append(x)
-    by_sketch: dict[frozenset[str], list[_Seen]] = defaultdict(list)  # tokens minus one
-    for x in sorted(left, key=lambda s: -s.id):
+    by_sketch: dict[_Sketch, list[_Seen]] = defaultdict(list)  # tokens minus one, hashed
+    for x in sorted(left, key=lambda s: -s.id):  # so each list is newest first
         found = _replacement(x, by_sketch)
         if found is not None and (found.end_us is not None or x.fact.id not in keeps):
             yield found
             continue
-        for word in x.tokens if len(x.tokens) >= 3 else ():
-            by_sketch[x.tokens - {word}].append(x)
+        for key in _sketches(x) if len(x.tokens) >= 3 else ():
+            by_sketch[key].append(x)
+
+
+_Sketch = tuple[int, int]  # (number of tokens, hash of the tokens but one)
+_MASK = 2**64 - 1
+
+
+def _sketches(x: _Seen) -> Iterable[_Sketch]:
+    """The hashed sketches of ``x``: for each of its tokens, the set of the others as (its
+    size, the sum of their hashes): one integer per token, made in time linear in the
+    tokens. Equal sets have equal sketches; a collision is caught by :func:`_one_changed`."""
+    n = len(x.tokens) - 1
+    return ((n, (x.total - hash(word)) & _MASK) for word in x.tokens)
+
+
+def _one_changed(x: _Seen, y: _Seen) -> bool:
+    """Whether x and y differ by exactly one token on each side (they share a sketch)."""
+    return len(x.tokens) == len(y.tokens) and len(x.tokens & y.tokens) == len(x.tokens) - 1
 
 
 def _contains(y: _Seen, x: _Seen) -> bool:
@@ -238,18 +261,24 @@ def _duplicate(
     return None
 
 
-def _replacement(x: _Seen, by_sketch: dict[frozenset[str], list[_Seen]]) -> Proposal | None:
+def _replacement(x: _Seen, by_sketch: dict[_Sketch, list[_Seen]]) -> Proposal | None:
     """End (or forget) ``x`` when a kept fact says it with one word changed over an
     overlapping period: two facts share a sketch (tokens minus one) exactly when they differ
-    by one token on each side."""
+    by one token on each side. Of those, the newest (each sketch's list is newest first)."""
     if len(x.tokens) < 3 or x.fact.category == "episodic":  # events do not replace events
         return None
-    found = [y for word in x.tokens for y in by_sketch.get(x.tokens - {word}, ())
-             if y.tokens != x.tokens and y.start < x.end and x.start < y.end
-             and y.fact.category != "episodic"]
-    if not found:
+    found: _Seen | None = None
+    for key in _sketches(x):
+        for y in by_sketch.get(key, ()):
+            if found is not None and y.id <= found.id:
+                break  # the rest of this list is older still
+            if (y.start < x.end and x.start < y.end and y.fact.category != "episodic"
+                    and _one_changed(x, y)):
+                found = y
+                break
+    if found is None:
         return None
-    y = max(found, key=lambda s: s.id)
+    y = found
     pid, keep = f"replaced:{x.fact.id}:{y.fact.id}", y.fact.id
     if y.start > x.start:  # the newer holds from later on: the older ends there
         return Proposal(pid, "replaced", x.fact.id, keep,

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from eventlog.events import FactForgotten, FactRevised, FactsErased
+from hmem.args import name_arg
 from hmem.consolidate import SOURCE, ConsolidationReport, Proposal, propose
 from hmem.erasure import ErasureReceipt, Scope, plan_erasure, receipt_of
 from hmem.errors import InvalidInput, ReadOnlyStore
@@ -67,6 +68,8 @@ class LifecycleMethods(StoreHandle):
         if isinstance(accept, str):
             raise InvalidInput("accept takes a list of proposal ids, e.g. ['duplicate:12:15']")
         wanted = list(accept)
+        for i in wanted:
+            name_arg(i, "a proposal id")
         if not (isinstance(similarity, (int, float)) and 0 < similarity <= 1):
             raise InvalidInput(f"similarity must be a cosine in (0, 1], not {similarity!r}")
         if not (isinstance(stale_days, (int, float)) and math.isfinite(stale_days)
@@ -84,8 +87,10 @@ class LifecycleMethods(StoreHandle):
             by_id = {p.id: p for p in report.proposals}
             unknown = [i for i in wanted if i not in by_id]
             if unknown:
+                more = f" and {len(unknown) - 10:,} more" if len(unknown) > 10 else ""
                 raise InvalidInput(
-                    f"no such proposal now: {unknown} (run consolidate() for the current ids)"
+                    f"no such proposal now: {unknown[:10]}{more} (run consolidate() for the "
+                    f"current ids)"
                 )
             chosen = report.proposals if apply else [by_id[i] for i in dict.fromkeys(wanted)]
             facts = self.store.projector.state.facts
@@ -119,6 +124,9 @@ class LifecycleMethods(StoreHandle):
         would be erased (a receipt with seq 0) and writes nothing. Needs the writer, and no
         reader open (:class:`~hmem.errors.ReadersOpen` names them). See README "Erasure" for
         what it guarantees and what it cannot."""
+        for label, value in (("subject", subject), ("session", session),
+                             ("namespace", namespace), ("reason", reason), ("by", by)):
+            name_arg(value, label)
         scope = Scope(fact, subject, episode, session, namespace)
         scope.kind  # noqa: B018  (raises for no scope, or more than one)
         if not isinstance(dry_run, bool):

@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 
 from eventlog.events import EVENT_TAGS
-from hmem.args import fact_id, seq_arg, text_arg
+from hmem.args import fact_id, name_arg, seq_arg, text_arg
 from hmem.errors import InvalidInput, InvalidTime
 from hmem.handle import StoreHandle, TxPoint
 from hmem.notebook.export import note_export, write_private
@@ -24,6 +24,7 @@ from hmem.storage.transaction import Transaction, transaction_time
 from hmem.time.arguments import parse_when_opt
 from hmem.time.iso import TimeLike
 from hmem.views import Belief, Diff, EpisodeView, FactView, Stats, Why, episode_view, fact_view
+from projections.checks import MAX_TEXT_CHARS
 from projections.records import subject_key
 from projections.timeutil import from_us, from_us_opt, to_us
 from replay import as_of as beliefs_as_of
@@ -135,6 +136,7 @@ class ReadMethods(StoreHandle):
     def episodes(self, session_id: str | None = None) -> list[EpisodeView]:
         """The raw conversation turns recorded in this namespace (of one session, if given),
         in the order they were recorded. Episodes are not facts: recall never returns them."""
+        name_arg(session_id, "session_id")
         with self.reading() as store:
             state = store.projector.state
             return [episode_view(e) for e in state.episodes_in(self.namespace, session_id)]
@@ -243,6 +245,9 @@ class ReadMethods(StoreHandle):
         ``max_rows`` rows is refused. Returns the result as a DuckDB relation of its own
         (unaffected by later writes): ``.fetchall()``, ``.fetchnumpy()``, and with pandas /
         polars / pyarrow installed ``.df()``, ``.pl()``, ``.to_arrow_table()``."""
+        if isinstance(query, str) and len(query) > MAX_TEXT_CHARS:
+            raise InvalidInput(f"SQL has {len(query):,} characters; the limit is "
+                               f"{MAX_TEXT_CHARS:,}: shorten the query")
         check_read_only(query)
         for name, value in (("timeout", timeout), ("max_rows", max_rows)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

@@ -39,7 +39,7 @@ from hmem.storage.transaction import Transaction, transaction_time
 from hmem.time.arguments import parse_when_opt
 from hmem.time.iso import TimeLike
 from hmem.views import Written
-from projections.checks import check_fields
+from projections.checks import MAX_TEXT_CHARS, check_fields
 from projections.entities import fact_entities
 from projections.timeutil import to_us
 from replay.rebuild import Progress
@@ -223,7 +223,8 @@ class WriteMethods(StoreHandle):
                 f"each item needs subject and text and may have {sorted(_REMEMBER_ARGS)}; "
                 f"got {sorted(item)}"
             )
-        subject, text = text_arg(item["subject"], "subject"), text_arg(item["text"], "text")
+        subject = text_arg(item["subject"], "subject")
+        text = text_arg(item["text"], "text", MAX_TEXT_CHARS)
         return FactRemembered(
             namespace=self.namespace, subject=subject, text=text,
             valid_from=parse_when_opt(item.get("valid_from"), "valid_from", self.clock),
@@ -262,7 +263,7 @@ class WriteMethods(StoreHandle):
         request_arg(request_id)
         vf = parse_when_opt(valid_from, "valid_from", self.clock)
         vt = parse_when_opt(valid_to, "valid_to", self.clock)
-        text = text_arg(text, "text")
+        text = text_arg(text, "text", MAX_TEXT_CHARS)
         subject = None if subject is None else text_arg(subject, "subject")
         names = entity_names(entities)
         with self.reading() as store:

@@ -58,7 +58,19 @@ def _argument_problem(err: Any) -> str:
     where = ".".join(str(part) for part in err.get("loc", ())) or "arguments"
     if err.get("type") == "missing":
         return f"`{where}` is required"
+    if err.get("type") == "string_too_long":  # the limit, and what to do
+        limit = (err.get("ctx") or {}).get("max_length")
+        return f"`{err['loc'][0]}` is longer than its limit of {limit} characters; shorten it"
     return f"`{where}`: {err.get('msg', 'invalid')}"
+
+
+def _too_long_first(errors: list[Any]) -> list[Any]:
+    """The validation errors, but for an argument too long only that one (not what each
+    other type of a union, e.g. a seq or a time, says of it)."""
+    too_long = {err["loc"][0] for err in errors
+                if err.get("type") == "string_too_long" and err.get("loc")}
+    return [err for err in errors if not err.get("loc") or err["loc"][0] not in too_long
+            or err.get("type") == "string_too_long"]
 
 
 def _tool_error(message: str) -> CallToolResult:
@@ -175,7 +187,7 @@ class StdioServer(Server):  # type: ignore[misc,valid-type,unused-ignore]
                 raise
             self.refused(name)
             return _tool_error(f"{name}: " + "; ".join(
-                _argument_problem(err) for err in e.__cause__.errors()
+                _argument_problem(err) for err in _too_long_first(e.__cause__.errors())
             ))
 
     async def run_stdio_async(self) -> None:

@@ -40,6 +40,7 @@ from hmem.adapters.mcp_stdio import (
 from hmem.adapters.usage import UsageLog
 from hmem.errors import FactNotFound, HmemError
 from hmem.memory import Memory
+from hmem.time.iso import MAX_TIME_CHARS
 from hmem.version import __version__
 from hmem.views import plain_int
 
@@ -75,14 +76,16 @@ Statement = Annotated[str, Field(
     "(names, not pronouns), e.g. 'Maya lives in Paris'.",
 )]
 When = Annotated[str | None, Field(
-    max_length=64,
+    max_length=MAX_TIME_CHARS,
     description="A date or time in ISO 8601 ('2025-03-01', '2025-03-01T09:30:00Z'; a time "
-    "needs a zone) or spoken, in UTC ('yesterday 14:02', '3 days ago', 'last week').",
+    f"needs a zone) or spoken, in UTC ('yesterday 14:02', '3 days ago', 'last week'); at most "
+    f"{MAX_TIME_CHARS} characters.",
 )]
-TxPoint = Annotated[int | str | None, Field(
+TimeText = Annotated[str, Field(max_length=MAX_TIME_CHARS)]  # a time string, bounded as When
+TxPoint = Annotated[int | TimeText | None, Field(
     description="A point in memory's own timeline: an ISO 8601 time ('2025-03-01T12:00:00Z'), "
     "a spoken one ('yesterday 14:02', '2 hours ago') or a seq number (every write result "
-    "carries one).",
+    f"carries one); a time is at most {MAX_TIME_CHARS} characters.",
 ), NotBool]
 Reason = Annotated[str | None, Field(max_length=500, description="Why, in a few words.")]
 SourceRef = Annotated[str | None, Field(
@@ -363,7 +366,7 @@ def build_server(
         id: FactId,
         text: Statement,
         valid_from: Annotated[str | None, Field(
-            max_length=64,
+            max_length=MAX_TIME_CHARS,
             description="When the new statement became true (ISO 8601, e.g. '2026-03-01'): the "
             "world changed then. Omit for a correction of a statement that was never right.",
         )] = None,
@@ -441,9 +444,10 @@ def build_server(
 
     @tool("diff")
     def diff(
-        since: Annotated[int | str, Field(
+        since: Annotated[int | TimeText, Field(
             description="Start, exclusive: an ISO 8601 time ('2025-03-01T00:00:00Z', "
-            "'2025-03-01'), a spoken one ('yesterday', '2 hours ago') or a seq number.")],
+            "'2025-03-01'), a spoken one ('yesterday', '2 hours ago') or a seq number; a time "
+            f"is at most {MAX_TIME_CHARS} characters.")],
         until: TxPoint = None,
     ) -> CallToolResult:
         start = _tx(since)

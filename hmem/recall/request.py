@@ -39,7 +39,7 @@ from hmem.storage.store import Store
 from hmem.time.arguments import Now, parse_when_opt
 from hmem.time.expressions import parse_time_expression
 from hmem.time.iso import TimeLike
-from projections.checks import MAX_TEXT_CHARS, check_text
+from projections.checks import MAX_NAME_CHARS, MAX_TEXT_CHARS, check_text
 from projections.timeutil import to_us
 
 __all__ = [
@@ -108,6 +108,8 @@ class RecallRequest:
                 )
         if subject is not None and (not isinstance(subject, str) or not subject.strip()):
             raise InvalidInput("subject must be a non-empty string (or None for every subject)")
+        if subject is not None:
+            check_text("subject", subject, MAX_NAME_CHARS)
         if isinstance(as_of, bool) or not isinstance(
             as_of, (type(None), int, np.integer, str, datetime, date)
         ):

@@ -34,7 +34,7 @@ from datetime import date, datetime, time, timedelta, timezone
 
 from hmem.errors import InvalidTime, shown
 from hmem.time.expressions import NUMBER_WORDS, WEEKDAYS, find_time_expressions
-from hmem.time.iso import TimeLike, parse_time
+from hmem.time.iso import TimeLike, check_time_length, parse_time
 
 __all__ = ["Now", "parse_when", "parse_when_opt"]
 
@@ -45,6 +45,7 @@ _CLOCK = r"(?P<h>\d{1,2})(?::(?P<m>\d{2})(?::(?P<s>\d{2}))?)?\s*(?P<ampm>am|pm|a
 _CLOCK_RE = re.compile(rf"(?:(?P<day>.+?)\s+(?:at\s+)?)?{_CLOCK}(?:\s*(?:utc|z))?", re.I)
 _AGO = re.compile(r"(?P<n>\d+|" + "|".join(NUMBER_WORDS) + r")\s+"
                   r"(?P<unit>second|sec|minute|min|hour|day|week|month|year)s?\s+ago", re.I)
+_MAX_COUNT_DIGITS = 12  # 10^12 seconds back is before year 1 already
 _SLASHED = re.compile(r"(?P<a>\d{1,2})/(?P<b>\d{1,2})(?:/(?P<y>\d{4}))?")
 _MONTHS = {n.lower(): i for i, n in enumerate(calendar.month_name) if n}
 _PERIODS = ("day", "week", "month", "season", "year", "part")
@@ -58,6 +59,7 @@ def parse_when(value: TimeLike, label: str, now: Now = None) -> datetime:
     ``value`` is relative (a clock passed here is not called otherwise)."""
     if not isinstance(value, str):
         return parse_time(value, label)
+    check_time_length(value, label)  # before any reading, ISO or spoken
     try:
         return parse_time(value, label)
     except InvalidTime as iso_error:
@@ -92,7 +94,11 @@ def _spoken(
     if text == "now":
         return ref()
     if m := _AGO.fullmatch(text):
-        return _ago(ref(), m["n"], m["unit"].lower())
+        found = _ago(ref(), m["n"], m["unit"].lower())
+        if found is None:
+            raise InvalidTime(f"{label} {shown(value)} is outside the supported years 1-9999 "
+                              f"(in UTC); count back less far, or give the date")
+        return found
     if m := _SLASHED.fullmatch(text):
         return _slashed(m, ref, label, value)
     if text in WEEKDAYS:
@@ -116,6 +122,10 @@ def _spoken(
 
 
 def _ago(ref: datetime, n_text: str, unit: str) -> datetime | None:
+    """``ref`` minus n units; None when that is beyond the years 1-9999 (however many digits
+    n has: a count past _MAX_COUNT_DIGITS is never read as a number)."""
+    if len(n_text) > _MAX_COUNT_DIGITS:
+        return None
     n = int(n_text) if n_text.isdigit() else NUMBER_WORDS[n_text.lower()]
     try:
         if unit in ("month", "year"):

@@ -46,6 +46,7 @@ seasons and weekdays and 5/8/2023 give nothing.
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import functools
 import re
@@ -55,6 +56,7 @@ from datetime import date, datetime, time, timedelta, timezone
 import msgspec
 
 from hmem.time.iso import TimeLike, parse_time
+from hmem.time.scan import asks_when, before, first_from, joins_from, prev_word
 
 __all__ = [
     "ALL_END", "ALL_START", "NUMBER_WORDS", "WEEKDAYS", "TimeRange", "find_time_expressions",
@@ -144,11 +146,6 @@ def _near(d: date, wd: int, after: bool = False) -> date:
         days=(d.weekday() - wd) % 7 or 7)
 
 
-def _prev_word(text: str, pos: int) -> str:
-    m = re.search(r"([a-z]+)\W*$", text[:pos].lower())
-    return m.group(1) if m else ""
-
-
 def _month_ok(m: re.Match[str]) -> bool:
     """"may", "march" and abbreviations ("Jan") with no year need a preposition before them."""
     mon, name = m["mon"], m["mon"].lower().rstrip(".")
@@ -156,7 +153,7 @@ def _month_ok(m: re.Match[str]) -> bool:
         return True
     if re.search(r"\d(?:st|nd|rd|th)\b|\bof\b", m[0], re.I) or m.re is _DMY and mon[0].isupper():
         return True  # "8th May", "8 of May" and "8 May" are dates
-    prev = _prev_word(m.string, m.start())
+    prev = prev_word(m.string, m.start())
     return prev in (("in", "on", "during") if mon.islower() else _TRIGGERS + ("on",))
 
 
@@ -357,10 +354,7 @@ _PREP = _p(r"\b(?P<prep>in|on|at|during|throughout|over|from|for|since|until|til
            r"before|after)\s+$")
 _RELATIVE_WORDS = _p(r"(?:last|this|next|past|yesterday|today|tomorrow|tonight|recently|lately)\b"
                      r"|.*\b(?:ago|back)$")
-_FROM = _p(r"\b(?:between|from)\s+$|from\s")
 _BETWEEN = _p(r"\s*(?:and|to|until|till|through|-|–)\s*")
-_ASKS_WHEN = _p(r"(?:^|[.?!;:]\s+)\W*when\b|\b(?:what|which)\s+(?:year|month|date|day|week|"
-                r"weekend|time|season)\b|\bhow\s+(?:long|many\s+\w+)\s+ago\b|\bsince\s+when\b")
 
 
 def _narrow(s: datetime, e: datetime, kind: str, part: str) -> tuple[datetime, datetime]:
@@ -375,7 +369,7 @@ def _narrow(s: datetime, e: datetime, kind: str, part: str) -> tuple[datetime, d
 
 def _resolve(handler: _Handler, m: re.Match[str], d: date) -> _Span | None:
     if re.match(r"(?:last|this|next|past)\b", m[0], re.I) and (
-            _prev_word(m.string, m.start()) in _DETERMINERS):
+            prev_word(m.string, m.start()) in _DETERMINERS):
         return None  # "her last fall", "the last Tuesday of the month"
     try:
         return handler(m, d)
@@ -393,29 +387,36 @@ def _find(query: str, reference: TimeLike) -> list[tuple[TimeRange, bool]]:
                 rel = relative or handler in (_dated, _anchored) and not re.search(r"\d{4}", m[0])
                 found.append((m.start(), m.end(), m, handler, rel))
     kept: list[tuple[int, int, re.Match[str], _Handler, bool]] = []
+    starts: list[int] = []  # of kept (disjoint) matches, sorted; ends sorted with them
+    ends: list[int] = []
     for c in sorted(found, key=lambda c: (c[0] - c[1], c[0])):
-        if all(c[1] <= k[0] or c[0] >= k[1] for k in kept):
-            kept.append(c)
+        i = bisect.bisect_left(starts, c[1])  # kept matches before i start before c ends
+        if i and ends[i - 1] > c[0]:
+            continue  # overlaps the last of them, the only one that could
+        kept.append(c)
+        starts.insert(i, c[0])
+        ends.insert(i, c[1])
     kept.sort(key=lambda c: c[0])
     anchors = {c[2][0] for c in kept if c[3] is _dated and not c[4]}
     anchor = _parse_day(anchors.pop(), ref) if len(anchors) == 1 else None
-    asks = _ASKS_WHEN.search(query)
+    asks = asks_when(query)
+    from_at = first_from(query)  # "from " anywhere before a range joins it (scan.FROM)
     spans: list[tuple[int, int, datetime, datetime, str, bool]] = []
     for s, e, m, handler, rel in kept:
         span = _resolve(handler, m, anchor if rel and anchor else ref)
         if span is None:
             continue
         start, end, kind = _dt(span[0]), _dt(span[1]), span[2]
-        if (pm := _PART.search(query, 0, s)) and kind in ("year", "season", "month"):
+        if (pm := before(_PART, query, s)) and kind in ("year", "season", "month"):
             start, end = _narrow(start, end, kind, pm["p1"] or pm["p2"])
             s, kind = pm.start(), "part"
         prev = spans[-1] if spans else None
         if prev and _BETWEEN.fullmatch(query, prev[1], s) and prev[2] < end and (
-                bm := _FROM.search(query, 0, prev[0]) or _FROM.match(query, prev[0])):
-            spans[-1] = (min(bm.start(), prev[0]), e, prev[2], end, "relative",
+                (bs := joins_from(query, prev[0], from_at)) is not None):
+            spans[-1] = (min(bs, prev[0]), e, prev[2], end, "relative",
                          prev[5] or rel and not anchor)
             continue  # between X and Y
-        pm = _PREP.search(query, 0, s)
+        pm = before(_PREP, query, s)
         prep = " ".join(pm["prep"].lower().split()) if pm else ""
         if prep == "since":
             end, kind = max(end, _dt(ref + timedelta(days=1))), "since"
@@ -427,7 +428,7 @@ def _find(query: str, reference: TimeLike) -> list[tuple[TimeRange, bool]]:
             pm = None  # "participate in recently": the preposition belongs to the verb
         spans.append((pm.start() if pm else s, e, start, end, kind, rel and not anchor))
     if asks:  # "when did ...": a marker, in text order among the ranges
-        s = query.find(text := asks[0].strip(" .?!;:"), asks.start())
+        s = query.find(text := asks[1].strip(" .?!;:"), asks[0])
         spans.append((s, s + len(text), ALL_START, ALL_END, "question", True))
         spans.sort(key=lambda sp: sp[0])
     return [(TimeRange(a, b, query[s:e], k, k == "question"), r) for s, e, a, b, k, r in spans]

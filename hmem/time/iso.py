@@ -7,12 +7,22 @@ from datetime import date, datetime, time, timezone
 
 from hmem.errors import InvalidTime, shown
 
-__all__ = ["parse_time", "parse_time_opt", "TimeLike"]
+__all__ = ["MAX_TIME_CHARS", "check_time_length", "parse_time", "parse_time_opt", "TimeLike"]
 
 TimeLike = datetime | date | str
+MAX_TIME_CHARS = 100  # the longest time string any argument takes (ISO 8601 or spoken)
 
 _MIN = datetime(1, 1, 2, tzinfo=timezone.utc)
 _MAX = datetime(9999, 12, 30, tzinfo=timezone.utc)
+
+
+def check_time_length(value: object, label: str) -> None:
+    """Refuse a time string longer than :data:`MAX_TIME_CHARS` before reading it."""
+    if isinstance(value, str) and len(value) > MAX_TIME_CHARS:
+        raise InvalidTime(
+            f"{label} has {len(value):,} characters; the limit for a time is {MAX_TIME_CHARS}: "
+            f"give an ISO 8601 time ('2025-01-01T09:30:00Z') or a short phrase ('3 days ago')"
+        )
 
 
 def parse_time(value: TimeLike, label: str) -> datetime:
@@ -26,6 +36,7 @@ def parse_time(value: TimeLike, label: str) -> datetime:
     elif isinstance(value, date):
         dt = datetime.combine(value, time(), tzinfo=timezone.utc)
     elif isinstance(value, str):
+        check_time_length(value, label)
         text = value.strip()
         try:
             if len(text) == 10:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import tracemalloc
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -237,3 +238,83 @@ def test_over_mcp_a_repeat_is_named_and_consolidate_proposes_then_applies(tmp_pa
             assert r["structuredContent"]["proposals"] == [] and "0 proposal" in r["text"]
 
     run(body)
+
+
+# ---------------------------------------------------------------------- bounded work (issue:
+# "bounded work from one input"): a fact's one-word-changed sketches were sets of its tokens
+# but one, built for each token: memory quadratic in a fact's distinct words (one fact of
+# 100,000 characters ran out of memory at 5.3 GB).
+
+def _words(n: int, seed: str) -> str:
+    return " ".join(f"{seed}{i}q" for i in range(n))
+
+
+def test_a_fact_of_the_longest_text_is_consolidated_in_memory_linear_in_its_words(tmp_path):
+    from projections.checks import MAX_TEXT_CHARS
+
+    text = _words(20_000, "w")[:MAX_TEXT_CHARS].rsplit(" ", 1)[0]  # ~14,000 distinct tokens
+    assert len(text) > MAX_TEXT_CHARS - 10
+    changed = text.rsplit(" ", 1)[0] + " zzq"  # one word changed
+    with memory(tmp_path / "s", step=timedelta(days=1)) as m:
+        old = m.remember("maya", text, valid_from="2025-01-01")
+        new = m.remember("maya", changed, valid_from="2025-02-01")
+        tracemalloc.start()
+        try:
+            report = m.consolidate()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 50 * 2**20, f"consolidate peaked at {peak / 2**20:.0f} MiB"
+    assert [(p.kind, p.fact_id, p.keep_id) for p in report.proposals] == [
+        ("replaced", int(old), int(new))]
+
+
+def test_many_long_facts_are_consolidated_in_bounded_memory(tmp_path):
+    """80 facts of 4,000 characters (1.4 GB before)."""
+    with memory(tmp_path / "s") as m:
+        m.remember_many([{"subject": "maya", "text": _words(1_000, f"f{k}x")[:4_000]}
+                         for k in range(80)])
+        tracemalloc.start()
+        try:
+            assert m.consolidate().proposals == ()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 50 * 2**20, f"consolidate peaked at {peak / 2**20:.0f} MiB"
+
+
+_VOCAB = st.sampled_from(["maya", "lives", "london", "paris", "rome", "works", "atlas",
+                          "berlin", "green", "tea"])
+
+
+@settings(max_examples=examples(dev=25, ci=300), deadline=None)
+@given(st.lists(_VOCAB, min_size=1, max_size=6), st.lists(_VOCAB, min_size=1, max_size=6))
+def test_a_replacement_is_proposed_exactly_when_the_tokens_differ_by_one_word(a, b):
+    """The hashed sketches find what the sets of tokens but one found: a newer fact replaces
+    an older one exactly when their index tokens (three or more) differ by one on each side;
+    and the sketches made are one per token of each fact in each round (linear work)."""
+    from hmem import consolidate as c
+    from projections.projector import index_counts
+
+    made = [0]
+    sketches = c._sketches
+
+    def counted(x):  # type: ignore[no-untyped-def]
+        for key in sketches(x):
+            made[0] += 1
+            yield key
+
+    old_text, new_text = " ".join(a), " ".join(b)
+    ta, tb = set(index_counts("user", old_text)), set(index_counts("user", new_text))
+    expected = len(ta) == len(tb) >= 3 and len(ta & tb) == len(ta) - 1
+    with tempfile.TemporaryDirectory() as tmp, memory(Path(tmp) / "s") as m:
+        first = m.remember("user", old_text, valid_from="2025-01-01")
+        second = m.remember("user", new_text, valid_from="2025-02-01", dedup=False)
+        c._sketches = counted
+        try:
+            report = m.consolidate()
+        finally:
+            c._sketches = sketches
+    replaced = [(p.fact_id, p.keep_id) for p in report.proposals if p.kind == "replaced"]
+    assert replaced == ([(int(first), int(second))] if expected else [])
+    assert made[0] <= c.MAX_ROUNDS * 2 * (len(ta) + len(tb))

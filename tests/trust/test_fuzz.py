@@ -124,3 +124,88 @@ def test_hostile_input_is_a_typed_error_or_a_correct_store(
                 assert fact.namespace == ns
                 assert isinstance(fact.confidence, float | int)
                 assert math.isfinite(fact.confidence)
+
+
+# ---------------------------------------------------------------------- documented limits
+# (docs/reference.md "Limits"): every text argument over its limit is an InvalidInput naming
+# the limit, at every boundary (library, CLI, MCP), before any work, and nothing is written.
+
+def test_every_text_argument_over_its_limit_is_refused_by_the_library(tmp_path):
+    from hmem.time.iso import MAX_TIME_CHARS
+    from projections.checks import MAX_NAME_CHARS, MAX_TEXT_CHARS
+
+    name, text, when = "n" * (MAX_NAME_CHARS + 1), "t" * (MAX_TEXT_CHARS + 1), "1" * (
+        MAX_TIME_CHARS + 1)
+    with Memory(tmp_path / "s", embedder=None) as m:
+        fid = m.remember("maya", "Maya lives in London")
+        calls = {
+            "remember text": lambda: m.remember("maya", text),
+            "remember subject": lambda: m.remember(name, "x"),
+            "remember source_ref": lambda: m.remember("maya", "x", source_ref=name),
+            "remember source_agent": lambda: m.remember("maya", "x", source_agent=name),
+            "remember request_id": lambda: m.remember("maya", "x", request_id=name),
+            "remember entity": lambda: m.remember("maya", "x", entities=[name]),
+            "remember valid_from": lambda: m.remember("maya", "x", valid_from=when),
+            "remember_many text": lambda: m.remember_many([{"subject": "maya", "text": text}]),
+            "revise text": lambda: m.revise(fid, text),
+            "revise subject": lambda: m.revise(fid, "x", subject=name),
+            "revise reason": lambda: m.revise(fid, "x", reason=name),
+            "forget reason": lambda: m.forget(fid, reason=name),
+            "recall query": lambda: m.recall(text),
+            "recall subject": lambda: m.recall("maya", subject=name),
+            "recall source_ref": lambda: m.recall("maya", source_ref=name),
+            "recall as_of": lambda: m.recall("maya", as_of=when),
+            "recalls source_ref": lambda: m.recalls(source_ref=name),
+            "history subject": lambda: m.history(name),
+            "episodes session_id": lambda: m.episodes(name),
+            "events subject": lambda: m.events(subject=name),
+            "sql query": lambda: m.sql("SELECT 1 " + " " * MAX_TEXT_CHARS),
+            "diff since": lambda: m.diff(when),
+            "consolidate accept": lambda: m.consolidate(accept=[name]),
+            "erase subject": lambda: m.erase(subject=name, dry_run=True),
+            "erase session": lambda: m.erase(session=name, dry_run=True),
+            "erase reason": lambda: m.erase(fact=fid, reason=name, dry_run=True),
+            "erase by": lambda: m.erase(fact=fid, by=name, dry_run=True),
+            "namespace": lambda: m.in_namespace(name),
+        }
+        for what, call in calls.items():
+            with pytest.raises(errors.InvalidInput, match="limit") as caught:
+                call()
+            assert "limit" in str(caught.value), what
+        assert m.last_seq == int(fid)
+
+
+def test_a_time_or_query_over_its_limit_is_refused_by_the_cli(tmp_path, capsys):
+    from hmem.adapters.cli import main
+    from projections.checks import MAX_TEXT_CHARS
+
+    store = str(tmp_path / "s")
+    assert main(["--path", store, "--embedder", "none", "remember", "maya", "Maya"]) == 0
+    for argv in (["recall", "maya", "--as-of", "9" * 40_000 + " days ago"],
+                 ["recall", "maya", "--valid-at", "9" * 5000 + " days ago"],
+                 ["remember", "maya", "x", "--valid-from", "9" * 5000 + " days ago"],
+                 ["diff", "9" * 40_000 + "h"],
+                 ["recall", "q" * (MAX_TEXT_CHARS + 1)],
+                 ["history", "s" * 501]):
+        capsys.readouterr()
+        assert main(["--path", store, "--embedder", "none", *argv]) == 1, argv[:2]
+        assert "limit" in capsys.readouterr().err, argv[:2]
+
+
+def test_a_time_over_its_limit_is_refused_by_mcp_before_any_work(tmp_path):
+    pytest.importorskip("mcp")
+    import anyio
+
+    from hmem.adapters.mcp_tools import build_server
+
+    with Memory(tmp_path / "s", embedder=None) as m:
+        server = build_server(m)
+        calls = [("recall", {"query": "maya", "as_of": "9" * 40_000}),
+                 ("recall", {"query": "maya", "valid_at": "9" * 5000 + " days ago"}),
+                 ("remember", {"subject": "maya", "text": "x", "valid_from": "9" * 40_000}),
+                 ("diff", {"since": "9" * 40_000}), ("diff", {"since": 1, "until": "x" * 101})]
+        for name, args in calls:
+            result = anyio.run(server.call_tool, name, args)
+            assert result.is_error and result.structured_content["error"] == "InvalidInput"
+            assert "limit of 100 characters; shorten it" in result.structured_content["message"]
+        assert m.last_seq == 0
