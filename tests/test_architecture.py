@@ -27,7 +27,8 @@ ADAPTERS = {
     "hmem.adapters.cli", "hmem.adapters.cli_commands", "hmem.adapters.cli_format",
     "hmem.adapters.mcp_tools", "hmem.adapters.demo", "hmem.notebook.timeline",
     "hmem.adapters.usage", "hmem.adapters.progress", "hmem.__main__",
-    "hmem.adapters.mcp_stdio", "hmem.adapters.cli_parsers",
+    "hmem.adapters.mcp_stdio", "hmem.adapters.cli_parsers", "hmem.adapters.mcp_http",
+    "hmem.adapters.cli_serve",
 }
 EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")
 # Private names of the standard library and of namedtuples that code may use.

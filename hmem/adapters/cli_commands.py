@@ -67,7 +67,7 @@ def _log_dir(args: argparse.Namespace) -> Path:
 
 
 @contextmanager
-def _memory(
+def open_memory(
     args: argparse.Namespace, *, read_only: bool, log_recalls: bool | None = None
 ) -> Iterator[Memory]:
     from hmem.memory import Memory
@@ -157,7 +157,7 @@ def arg_positive(value: str) -> int:
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
+    with open_memory(args, read_only=False) as m:
         new = m.remember(
             args.subject, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
             confidence=args.confidence, entities=args.entity or (),
@@ -174,7 +174,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 
 def cmd_revise(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
+    with open_memory(args, read_only=False) as m:
         new = m.revise(
             args.id, args.text, valid_from=args.valid_from, valid_to=args.valid_to,
             subject=args.subject, confidence=args.confidence, entities=args.entity or (),
@@ -189,7 +189,7 @@ def cmd_revise(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
+    with open_memory(args, read_only=False) as m:
         seq = m.forget(args.id, reason=args.reason, source_agent=args.source_agent,
                        source_ref=args.source_ref, request_id=args.request_id)
     again = " (this --request-id was written before)" if seq.outcome == "retry" else ""
@@ -201,7 +201,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_recall(args: argparse.Namespace) -> int:
     if args.source_ref is not None and not args.log:
         raise InvalidInput("--source-ref names who asked a logged recall: add --log")
-    with _memory(args, read_only=not args.log, log_recalls=args.log or None) as m:
+    with open_memory(args, read_only=not args.log, log_recalls=args.log or None) as m:
         result = m.recall(
             args.query, limit=args.limit, max_tokens=args.max_tokens,
             as_of=tx_point(args.as_of), valid_at=args.valid_at, subject=args.subject,
@@ -219,7 +219,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def cmd_reembed(args: argparse.Namespace) -> int:
     from hmem.adapters.progress import progress_bar
 
-    with _memory(args, read_only=False) as m, \
+    with open_memory(args, read_only=False) as m, \
             progress_bar("embedded", "facts", quiet=args.quiet) as progress:
         n = m.reembed(progress=progress)
         model = m.embedder.model if m.embedder else None
@@ -229,35 +229,35 @@ def cmd_reembed(args: argparse.Namespace) -> int:
 
 
 def cmd_why(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         why = m.why(args.id)
     _emit(args, why, fmt.why_lines(why))
     return 0
 
 
 def cmd_beliefs(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         beliefs = m.beliefs(tx_point(args.as_of), valid_at=args.valid_at)
     _emit(args, beliefs, fmt.belief_lines(beliefs))
     return 0
 
 
 def cmd_recalls(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         logged = m.recalls(tx_point(args.since), tx_point(args.until), source_ref=args.source_ref)
     _emit(args, logged, fmt.recalls_lines(logged))
     return 0
 
 
 def cmd_replay_recall(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         replay = m.replay_recall(args.seq)
     _emit(args, replay, fmt.replay_lines(replay))
     return 0 if replay.same else 1
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         since = tx_point(args.since)
         assert since is not None  # a required argument
         diff = m.diff(since, tx_point(args.until))
@@ -266,7 +266,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         facts = m.history(args.subject)
     _emit(args, facts, fmt.history_lines(args.subject, facts))
     return 0
@@ -274,7 +274,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
     writes = args.apply or bool(args.accept)
-    with _memory(args, read_only=not writes) as m:
+    with open_memory(args, read_only=not writes) as m:
         report = m.consolidate(apply=args.apply, accept=args.accept or (),
                                similarity=args.similarity, stale_days=args.stale_days)
     _emit(args, report, report.lines())
@@ -282,7 +282,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 
 
 def cmd_erase(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
+    with open_memory(args, read_only=False) as m:
         receipt = m.erase(
             fact=args.fact, subject=args.subject, episode=args.episode, session=args.session,
             namespace=args.whole, reason=args.reason, by=args.by, dry_run=not args.yes,
@@ -298,7 +298,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         summary = summarize_usage(_dir(args))
         _emit(args, summary, usage_lines(summary))
         return 0
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         stats = m.stats()
     _emit(args, stats, fmt.stats_lines(stats))
     return 0
@@ -315,7 +315,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.log_recalls and args.read_only:
         raise InvalidInput("--log-recalls needs the writer: drop --read-only (a read-only "
                            "server cannot append the recall events)")
-    with _memory(args, read_only=args.read_only, log_recalls=log_recalls) as m:
+    with open_memory(args, read_only=args.read_only, log_recalls=log_recalls) as m:
         serve(m, usage_log=usage_enabled(args.usage_log), source_agent=args.source_agent)
     return 0
 
@@ -401,7 +401,7 @@ def cmd_log_keygen(args: argparse.Namespace) -> int:
 def cmd_replay_rebuild(args: argparse.Namespace) -> int:
     from hmem.adapters.progress import progress_bar
 
-    with _memory(args, read_only=False) as m, \
+    with open_memory(args, read_only=False) as m, \
             progress_bar("replayed", "events", quiet=args.quiet) as progress:
         n = m.rebuild(progress)
     _emit(args, {"events": n}, [f"rebuilt the projection from {n} events"])
@@ -409,7 +409,7 @@ def cmd_replay_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_replay_verify(args: argparse.Namespace) -> int:
-    with _memory(args, read_only=False) as m:
+    with open_memory(args, read_only=False) as m:
         report = m.verify()
     lines = fmt.projection_diff_lines(report)
     value = {"ok": report.ok, "events": report.events, "tables": report.tables,
@@ -437,13 +437,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from hmem.notebook.export import export_jsonl, export_parquet
 
     if args.jsonl is not None:
-        with _memory(args, read_only=True) as m:
+        with open_memory(args, read_only=True) as m:
             done = export_jsonl(m, sys.stdout if args.jsonl == "-" else Path(args.jsonl))
         if args.jsonl != "-":
             _emit(args, done, [f"exported {done.events} events of namespace {done.namespace} "
                                f"(log seq {done.seq}) to {done.path}"])
         return 0
-    with _memory(args, read_only=True) as m, \
+    with open_memory(args, read_only=True) as m, \
             progress_bar("exported", "files", quiet=args.quiet) as progress:
         result = export_parquet(m, Path(args.parquet).expanduser(), progress=progress)
     lines = [f"exported namespace {result.namespace} (log seq {result.seq}) to "
@@ -457,7 +457,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from hmem.notebook.timeline import plot_timeline, timeline_rows
 
     out = Path(args.out).expanduser()
-    with _memory(args, read_only=True) as m:
+    with open_memory(args, read_only=True) as m:
         rows = timeline_rows(m, args.subject)
         plot_timeline(m, args.subject, out)
     _emit(args, {"out": str(out), "subjects": args.subject, "rows": rows},
