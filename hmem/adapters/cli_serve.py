@@ -76,6 +76,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from hmem.adapters.mcp_http import Tokens, http_app, is_loopback
     except ImportError as e:
         return fail(f"hmem serve needs the MCP SDK (>= 2): pip install '.[mcp]' ({e})")
+    from importlib.metadata import version
+
+    if int(version("mcp").split(".")[0]) < 2:
+        return fail(f"hmem serve needs the MCP SDK 2 or later (installed: {version('mcp')}): "
+                    f"pip install 'mcp>=2' (hmem mcp, over stdio, works with either)")
     tokens = None if args.tokens is None else Tokens.read(args.tokens)
     if tokens is None and not is_loopback(args.host):
         raise InvalidInput(
