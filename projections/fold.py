@@ -179,8 +179,8 @@ class _Bulk:
         self.txs = [(e.tx_at - epoch) // us for e in events]
         made = [i for i, e in enumerate(events) if isinstance(e, (FactRemembered, FactRevised))]
         self.made = made
-        # the room after last_seq is all -1 (FactColumns.apply relies on it): written here,
-        # and set back if an event is refused
+        # the room after last_seq is all -1 (a lookup of a seq this batch folds relies on it:
+        # one that made no fact reads -1): written here, and set back if an event is refused
         self.slot_of = grown(cols.slot_of, self.base_seq + n + 1, -1)
         self.slot_of[seqs[made]] = np.arange(self.base_slot, self.base_slot + len(made))
         self.new_ids = seqs[made]

@@ -399,3 +399,32 @@ def test_a_write_says_whether_it_stored_something(tmp_path):
         assert m.get(a).id == a and m.revise(a, "Maya likes green tea").new  # used as the id
         assert msgspec.json.encode({"id": a}, enc_hook=plain_int) == b'{"id":1}'
         assert pickle.loads(pickle.dumps(a)).outcome == "new"
+
+
+def test_a_diff_dates_each_end_by_the_namespaces_last_change_at_or_before_it(tmp_path):
+    with Memory(tmp_path / "store", clock=Clock(), embedder=None) as m:
+        m.remember("maya", "Maya lives in London")  # seq 1
+        m.in_namespace("work").remember("tom", "Tom likes tea")  # seq 2: not this namespace's
+        m.remember("bo", "Bo plays drums")  # seq 3
+        tx = {ev.seq: ev.tx_at for ev in m.store.log.read()}
+        d = m.diff(1, 3)
+        assert (d.since_tx, d.until_tx) == (tx[1], tx[3])
+        early = m.diff(2, 2)
+        assert (early.since_tx, early.until_tx, m.diff(0, 2).since_tx) == (tx[1], tx[1], None)
+
+
+def test_as_of_in_a_namespace_never_written_is_empty_however_many_others_have(tmp_path):
+    with Memory(tmp_path / "store", clock=Clock(), embedder=None) as m:
+        for ns in ("a", "b", "c", "d"):  # string codes 0.. for these namespaces
+            m.in_namespace(ns).remember("maya", f"Maya is in {ns}")
+        empty = m.in_namespace("never-written")
+        assert empty.as_of(m.last_seq) == []
+        assert empty.snapshot(m.last_seq).fetchall() == []
+
+
+def test_a_snapshot_says_which_beliefs_were_superseded_by_its_point(tmp_path):
+    with Memory(tmp_path / "store", clock=Clock(), embedder=None) as m:
+        a, b, before = maya(m)  # b: a world change, so a stays believed for its earlier period
+        assert m.snapshot(before).project("id, superseded").fetchall() == [(a, False)]
+        after = m.snapshot(m.last_seq).project("id, superseded").order("id").fetchall()
+        assert after == [(a, True), (b, False)]

@@ -8,20 +8,24 @@ with a note.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
 import stat
 import struct
 import tempfile
+import zlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from hmem import Memory
 from hmem.adapters.demo import StepClock
 from hmem.storage.store import Store
+from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
 from replay.verify import state_rows
 
@@ -323,3 +327,114 @@ def test_a_damaged_or_stale_checkpoint_is_replaced_by_a_replay(tmp_path, how):
     with Memory(path, read_only=True, embedder=None) as r:
         assert state_of(r) == expected
         assert r.verify().ok
+
+
+HEAD = struct.Struct("<8sIQ32s")  # the checkpoint's header: magic, layout, manifest size, MAC
+
+
+def rewrite(path: Path, change=None, mac: bytes | None = None, flip_column: bool = False) -> str:
+    """Change the checkpoint at ``path`` in place: its manifest (by ``change``, keeping its
+    length, the header's MAC then the manifest's SHA-256, as a store in the clear has it), its
+    header's MAC (``mac``), or one bit of the first column that has bytes; returns that
+    column's name."""
+    data = bytearray(path.read_bytes())
+    magic, version, size, old_mac = HEAD.unpack_from(data)
+    manifest = msgspec.msgpack.decode(bytes(data[HEAD.size:HEAD.size + size]))
+    name, _, _, offset, _ = next(c for c in manifest["columns"] if c[2])
+    if change is not None:
+        change(manifest)
+        raw = msgspec.msgpack.encode(manifest)
+        assert len(raw) == size  # the columns stay where they are
+        data[HEAD.size:HEAD.size + size] = raw
+        mac = hashlib.sha256(raw).digest() if mac is None else mac
+    if mac is not None:
+        data[:HEAD.size] = HEAD.pack(magic, version, size, mac)
+    if flip_column:
+        data[-(-(HEAD.size + size) // 64) * 64 + offset] ^= 1
+    path.write_bytes(bytes(data))
+    return name
+
+
+def unreadable_extra(manifest: dict) -> None:
+    manifest["extra"] = b"\xc1" * len(manifest["extra"])  # a byte msgpack never uses
+
+
+def stamped_seq_0(manifest: dict) -> None:
+    manifest["seq"], manifest["chain"] = 0, "00" * 16  # the log's point before its first event
+
+
+@pytest.mark.parametrize("damage, sealed, why", [
+    ("a column's bytes", True, "not used: it is damaged (column {column} fails its digest)"),
+    ("its MAC", True, "not used: it is not authentic (not written with this store's key "
+                      "file, or changed since)"),
+    ("its MAC", False, "not used: it is damaged (its digest fails)"),
+    ("its extra", False, "not used: it cannot be read (DecodeError: "),
+    ("its stamp: seq 0", True, "(seq 0) was published from a different log"),
+])
+def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why):
+    path = tmp_path / "s"
+    w = Memory(store=Store(path, fsync="never", checkpoint_every=10**6, seal=sealed),
+               clock=StepClock(START, STEP), embedder=None)
+    write_history(w, 20)
+    close(w)
+    expected = replayed(path)
+    ck = path / CHECKPOINT_FILE
+    column = {
+        "a column's bytes": lambda: rewrite(ck, flip_column=True),
+        "its MAC": lambda: rewrite(ck, mac=bytes(32)),
+        "its extra": lambda: rewrite(ck, unreadable_extra),
+        "its stamp: seq 0": lambda: rewrite(ck, stamped_seq_0),
+    }[damage]()
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoints.seq == 0 and state_of(r) == expected
+        assert len(r.notes) == 1
+        note = r.notes[0]
+    if damage == "its stamp: seq 0":
+        assert note == f"checkpoint {why}; replayed the log"
+    else:
+        assert note.startswith(f"checkpoint {ck} {why.format(column=column)}")
+        assert note.endswith("; replayed the log")
+
+
+def test_loading_a_checkpoint_of_another_point_or_layout_is_refused_saying_so(tmp_path):
+    """What an open finds when the file is replaced between reading its stamp and loading it."""
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 20)
+    close(w)
+    ck = path / CHECKPOINT_FILE
+    with Memory(path, read_only=True, embedder=None) as r:
+        seal = r.store.checkpoints.seal(r.store.log)
+    seq, chain = read_stamp(ck)
+    with pytest.raises(checkpoint.Refused) as refused:
+        checkpoint.load(ck, (seq + 1, chain), seal)
+    assert str(refused.value) == f"it holds seq {seq}, not the log's point {seq + 1}"
+    data = bytearray(ck.read_bytes())
+    data[8:12] = struct.pack("<I", 2)  # an earlier hmem's layout
+    ck.write_bytes(bytes(data))
+    with pytest.raises(checkpoint.Refused) as refused:
+        checkpoint.load(ck, (seq, chain), seal)
+    assert str(refused.value) == "it is unreadable or of another layout"
+
+
+def test_a_reader_of_a_key_file_made_by_an_earlier_hmem_replays_saying_why(tmp_path, monkeypatch):
+    """A version-1 key file has no secret to check the checkpoint's MAC with until a writer
+    opens the store and gives it one."""
+    monkeypatch.delenv("HMEM_KEY_FILE", raising=False)
+    path = tmp_path / "s"
+    w = writer(path, 10**6)
+    write_history(w, 20)
+    close(w)
+    expected = replayed(path)
+    keys = path / "keys.hmk"
+    data = bytearray(keys.read_bytes())
+    magic, _, flags, erased, scrubbed, file_id, _ = struct.unpack_from("<8sHHQQ16s16s", data)
+    head = struct.pack("<8sHHIQQ16s12x", magic, 1, flags, 0, erased, scrubbed, file_id)
+    data[:64] = head + struct.pack("<I", zlib.crc32(head))
+    keys.write_bytes(bytes(data))
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.store.checkpoints.seq == 0 and state_of(r) == expected
+        assert r.notes == [
+            f"checkpoint {path / CHECKPOINT_FILE} not used: the key file has no secret yet (it "
+            f"was made by an earlier hmem): open the store as its writer once; replayed the log"
+        ]

@@ -334,3 +334,123 @@ def test_a_receipt_digest_needs_the_key_file(tmp_path):
         del keys.digest
         with pytest.raises(AlreadyErased):
             m.erase(subject="carol")
+
+
+@pytest.mark.parametrize("scope, message", [
+    ({"fact": 0}, "fact must be a positive integer id, not 0"),
+    ({"fact": True}, "fact must be a positive integer id, not True"),
+    ({"fact": "1"}, "fact must be a positive integer id, not '1'"),
+    ({"episode": -1}, "episode must be a positive integer id, not -1"),
+    ({"subject": "  "}, "subject must be a non-empty string, not '  '"),
+    ({"subject": 5}, "subject must be a non-empty string, not 5"),
+    ({"session": ""}, "session must be a non-empty string, not ''"),
+    ({"session": 5}, "session must be a non-empty string, not 5"),
+])
+def test_an_erasure_of_a_malformed_scope_is_invalid_input_naming_it(tmp_path, scope, message):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        m.remember("alice", "Alice likes chess")
+        seq = m.last_seq
+        with pytest.raises(InvalidInput) as refused:
+            m.erase(**scope)
+        assert str(refused.value) == message
+        assert m.last_seq == seq
+
+
+def test_erasing_one_episode_takes_it_and_its_facts_and_no_other_namespace_can_name_it(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, clock=clock()) as m:
+        with m.transaction() as txn:
+            txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user",
+                                       text="my pin is 9931 says carol"))
+            txn.append(EpisodeRecorded(session_id="s1", turn=1, role="user", text="hello there"))
+        first, second = (e.seq for e in m.episodes("s1"))
+        with m.transaction() as txn:
+            txn.append(FactRemembered(subject="carol", text="Carol's pin is 9931",
+                                      derived_from=(first,)))
+        derived = m.last_seq
+        with pytest.raises(NothingToErase) as refused:
+            m.in_namespace("work").erase(episode=first)
+        assert str(refused.value).startswith(f"no episode {first} in namespace 'work'; ")
+        with pytest.raises(NothingToErase, match="^no episode 999 in namespace 'default'; "):
+            m.erase(episode=999)
+        alone = m.erase(episode=second)  # no fact derived from it, no recall: still erased
+        assert (alone.episode_ids, alone.fact_ids, alone.recall_ids) == ((second,), (), ())
+        receipt = m.erase(episode=first)
+        assert (receipt.episode_ids, receipt.fact_ids) == ((first,), (derived,))
+        assert [e.text for e in m.episodes("s1")] == ["", ""]
+        with pytest.raises(AlreadyErased) as again:
+            m.erase(session="s1")
+        assert str(again.value) == (
+            f"everything this erase names was erased before (receipt #{alone.seq}, "
+            f"#{receipt.seq}); nothing more to erase")
+
+
+def test_erasing_a_session_takes_its_episodes_only(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        with m.transaction() as txn:
+            txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user", text="one"))
+            txn.append(EpisodeRecorded(session_id="s2", turn=0, role="user", text="two"))
+        with pytest.raises(NothingToErase) as refused:
+            m.erase(session="nope")
+        assert str(refused.value) == (
+            "no session 'nope' in namespace 'default'; nothing was erased")
+        assert m.erase(session="s1").episode_ids == (1,)
+        assert [e.text for e in m.episodes("s2")] == ["two"]
+
+
+@pytest.mark.parametrize("holds", ["facts", "episodes", "recalls", "nothing"])
+def test_erasing_a_namespace_takes_whatever_it_holds(tmp_path, holds):
+    with Memory(tmp_path / "s", embedder=None, log_recalls=True) as m:
+        if holds == "facts":
+            m.remember("alice", "Alice likes chess")
+        elif holds == "episodes":
+            with m.transaction() as txn:
+                txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user", text="hi"))
+        elif holds == "recalls":
+            m.recall("anything at all")
+        if holds == "nothing":
+            with pytest.raises(NothingToErase) as refused:
+                m.erase(namespace="default")
+            assert str(refused.value) == "namespace 'default' holds nothing; nothing was erased"
+            return
+        receipt = m.erase(namespace="default")
+        named = {"facts": receipt.fact_ids, "episodes": receipt.episode_ids,
+                 "recalls": receipt.recall_ids}
+        assert named == {k: (1,) if k == holds else () for k in named}
+
+
+def test_erasing_a_subject_takes_the_recalls_asked_about_it_though_they_found_nothing(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, log_recalls=True) as m:
+        m.remember("alice", "Alice likes chess")
+        m.remember("bob", "Bob likes tea")
+        m.recall("zebra crossings", subject="Alice")
+        about_alice = m.last_seq
+        m.recall("zebra crossings", subject="bob")
+        receipt = m.erase(subject="alice")
+        assert receipt.recall_ids == (about_alice,) and receipt.fact_ids == (1,)
+        with pytest.raises(AlreadyErased) as again:
+            m.erase(subject="Alice")
+        assert str(again.value) == (
+            f"subject 'Alice' was erased before (receipt #{receipt.seq}); nothing more to erase")
+
+
+def test_erasing_a_middle_version_takes_the_whole_chain(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        first = m.remember("alice", "Alice lives in Oslo")
+        middle = m.revise(first, "Alice lives in Bergen")
+        last = m.revise(middle, "Alice lives in Tromso")
+        assert m.erase(fact=middle).fact_ids == (first, middle, last)
+
+
+def test_a_diff_over_erasures_lists_each_receipts_facts_and_what_came_after(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, clock=clock()) as m:
+        alice = m.remember("alice", SECRETS[0])
+        bob = m.remember("bob", KEPT)
+        carol = m.remember("carol", "Carol plays the oboe")
+        before = m.last_seq
+        m.erase(subject="alice")
+        m.erase(subject="bob")
+        dave = m.remember("dave", "Dave likes chess")
+        d = m.diff(before)
+        assert [f.id for f in d.erased] == [alice, bob]
+        assert [f.id for f in d.added] == [dave]
+        assert carol not in [f.id for f in d.erased]

@@ -14,6 +14,7 @@ from eventlog.fileio import FileIO
 from eventlog.log import EventLog
 from hmem import Memory, errors
 from hmem.storage.store import Store
+from projections import projector as projector_module
 from projections.checkpoint import CHECKPOINT_FILE
 from replay.verify import state_rows
 
@@ -119,6 +120,30 @@ def test_memory_reports_a_failed_write_and_keeps_its_state(tmp_path):
     with Memory(tmp_path / "s", embedder=None) as m:
         assert m.verify().ok
         assert m.remember("maya", "writes work again") > a
+
+
+def test_a_shared_writer_whose_fold_failed_after_the_write_reloads_and_holds_that_write(
+    tmp_path, monkeypatch
+):
+    """The records were written, then the fold stopped: the writer's state is behind its log.
+    The next write catches up from the checkpoint and the log, the stopped write included."""
+    store = Store(tmp_path / "s", shared=True, checkpoint_every=1)  # a checkpoint at seq 1
+    with Memory(store=store, embedder=None) as m:
+        a = m.remember("maya", "Maya lives in London")
+        folding = projector_module.fold
+
+        def stopped(events, into):  # type: ignore[no-untyped-def]
+            if events:  # a catch-up with nothing new folds nothing
+                raise RuntimeError("the fold stopped")
+
+        monkeypatch.setattr(projector_module, "fold", stopped)
+        with pytest.raises(RuntimeError, match="the fold stopped"):
+            m.remember("tom", "Tom likes tea")
+        monkeypatch.setattr(projector_module, "fold", folding)
+        c = m.remember("bo", "Bo plays drums")
+        assert (a, c) == (1, 3) and m.get(2).text == "Tom likes tea"
+        assert m.verify().ok
+    store.close()
 
 
 # ------------------------------------------------------------------ damaged projections

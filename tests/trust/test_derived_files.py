@@ -9,6 +9,7 @@ note, answers from the log, and ``verify()`` holds; nothing the file said is rep
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -104,6 +105,22 @@ def test_a_forged_checkpoint_of_a_sealed_store_is_refused_by_every_open(tmp_path
     with reader(root) as r:  # the writer published the log's state, not the forgery
         assert r.notes == [] and r.get(ids[0]).text == TRUE
 
+
+
+def test_whoever_holds_the_key_files_secret_can_make_a_checkpoint_the_store_believes(
+    tmp_path, monkeypatch
+):
+    """The MAC key is derived from the key file's secret for the purpose "checkpoint"
+    (KeyFile.derived_key): a checkpoint made under it is believed, which is why the key file is
+    what the attacker must not hold (and why a checkpoint one hmem wrote, the next one reads)."""
+    monkeypatch.delenv("HMEM_KEY_FILE", raising=False)
+    root = tmp_path / "s"
+    ids = write(root, [("maya", TRUE)])
+    secret = (root / "keys.hmk").read_bytes()[44:60]  # after magic, version, flags, marks, id
+    key = hashlib.blake2b(b"checkpoint", key=secret, digest_size=32).digest()
+    forge(root, [("maya", FORGED)], tmp_path, key)
+    with reader(root) as r:
+        assert r.notes == [] and r.get(ids[0]).text == FORGED
 
 def test_a_forged_subject_cannot_make_an_erasure_miss_what_it_names(tmp_path):
     root = tmp_path / "s"
