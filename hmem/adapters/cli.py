@@ -47,6 +47,7 @@ from hmem.adapters.cli_commands import (
 from hmem.adapters.cli_parsers import add_command as _command
 from hmem.adapters.cli_parsers import copy_command, log_commands, replay_commands
 from hmem.adapters.cli_serve import serve_commands
+from hmem.adapters.cli_ui import ui_commands
 from hmem.errors import HmemError
 from hmem.version import __version__
 
@@ -174,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fact_commands(sub)
     _mcp_command(sub)
     serve_commands(sub)
+    ui_commands(sub)
     log_commands(sub)
     replay_commands(sub)
     copy_command(sub)
