@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -23,6 +24,7 @@ from hmem.errors import AlreadyErased, InvalidInput, NothingToErase
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
 from projections.records import subject_key
+from replay.views import pretty_text
 
 __all__ = ["ErasureReceipt", "Scope", "plan_erasure", "receipt_of"]
 
@@ -49,8 +51,13 @@ class Scope(msgspec.Struct, frozen=True):
 
 class ErasureReceipt(msgspec.Struct, frozen=True):
     """An erasure as its receipt event records it: what (``scope`` and the ids), when, by whom,
-    how many facts (statements: revision chains) and versions, and the log's chain hash just
-    before it. Texts are never part of it."""
+    how many facts and versions, and the log's chain hash just before it. Texts are never part
+    of it.
+
+    ``facts`` counts statements (revision chains: a fact with all its revisions is one);
+    ``fact_ids`` lists every version erased (each revision is a version with an id of its
+    own), so one fact revised twice is ``facts=1`` with three ids; :attr:`versions` is their
+    count. ``print(receipt)`` shows the text the CLI prints."""
 
     seq: int
     erased_at: datetime
@@ -68,6 +75,17 @@ class ErasureReceipt(msgspec.Struct, frozen=True):
     exports: tuple[str, ...] = ()
     exports_missed: tuple[str, ...] = ()
 
+    @property
+    def versions(self) -> int:
+        """How many fact versions were erased (``len(fact_ids)``)."""
+        return len(self.fact_ids)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / Jupyter show str()
+        pretty_text(self, p, cycle)
+
     def lines(self) -> list[str]:
         by = f" by {self.by}" if self.by else ""
         why = f" ({self.reason})" if self.reason else ""
@@ -84,10 +102,14 @@ class ErasureReceipt(msgspec.Struct, frozen=True):
         ]
 
     def lines_counts(self) -> str:
-        return (
-            f"  {self.facts} fact(s) in {len(self.fact_ids)} version(s), "
-            f"{len(self.episode_ids)} episode(s), {len(self.recall_ids)} logged recall(s)"
-        )
+        """The counts, each saying what it counts: facts are revision chains, each of one or
+        more versions (the ids listed)."""
+        ids = ", ".join(f"#{i}" for i in self.fact_ids[:20]) + (
+            " ..." if len(self.fact_ids) > 20 else "")
+        facts = (f"{self.facts} fact(s) (revision chains) in {self.versions} fact version(s)"
+                 + (f" {ids}" if ids else ""))
+        return (f"  {facts}; {len(self.episode_ids)} episode(s); "
+                f"{len(self.recall_ids)} logged recall(s)")
 
 
 def receipt_of(ev: FactsErased, chains: int) -> ErasureReceipt:

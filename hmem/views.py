@@ -146,6 +146,7 @@ def stats_lines(s: Stats) -> list[str]:
         *([f"embedding   failed: {s.embedding_error}"] if s.embedding_error else []),
         f"events      {s.namespace_events} in namespace",
         f"tx time     {span}",
-        f"log head    {s.head}  (note it; `hmem log verify --expect` checks it later)",
+        f"log head    {s.head}  (note it; `hmem log verify --expect` checks it later)"
+        if s.head_seq else "log head    empty (no event logged yet)",
         f"projection  at seq {s.projection_seq}",
     ]

@@ -6,6 +6,7 @@ transaction times to the second; valid times as a date at midnight, to the minut
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
@@ -40,8 +41,11 @@ __all__ = [
     "version_view",
     # their text (what print shows; hmem.adapters.cli_format builds on these)
     "belief_line", "belief_lines", "day", "diff_lines", "event_line", "fact_id", "fact_lines",
-    "history_lines", "pretty_text", "quote", "source_of", "tx", "valid_period", "why_lines",
+    "history_lines", "pretty_text", "quote", "said", "source_of", "tx", "valid_period", "why_lines",
 ]
+
+
+_ERASED_REASON = re.compile(r"erased \(receipt \d+\)")  # projections/checks.py erased_reason
 
 
 def pretty_text(self: object, p: Any, cycle: bool) -> None:
@@ -261,6 +265,13 @@ def fact_id(n: int | None) -> str:
     return "?" if n is None else f"#{n}"
 
 
+def said(fid: int | None, subject: str, text: str) -> str:
+    """``#id subject: "text"``; an erased fact (its subject and text gone) as ``#id [erased]``."""
+    if not subject and not text:
+        return f"{fact_id(fid)} {quote(text)}"
+    return f"{fact_id(fid)} {subject}: {quote(text)}"
+
+
 def quote(text: str) -> str:
     """``text`` in quotes; an erased text (the only empty one) as ``[erased]``."""
     if not text:
@@ -286,12 +297,19 @@ def source_of(agent: str | None, ref: str | None) -> str:
 
 
 def _status(f: FactView) -> str:
+    """current; superseded by the revision that replaced it; forgotten; erased (an erasure
+    ends every version of a chain: a superseded one is still named as superseded)."""
+    ended = None
     if f.forgotten_at is not None:
-        reason = f", {f.forget_reason}" if f.forget_reason else ""
-        return f"forgotten {tx(f.forgotten_at)}{reason}"
+        reason = f.forget_reason or ""
+        if not f.text and _ERASED_REASON.fullmatch(reason):  # ended by an erasure's receipt
+            ended = f"erased {tx(f.forgotten_at)} {reason.removeprefix('erased ')}"
+        else:
+            ended = f"forgotten {tx(f.forgotten_at)}" + (f", {reason}" if reason else "")
     if f.superseded_by is not None:
-        return f"superseded by {fact_id(f.superseded_by)}"
-    return "current"
+        revised = f"superseded by {fact_id(f.superseded_by)}"
+        return revised if ended is None else f"{revised}; {ended}"
+    return "current" if ended is None else ended
 
 
 def fact_lines(f: FactView, *, indent: str = "") -> list[str]:
@@ -304,7 +322,7 @@ def fact_lines(f: FactView, *, indent: str = "") -> list[str]:
         origin += f" ({f.reason})"
     if f.confidence != 1.0:
         origin += f"; confidence {f.confidence:g}"
-    lines = [f"{indent}{fact_id(f.id)} {f.subject}: {quote(f.text)}  [{_status(f)}]  {origin}"]
+    lines = [f"{indent}{said(f.id, f.subject, f.text)}  [{_status(f)}]  {origin}"]
     for v in f.versions:
         period = valid_period(v.valid_from, v.valid_to)
         lines.append(f"{indent}    valid {period:<24} {_believed(v)}")
@@ -319,7 +337,7 @@ def event_line(ev: Event) -> str:
 
 def _event_body(ev: Event) -> str:
     if isinstance(ev, FactRemembered):
-        body = f"{fact_id(ev.seq)} {ev.subject}: {quote(ev.text)}"
+        body = said(ev.seq, ev.subject, ev.text)
         if ev.valid_from is not None or ev.valid_to is not None:
             body += f" (valid {valid_period(ev.valid_from, ev.valid_to)})"
     elif isinstance(ev, FactRevised):
@@ -409,7 +427,7 @@ def diff_lines(diff: Diff) -> list[str]:
     if diff.empty:
         return lines + ["  (none)"]
     for f in diff.added:
-        lines.append(f"  added      {fact_id(f.id)} {f.subject}: {quote(f.text)}")
+        lines.append(f"  added      {said(f.id, f.subject, f.text)}")
     for r in diff.revised:
         kind = "correction" if r.kind == "correction" else "world change"
         lines.append(
@@ -431,7 +449,7 @@ def belief_lines(beliefs: Iterable[Belief]) -> list[str]:
 
 
 def belief_line(b: Belief) -> str:
-    line = f"{fact_id(b.id)} {b.subject}: {quote(b.text)}  valid "
+    line = f"{said(b.id, b.subject, b.text)}  valid "
     line += valid_period(b.valid_from, b.valid_to)
     if b.superseded:
         line += "  [superseded]"

@@ -132,3 +132,74 @@ def test_the_readme_library_example_runs(tmp_path, monkeypatch) -> None:
     code = next(body for lang, body in FENCE.findall(readme) if lang == "python")
     exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "agent-memory").is_dir()
+
+
+# ---------------------------------------------------------------------- writers and erasure
+# What the docs say about who writes a store and about erasure, held to the code: the words a
+# stale doc used are refused, and the behaviour the docs promise is run.
+
+DOCS_AND_NOTEBOOKS = [*DOCS, *sorted((REPO / "examples").glob("*.ipynb"))]
+
+
+def _sentences(path: Path) -> list[str]:
+    text = " ".join(path.read_text().split())  # lines joined: a claim may span a line break
+    return [s for s in re.split(r"(?<=[.;|])\s+", text) if s]
+
+
+_STALE = {
+    "an MCP server as the store's only writer": re.compile(
+        r"(mcp|server)[^.;|]{0,80}\b(only|sole|single|one) writer|"
+        r"\b(only|sole|single) writer[^.;|]{0,80}\b(mcp|server)\b|"
+        r"\bserver is the store's writer|\bone writer per store", re.I),
+    "erasure as not there yet": re.compile(
+        r"not there yet|eras(e|ure)[^.;|]{0,80}\b(not|n't) (yet|there|available|supported|"
+        r"implemented)|\bno eras(e|ure) yet|eras(e|ure)[^.;|]{0,40}\b(coming|planned|later)\b",
+        re.I),
+}
+
+
+@pytest.mark.parametrize("doc", DOCS_AND_NOTEBOOKS, ids=_doc_id)
+def test_no_doc_says_a_writer_or_erasure_claim_the_code_no_longer_holds(doc: Path) -> None:
+    found = [f"{what}: {s[:160]!r}" for s in _sentences(doc) for what, stale in _STALE.items()
+             if stale.search(s)]
+    # CLI writes are shared writers: only a lifetime writer (Memory(path)) meets StoreLocked
+    found += [f"CLI writes as refused: {s[:160]!r}" for s in _sentences(doc)
+              if "StoreLocked" in s and re.search(r"\bCLI\b", s) and "lifetime" not in s]
+    # erase is refused only for a store in the clear (a server store, or seal=False)
+    found += [f"erasure as unavailable in general: {s[:160]!r}" for s in _sentences(doc)
+              if re.search(r"`?erase`? raises `ErasureUnavailable`", s)
+              and not re.search(r"clear|server|PostgreSQL|seal", s, re.I)]
+    assert not found, f"{_doc_id(doc)}: {found}"
+
+
+def test_the_checks_for_writer_and_erasure_claims_catch_the_old_wording() -> None:
+    old = ("The MCP server is the store's only writer; CLI writes get StoreLocked while it runs. "
+           "Erasure is not there yet.")
+    sentences = re.split(r"(?<=[.;|])\s+", old)
+    assert _STALE["an MCP server as the store's only writer"].search(sentences[0])
+    assert _STALE["erasure as not there yet"].search(sentences[2])
+    assert not _STALE["an MCP server as the store's only writer"].search(
+        "a plain `Memory(path)` is the store's only writer and is refused while shared writers "
+        "are open")
+
+
+def test_what_the_docs_say_about_writers_and_erasure_holds(tmp_path: Path) -> None:
+    """Many writers: with a shared writer open (what `hmem mcp` opens), the CLI's writes go
+    through, and a lifetime writer is refused (StoreLocked). Erasure: an embedded store (sealed
+    by default) erases and returns its receipt."""
+    from hmem import Memory
+    from hmem.adapters.cli import main
+    from hmem.errors import StoreLocked
+
+    path = tmp_path / "s"
+    with Memory(path, shared=True, embedder=None) as server:
+        fid = server.remember("maya", "Maya lives in London")
+        assert main(["--path", str(path), "--embedder", "none", "remember", "maya",
+                     "Maya likes tea"]) == 0
+        with pytest.raises(StoreLocked):
+            Memory(path, embedder=None)
+        server.sync()
+        assert len(server.history("maya")) == 2
+    with Memory(path, embedder=None) as m:
+        receipt = m.erase(fact=fid)
+        assert receipt.seq and receipt.fact_ids == (fid,)

@@ -98,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return handler(args)
     except HmemError as e:
+        message = _for_the_shell(str(e) or type(e).__name__)
         if getattr(args, "json", False):
-            _json_error(type(e).__name__, str(e) or type(e).__name__)
-        return fail(str(e) or type(e).__name__)
+            _json_error(type(e).__name__, message)
+        return fail(message)
     except BrokenPipeError:  # e.g. `hmem log show | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -108,6 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
     except KeyboardInterrupt:
         return 130
+
+
+def _for_the_shell(message: str) -> str:
+    """An error's message as a shell user can act on it: where the library suggests Python
+    (a datetime with a zone), the CLI suggests the ISO string form it takes."""
+    from hmem.time.iso import PYTHON_ZONE_HINT, SHELL_ZONE_HINT
+
+    return message.replace(PYTHON_ZONE_HINT, SHELL_ZONE_HINT)
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

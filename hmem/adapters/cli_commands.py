@@ -236,10 +236,26 @@ def cmd_why(args: argparse.Namespace) -> int:
 
 
 def cmd_beliefs(args: argparse.Namespace) -> int:
+    point = tx_point(args.as_of)
     with open_memory(args, read_only=True) as m:
-        beliefs = m.beliefs(tx_point(args.as_of), valid_at=args.valid_at)
-    _emit(args, beliefs, fmt.belief_lines(beliefs))
+        beliefs = m.beliefs(point, valid_at=args.valid_at)
+        why = None if beliefs or point is None else _before_first(m, args.as_of, point)
+    if why is not None and args.json:
+        say(why, err=True)  # stdout stays the JSON list
+    _emit(args, beliefs, fmt.belief_lines(beliefs) if why is None else [why])
     return 0
+
+
+def _before_first(m: Memory, given: str, point: int | str) -> str | None:
+    """Why ``beliefs`` at ``point`` is empty when the reason is that the namespace had no event
+    yet then (the library answers ``[]``: nothing was believed)."""
+    if m.events(until=point).limit(1).fetchall():
+        return None  # events by then, all forgotten or not valid at valid_at: the list says it
+    first = m.stats().first_tx
+    if first is None:
+        return f"no beliefs: namespace {m.namespace!r} holds no events yet"
+    return (f"no beliefs: as_of {given} is before the first event of namespace "
+            f"{m.namespace!r} ({fmt.tx(first)})")
 
 
 def cmd_recalls(args: argparse.Namespace) -> int:

@@ -480,7 +480,8 @@ def serve(
     usage = UsageLog(memory.path) if usage_log else None
     server = build_server(memory, usage=usage, source_agent=source_agent)
     mode = "read-only" if memory.read_only else "writer"
-    print(fmt.visible(f"hmem mcp: serving {memory.path} namespace {memory.namespace!r} ({mode})"
+    where = memory.store.shown  # a directory, or the server's URL without its password
+    print(fmt.visible(f"hmem mcp: serving {where} namespace {memory.namespace!r} ({mode})"
                       + (f", usage log {usage.path}" if usage else "")), file=sys.stderr)
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main else None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -112,7 +112,7 @@ def plot_timeline(
     rows = timeline_rows(memory, subject)
     stats = memory.stats()
     seq = stats.head_seq
-    now = stats.last_tx or datetime.now(timezone.utc)  # this namespace's last change
+    now = memory.clock()  # the memory's now (not its last change): "now" is drawn there
     subjects = _subjects(subject)
     if title is None:
         title = "What the agent believed about " + ", ".join(subjects)
@@ -271,7 +271,10 @@ def _draw(
     ends = [t for r in rows for t in [r.valid_to, *(p[1] for p in r.earlier_periods)] if t]
     lo, hi = min(starts), max([*starts, *ends, now])
     v_lo, v_hi = _limits(mdates, lo, hi, right_pad=0.12)
-    t_lo, t_hi = _limits(mdates, min(r.believed_from for r in rows), now, right_pad=0.4)
+    # transaction-time axis: from the first belief to now (or the last change, if a clock put
+    # it later)
+    changes = [t for r in rows for t in (r.believed_from, r.believed_to) if t is not None]
+    t_lo, t_hi = _limits(mdates, min(changes), max([*changes, now]), right_pad=0.4)
 
     bands = _chain_bands(rows, ys)
     for ax in (left, right):

@@ -117,7 +117,7 @@ class RecallRequest:
         reference = parse_when_opt(reference_time, "reference_time", now)
         now = reference or now
         if not isinstance(as_of, (type(None), int, np.integer)):
-            as_of = parse_when_opt(as_of, "as_of", now)
+            as_of = parse_when_opt(as_of, "as_of", now, past=True)
         return cls(
             query=query, limit=int(limit), max_tokens=int(max_tokens),
             as_of=int(as_of) if isinstance(as_of, np.integer) else as_of,
@@ -136,7 +136,7 @@ def resolve(
 ) -> RecallQuery:
     """``request`` resolved against the store: its transaction point as a seq, the query's
     embedding (when the namespace has vectors of the embedder's model), the reference time."""
-    seq = None if request.as_of is None else store.tx_seq(request.as_of, "as_of")
+    seq = None if request.as_of is None else store.tx_seq(request.as_of, "as_of", now)
     model, vector = _query_vector(store, namespace, embedder, request.query)
     return query_at(
         store.projector.tx_times, request.query, limit=request.limit,

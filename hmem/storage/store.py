@@ -274,7 +274,10 @@ class Store:
     def tx_seq(self, point: TimeLike | int, label: str, now: Now = None) -> int:
         """A transaction point as a seq: an int is a seq; a time (datetime, date, ISO string or
         spoken, relative to ``now``: see :mod:`hmem.time.arguments`) means the last seq at or
-        before it."""
+        before it. A spoken time is read as a past one (a clock time with no day, ``2pm``, is its
+        last occurrence; ``tomorrow`` is refused: :func:`hmem.time.arguments.parse_when`); an
+        exact time after the last event (the end of a period asked about) means the last
+        seq."""
         if isinstance(point, bool):
             raise InvalidInput(f"{label} must be a datetime, an ISO string or a seq")
         if isinstance(point, int):
@@ -283,7 +286,7 @@ class Store:
                 raise InvalidInput(f"{label} seq {point} is outside the log (0..{last})")
             return point
         if not (isinstance(point, datetime) and point.tzinfo is timezone.utc):
-            point = parse_when(point, label, now)  # a UTC datetime was parsed already
+            point = parse_when(point, label, now, past=True)  # a UTC datetime was parsed already
         return seq_at(self.projector.tx_times, to_us(point))
 
     # ------------------------------------------------------------------ closing

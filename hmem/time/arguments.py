@@ -7,7 +7,8 @@ read relative to ``now`` (the store's clock, or a reference time the caller gave
 
 =====================================  ===================================================
 now                                    ``now``
-14:02, 14:02:30, 2pm, 9:30 am          that time today (UTC, the zone hmem shows times in)
+14:02, 14:02:30, 2pm, 9:30 am          that time today (UTC, the zone hmem shows times in);
+                                       for a transaction time (``past``) its last occurrence
 yesterday, today, tomorrow             the first instant of that day (as a plain date is)
 yesterday 14:02, 8 May 2023 at 2pm     that day at that time (UTC)
 3 days ago, 2 hours ago, an hour ago   ``now`` minus that much (seconds to years; months and
@@ -54,9 +55,15 @@ _HELP = ("use ISO 8601 ('2025-01-01', '2025-01-01T09:30:00Z'), a clock time ('14
          "'March 2023'")
 
 
-def parse_when(value: TimeLike, label: str, now: Now = None) -> datetime:
+def parse_when(value: TimeLike, label: str, now: Now = None, *, past: bool = False) -> datetime:
     """An aware UTC datetime from ``value``: see the module docstring. ``now`` is only read when
-    ``value`` is relative (a clock passed here is not called otherwise)."""
+    ``value`` is relative (a clock passed here is not called otherwise).
+
+    ``past``: ``value`` is a transaction time (``as_of``, ``since``, ``until``), which names a
+    moment of what was believed, so it cannot be in the future: a clock time with no day
+    (``2pm``) is its last occurrence (at 02:50, yesterday 14:00), and a spoken time after
+    ``now`` (``tomorrow``, ``next week``) is refused. An exact time (ISO, a datetime) after now
+    is taken as asked: the end of a period, say."""
     if not isinstance(value, str):
         return parse_time(value, label)
     check_time_length(value, label)  # before any reading, ISO or spoken
@@ -66,15 +73,33 @@ def parse_when(value: TimeLike, label: str, now: Now = None) -> datetime:
         text = " ".join(value.split()).lower()
         if not text or _looks_iso(text):
             raise  # an ISO string with a mistake: its own message says what is wrong
-        found = _spoken(text, lambda: _reference(now), label, value)
+        seen: list[datetime] = []
+
+        def ref() -> datetime:  # the reference, read once
+            if not seen:
+                seen.append(_reference(now))
+            return seen[0]
+
+        found = _spoken(text, ref, label, value, past=past)
         if found is None:
             raise InvalidTime(f"{label} {shown(value)} is not a time hmem can read; {_HELP}") \
                 from iso_error
+        if past and found > ref():
+            raise InvalidTime(_future(label, value, found, ref())) from None
         return found
 
 
-def parse_when_opt(value: TimeLike | None, label: str, now: Now = None) -> datetime | None:
-    return None if value is None else parse_when(value, label, now)
+def _future(label: str, value: object, found: datetime, ref: datetime) -> str:
+    at = "" if str(value) == found.isoformat() else f" ({found:%Y-%m-%dT%H:%M:%SZ})"
+    return (f"{label} {shown(value)}{at} is in the future (now is {ref:%Y-%m-%dT%H:%M:%SZ}): "
+            f"a transaction time names what was believed then, and nothing is believed after "
+            f"now yet; give a past time, or leave {label} out for now")
+
+
+def parse_when_opt(
+    value: TimeLike | None, label: str, now: Now = None, *, past: bool = False
+) -> datetime | None:
+    return None if value is None else parse_when(value, label, now, past=past)
 
 
 def _reference(now: Now) -> datetime:
@@ -89,7 +114,7 @@ def _looks_iso(text: str) -> bool:
 
 
 def _spoken(
-    text: str, ref: Callable[[], datetime], label: str, value: str
+    text: str, ref: Callable[[], datetime], label: str, value: str, *, past: bool = False
 ) -> datetime | None:
     if text == "now":
         return ref()
@@ -116,7 +141,12 @@ def _spoken(
         if clock is None:
             return None
         on = ref().date() if m["day"] is None else _day(m["day"], ref)
-        return None if on is None else datetime.combine(on, clock, tzinfo=UTC)
+        if on is None:
+            return None
+        at = datetime.combine(on, clock, tzinfo=UTC)
+        if past and m["day"] is None and at > ref():  # not yet today: the last one, yesterday's
+            at -= timedelta(days=1)
+        return at
     start = _period_start(text, ref)
     return None if start is None else datetime.combine(start, time(), tzinfo=UTC)
 

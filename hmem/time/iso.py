@@ -7,11 +7,15 @@ from datetime import date, datetime, time, timezone
 
 from hmem.errors import InvalidTime, shown
 
-__all__ = ["MAX_TIME_CHARS", "check_time_length", "parse_time", "parse_time_opt", "TimeLike"]
+__all__ = ["MAX_TIME_CHARS", "PYTHON_ZONE_HINT", "SHELL_ZONE_HINT", "check_time_length",
+           "parse_time", "parse_time_opt", "TimeLike"]
 
 TimeLike = datetime | date | str
 MAX_TIME_CHARS = 100  # the longest time string any argument takes (ISO 8601 or spoken)
 
+# how a Python caller adds a zone; the CLI says it for a shell user (SHELL_ZONE_HINT)
+PYTHON_ZONE_HINT = "datetime(..., tzinfo=timezone.utc)"
+SHELL_ZONE_HINT = "'2025-01-01T09:30:00+02:00'"
 _MIN = datetime(1, 1, 2, tzinfo=timezone.utc)
 _MAX = datetime(9999, 12, 30, tzinfo=timezone.utc)
 
@@ -55,7 +59,7 @@ def parse_time(value: TimeLike, label: str) -> datetime:
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise InvalidTime(
             f"{label} {shown(value)} has no time zone; add one (e.g. '2025-01-01T09:30:00Z' or "
-            f"datetime(..., tzinfo=timezone.utc)), or give a plain date"
+            f"{PYTHON_ZONE_HINT}), or give a plain date"
         )
     utc: datetime | None
     try:

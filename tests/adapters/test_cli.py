@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from hmem.adapters.cli import build_parser, iter_parsers, main
+from hmem.errors import InvalidTime
 from hmem.memory import Memory
+from hmem.time.iso import parse_time
 
 REPO = Path(__file__).resolve().parents[2]
 Run = Callable[..., tuple[int, str, str]]
@@ -427,3 +429,46 @@ def test_a_write_says_whether_it_was_stored_a_repeat_or_a_retry(run: Run) -> Non
     assert code == 0 and "this --request-id was written before" in out
     code, out, _ = run("remember", "tom", "Tom runs")
     assert code == 0 and "same subject and text" in out
+
+
+def test_a_time_without_a_zone_gets_a_hint_a_shell_user_can_type(run: Run, maya: Maya) -> None:
+    code, out, err = run("beliefs", "--as-of", "2026-03-10T14:05")
+    assert code == 1 and out == ""
+    assert "has no time zone" in err and "'2025-01-01T09:30:00+02:00'" in err
+    assert "datetime(" not in err and "tzinfo" not in err
+    code, out, _ = run("beliefs", "--as-of", "2026-03-10T14:05", "--json")
+    assert code == 1 and "datetime(" not in out and "+02:00" in out
+    with pytest.raises(InvalidTime, match=r"datetime\(\.\.\., tzinfo=timezone\.utc\)"):
+        parse_time("2026-03-10T14:05", "as_of")  # the library keeps its Python hint
+
+
+def test_an_empty_stores_stats_say_the_log_is_empty(run: Run, store: Path) -> None:
+    Memory(store, embedder=None).close()
+    code, out, err = run("stats")
+    assert code == 0, err
+    head = next(line for line in out.splitlines() if line.startswith("log head"))
+    assert head == "log head    empty (no event logged yet)"
+    assert _json(run, "stats")["head_seq"] == 0
+
+
+def test_mcp_on_a_server_store_announces_the_redacted_url_not_a_cache_directory(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from types import SimpleNamespace
+
+    from hmem.adapters import mcp_tools
+    from tests.support.pg_support import fresh_store_url
+
+    url = fresh_store_url()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(mcp_tools, "build_server",  # the announcement, without stdio
+                        lambda *a, **k: SimpleNamespace(run=lambda transport: None))
+    with Memory(url, embedder=None, shared=True) as m:
+        mcp_tools.serve(m)
+        cache = str(m.path)
+    said = capsys.readouterr().err
+    shown = url.split("://", 1)[1].split("@")[-1].split("?")[0]  # host, port and database
+    assert said.startswith("hmem mcp: serving postgresql://") and shown in said, said
+    assert cache not in said
+    password = url.split("://", 1)[1].split("@")[0].partition(":")[2]
+    assert not password or password not in said

@@ -214,6 +214,27 @@ def test_plot_timeline_writes_an_image(store: Path, tmp_path: Path) -> None:
     assert len(bare.axes[0].get_yticklabels()) == 1
 
 
+def test_a_timeline_draws_now_at_the_memorys_clock_not_at_the_last_event(
+    store: Path, tmp_path: Path
+) -> None:
+    _need_matplotlib()
+    import matplotlib.dates as mdates
+
+    later = datetime(2026, 9, 1, 12, tzinfo=timezone.utc)  # months after the last event
+    with Memory(store, read_only=True, clock=lambda: later) as m:
+        last = m.stats().last_tx
+        fig = plot_timeline(m, "maya")
+    left, right = fig.axes[:2]
+    now = [t for t in left.texts if t.get_text() == "now"]
+    assert len(now) == 1 and last is not None and last < later
+    assert now[0].xy[0] == pytest.approx(mdates.date2num(later))
+    for ax in (left, right):  # both axes reach now, and start before the first belief
+        lo, hi = ax.get_xlim()
+        assert lo < mdates.date2num(last) < mdates.date2num(later) <= hi
+    subtitle = " ".join(a.get_text() for a in fig.artists if hasattr(a, "get_text"))
+    assert "2026-09-01 12:00 UTC" in subtitle
+
+
 def test_a_timeline_draws_stored_dollars_and_controls_as_they_are(tmp_path: Path) -> None:
     """Stored text is not matplotlib markup: ``$`` pairs (mathtext) and a lone ``$`` draw as
     dollars; control characters as escapes."""

@@ -139,3 +139,66 @@ def test_the_cli_takes_spoken_times_and_refuses_ambiguous_ones(tmp_path):
     refused = hmem("beliefs", "--as-of", "03/04/2025")
     assert refused.returncode != 0
     assert "day/month" in refused.stderr and "month/day" in refused.stderr
+
+
+def test_a_transaction_time_is_never_in_the_future_and_a_clock_time_is_its_last_one(tmp_path):
+    """At 02:50, as_of="2pm" is yesterday 14:00 (what was believed then), not a moment nobody
+    has seen; "tomorrow" or a later ISO time is refused, saying so. Valid times may be ahead."""
+    clock = Clock(datetime(2026, 11, 30, 9, tzinfo=UTC))
+    with Memory(tmp_path / "s", clock=clock, embedder=None) as m:
+        london = m.remember("maya", "Maya lives in London")
+        clock.now = datetime(2026, 11, 30, 15, tzinfo=UTC)
+        m.revise(london, "Maya lives in Paris")
+        clock.now = datetime(2026, 12, 1, 2, 50, tzinfo=UTC)
+        assert parse_when("2pm", "as_of", clock, past=True) == datetime(2026, 11, 30, 14,
+                                                                       tzinfo=UTC)
+        assert parse_when("2pm", "valid_at", clock) == datetime(2026, 12, 1, 14, tzinfo=UTC)
+        assert [b.id for b in m.beliefs("2pm")] == [london]  # yesterday 14:00
+        assert [h.id for h in m.recall("maya", as_of="2pm")] == [london]
+        for spoken in ("tomorrow", "next week", "in 2 days"):
+            for read in (lambda t: m.beliefs(t), lambda t: m.diff(t),
+                         lambda t: m.diff(0, t), lambda t: m.recall("maya", as_of=t),
+                         lambda t: m.recalls(until=t)):
+                try:
+                    read(spoken)
+                except errors.InvalidTime as e:
+                    if "is not a time hmem can read" in str(e):
+                        continue  # not a phrase hmem reads at all ("in 2 days")
+                    assert "is in the future" in str(e), (spoken, e)
+                else:
+                    raise AssertionError(f"{spoken!r} was taken as a transaction time")
+        assert m.beliefs("now") and m.beliefs("2026-12-01T02:50:00Z")  # now is not the future
+        # an exact time after now is taken as asked (the end of a period): the latest state
+        for exact in ("2026-12-01T03:00:00Z", datetime(2027, 1, 1, tzinfo=UTC)):
+            assert [b.id for b in m.beliefs(exact)] == [b.id for b in m.beliefs()]
+        assert m.recall("maya", valid_at="tomorrow").hits  # valid times may be in the future
+        later = m.remember("tom", "Tom starts in January", valid_from="2027-01-01")
+        assert m.get(later).versions[0].valid_from.year == 2027
+
+
+def test_a_clock_set_back_still_reads_every_logged_time(tmp_path):
+    """A transaction time up to the last event is no future, even when the clock is behind it."""
+    clock = Clock(datetime(2026, 11, 30, 9, tzinfo=UTC))
+    with Memory(tmp_path / "s", clock=clock, embedder=None) as m:
+        fid = m.remember("maya", "Maya lives in London")
+        clock.now = datetime(2026, 11, 29, 9, tzinfo=UTC)
+        assert [b.id for b in m.beliefs(m.tx_time(fid))] == [fid]
+
+
+def test_beliefs_before_the_first_event_say_so_in_the_cli(tmp_path):
+    store = str(tmp_path / "s")
+
+    def hmem(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hmem", "--path", store, *args],
+                              capture_output=True, text=True, timeout=120)
+
+    assert hmem("remember", "maya", "Maya lives in London").returncode == 0
+    shown = hmem("beliefs", "--as-of", "2020-01-01")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("no beliefs: as_of 2020-01-01 is before the first event of "
+                                   "namespace 'default' (")
+    as_json = hmem("beliefs", "--as-of", "0", "--json")
+    assert json.loads(as_json.stdout) == [] and "before the first event" in as_json.stderr
+    with Memory(store, read_only=True) as m:
+        assert m.beliefs("2020-01-01") == []  # the library: nothing was believed then
+    assert "no beliefs:" not in hmem("beliefs", "--as-of", "now").stdout
