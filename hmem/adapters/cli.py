@@ -356,11 +356,11 @@ def _mcp_command(sub: argparse._SubParsersAction[Any]) -> None:
         "hmem mcp                                  # the default store, namespace 'default'",
         "hmem mcp --path ~/notes-memory --namespace work --usage-log",
         "hmem mcp --read-only --embedder none      # recall and explain only",
-        "claude mcp add hmem -- uvx --from 'hmem[mcp]' hmem mcp   # register it with Claude Code",
+        "claude mcp add hmem -- uvx --from \"hmem[mcp] @ file://$PWD\" hmem mcp   # Claude Code",
     ], description="Serve this store to an agent over MCP on stdin/stdout (tools: remember, "
        "recall, revise, forget, why, diff, history, stats). The server holds the store open as "
        "its writer until the client disconnects; other processes can still read it. Needs "
-       "pip install 'hmem[mcp]'.", writes=True)
+       "pip install '.[mcp]' (in hmem's checkout).", writes=True)
     p.add_argument("--read-only", action="store_true",
                    help="offer only the read tools; never write (works beside another writer)")
     p.add_argument("--embedder", metavar="NAME", default=argparse.SUPPRESS,

@@ -42,8 +42,8 @@ try:
         )
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "`hmem mcp` needs the MCP SDK: pip install 'hmem[mcp]', or with uv: "
-        f"uvx --from 'hmem[mcp]' hmem mcp (importing it failed: {e})"
+        "`hmem mcp` needs the MCP SDK: pip install '.[mcp]' in hmem's checkout, or with uv: "
+        f"uvx --from \"hmem[mcp] @ file://$PWD\" hmem mcp (importing it failed: {e})"
     ) from e
 
 # The SDK names the server module builds its tools with, imported here behind the one check.

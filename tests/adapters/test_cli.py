@@ -415,7 +415,7 @@ def test_valid_times_show_the_time_of_day_when_there_is_one(run: Run) -> None:
 
 def test_mcp_help_shows_the_uvx_form_that_works(run: Run) -> None:
     code, out, _ = run("mcp", "--help", path=None)
-    assert code == 0 and "uvx --from 'hmem[mcp]' hmem mcp" in out
+    assert code == 0 and 'uvx --from "hmem[mcp] @ file://$PWD" hmem mcp' in out
     assert "-- uvx hmem mcp" not in out  # plain uvx installs hmem without the MCP SDK
 
 

@@ -390,7 +390,7 @@ def test_startup_errors_exit_cleanly(
     monkeypatch.delitem(sys.modules, "hmem.adapters.mcp_stdio", raising=False)
     monkeypatch.setitem(sys.modules, "mcp.types", None)  # as if the extra were not installed
     assert main(["--path", str(store), "mcp"]) == 1
-    assert "uvx --from 'hmem[mcp]' hmem mcp" in capsys.readouterr().err
+    assert 'uvx --from "hmem[mcp] @ file://$PWD" hmem mcp' in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------- usage log
