@@ -1,11 +1,15 @@
 """CI: an MCP client (the SDK's own) starts an installed `hmem mcp` over stdio, completes the
 handshake, lists the tools, remembers and recalls. Exits non-zero on any failure.
 
-    python .ci/mcp_handshake.py /path/to/venv/bin/hmem STORE_DIR
+    python .ci/mcp_handshake.py STORE_DIR /path/to/venv/bin/hmem
+    python .ci/mcp_handshake.py STORE_DIR uvx --from "hmem[mcp] @ file://$PWD" hmem
+
+(the command that runs hmem; `mcp --path STORE_DIR` is added to it)
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -13,14 +17,15 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
-async def handshake(hmem: str, store: str) -> None:
-    with anyio.fail_after(120):
-        await _handshake(hmem, store)
+async def handshake(store: str, command: list[str]) -> None:
+    with anyio.fail_after(300):  # uvx may first resolve and install
+        await _handshake(store, command)
 
 
-async def _handshake(hmem: str, store: str) -> None:
-    params = StdioServerParameters(command=hmem, args=["mcp", "--path", store],
-                                   env={"HMEM_EMBEDDER": "none"})
+async def _handshake(store: str, command: list[str]) -> None:
+    params = StdioServerParameters(command=command[0],
+                                   args=[*command[1:], "mcp", "--path", store],
+                                   env={**os.environ, "HMEM_EMBEDDER": "none"})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         info = await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
@@ -37,7 +42,7 @@ async def _handshake(hmem: str, store: str) -> None:
 
 
 def main() -> None:
-    anyio.run(handshake, sys.argv[1], sys.argv[2])
+    anyio.run(handshake, sys.argv[1], sys.argv[2:])
 
 
 if __name__ == "__main__":
