@@ -38,6 +38,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from eventlog.errors import KeyFileDamaged, KeyFileMissing
 from eventlog.fileio import OS
@@ -58,6 +59,14 @@ _REC = struct.Struct("<QB7xQ32s")
 _CRC = struct.Struct("<I")
 RECORD = 64
 assert _HEAD.size + _CRC.size == RECORD and _REC.size + _CRC.size + 4 == RECORD
+
+
+class _Header(NamedTuple):
+    flags: int
+    erased_through: int
+    scrubbed_through: int
+    file_id: bytes
+    secret: bytes | None  # None in a version-1 file
 
 
 class KeyFile:
@@ -102,7 +111,8 @@ class KeyFile:
 
     # ------------------------------------------------------------------ header
 
-    def _read_header(self) -> None:
+    def _header_now(self) -> _Header:
+        """The header as the file holds it now, checked."""
         raw = os.pread(self._fd, RECORD, 0)
         if len(raw) < RECORD or raw[:8] != MAGIC:
             raise self._damaged("its header is missing or not an hmem key file's")
@@ -110,16 +120,16 @@ class KeyFile:
             raise self._damaged("its header fails its checksum")
         version = struct.unpack_from("<H", raw, 8)[0]
         if version == 1:
-            _, _, flags, _, self.erased_through, self.scrubbed_through, self.file_id = (
-                _HEAD_1.unpack_from(raw)
-            )
-            self.secret: bytes | None = None
-        elif version == VERSION:
-            _, _, flags, self.erased_through, self.scrubbed_through, self.file_id, self.secret = (
-                _HEAD.unpack_from(raw)
-            )
-        else:
-            raise self._damaged(f"it has format version {version}; this hmem reads {VERSION}")
+            _, _, flags, _, erased, scrubbed, file_id = _HEAD_1.unpack_from(raw)
+            return _Header(flags, erased, scrubbed, file_id, None)
+        if version == VERSION:
+            return _Header(*_HEAD.unpack_from(raw)[2:])
+        raise self._damaged(f"it has format version {version}; this hmem reads {VERSION}")
+
+    def _read_header(self) -> None:
+        flags, self.erased_through, self.scrubbed_through, self.file_id, self.secret = (
+            self._header_now()
+        )
         self.erasing = bool(flags & ERASING)
         self.exports_pending = bool(flags & EXPORTS)
         self._size = os.fstat(self._fd).st_size
@@ -155,12 +165,7 @@ class KeyFile:
     def erasure_record(self) -> int:
         """``erased_through`` as the file holds it now (another writer of a shared store may
         have erased since this one read the header)."""
-        raw = os.pread(self._fd, RECORD, 0)
-        if len(raw) < RECORD or _CRC.unpack_from(raw, 60)[0] != zlib.crc32(raw[:60]):
-            raise self._damaged("its header fails its checksum")
-        if struct.unpack_from("<H", raw, 8)[0] == VERSION:
-            return int(_HEAD.unpack_from(raw)[3])
-        return int(_HEAD_1.unpack_from(raw)[4])
+        return self._header_now().erased_through
 
     def derived_key(self, purpose: str) -> bytes | None:
         """A 32-byte key for ``purpose``, derived from the file's secret; None for a
