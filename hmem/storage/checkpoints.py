@@ -38,35 +38,35 @@ class Checkpoints:
         is then replayed) with a note saying why none was used."""
         have = checkpoint.read_stamp(self.path)
         self.backend.fetch_checkpoint(have[0] if have else 0)  # a newer one from elsewhere
-        stamp = checkpoint.read_stamp(self.path)
         self.seq = 0
-        if stamp is None:
-            if self.path.exists():
-                self.notes.append(f"checkpoint {self.path} is unreadable or of another layout; "
-                                  f"replayed the log")
+        read = self._read(log)
+        if not isinstance(read, tuple):
+            if read is not None:
+                self.notes.append(f"{read}; replayed the log")
             return Projector()
-        if not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
-            self.notes.append(f"checkpoint (seq {stamp[0]}) was published from a different log; "
-                              f"replayed the log")
-            return Projector()
-        try:
-            loaded = checkpoint.load(self.path, stamp, self.seal(log))
-        except checkpoint.Refused as e:
-            self.notes.append(f"checkpoint {self.path} not used: {e}; replayed the log")
-            return Projector()
-        self.seq = stamp[0]
-        return Projector(loaded)
+        self.seq, facts, events = read
+        return Projector((facts, events))
 
     def saved(self, log: Log) -> tuple[int, FactColumns, EventColumns] | None:
         """The state the checkpoint on disk holds, with its seq, when it would be used by an
         open of ``log`` now; else None."""
+        read = self._read(log)
+        return read if isinstance(read, tuple) else None
+
+    def _read(self, log: Log) -> tuple[int, FactColumns, EventColumns] | str | None:
+        """The checkpoint on disk, (seq, facts, events), when an open of ``log`` would use it;
+        else why not (None: there is none)."""
         stamp = checkpoint.read_stamp(self.path)
-        if stamp is None or not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
+        if stamp is None:
+            if self.path.exists():
+                return f"checkpoint {self.path} is unreadable or of another layout"
             return None
+        if not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
+            return f"checkpoint (seq {stamp[0]}) was published from a different log"
         try:
             return (stamp[0], *checkpoint.load(self.path, stamp, self.seal(log)))
-        except checkpoint.Refused:
-            return None
+        except checkpoint.Refused as e:
+            return f"checkpoint {self.path} not used: {e}"
 
     @staticmethod
     def seal(log: Log) -> checkpoint.Seal:
