@@ -98,9 +98,7 @@ def text_arg(value: object, label: str, limit: int = MAX_NAME_CHARS) -> str:
     given), stripped (the store's own checks judge the content)."""
     if not isinstance(value, str):
         raise InvalidInput(f"{label} must be a string, not {type(value).__name__}")
-    if len(value) > limit:
-        raise InvalidInput(
-            f"{label} has {len(value):,} characters; the limit is {limit:,}: shorten it")
+    _check_length(value, label, limit)
     return value.strip()
 
 
@@ -108,10 +106,15 @@ def name_arg(value: object, label: str) -> object:
     """A name a call looks for (a subject, a session id, a reason): refused when it is a
     string longer than ``MAX_NAME_CHARS`` (no longer one was ever written); returned as it
     is, for the call's own checks."""
-    if isinstance(value, str) and len(value) > MAX_NAME_CHARS:
-        raise InvalidInput(
-            f"{label} has {len(value):,} characters; the limit is {MAX_NAME_CHARS:,}: shorten it")
+    if isinstance(value, str):
+        _check_length(value, label, MAX_NAME_CHARS)
     return value
+
+
+def _check_length(value: str, label: str, limit: int) -> None:
+    if len(value) > limit:
+        raise InvalidInput(
+            f"{label} has {len(value):,} characters; the limit is {limit:,}: shorten it")
 
 
 def entity_names(entities: Iterable[str]) -> tuple[str, ...]:
