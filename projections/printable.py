@@ -14,14 +14,12 @@ import re
 
 __all__ = ["visible", "json_visible", "UNSAFE"]
 
-# C0 controls but tab (newline and carriage return too), DEL, C1 controls, the bidi controls
-# (ALM, LRM, RLM, LRE..RLO, LRI..PDI), the line and paragraph separators, lone surrogates.
-UNSAFE = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
-# what JSON encoders leave raw inside strings: all of the above above U+001F (C0 and lone
-# surrogates they escape or refuse already)
-_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+# DEL, C1 controls, the bidi controls (ALM, LRM, RLM, LRE..RLO, LRI..PDI), the line and
+# paragraph separators: what JSON encoders leave raw inside strings
+_RAW_IN_JSON = "\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+# those, C0 controls but tab (newline and carriage return too), and lone surrogates
+UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f{_RAW_IN_JSON}\ud800-\udfff]")
+_JSON_RAW = re.compile(f"[{_RAW_IN_JSON}]")
 _NAMED = {"\n": "\\n", "\r": "\\r"}
 
 
