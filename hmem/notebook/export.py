@@ -274,22 +274,34 @@ def rewrite_recorded(
 ) -> tuple[list[str], list[str]]:
     """:func:`rewrite_exports` for every namespace with a recorded export (``handle_for(ns)``:
     a handle of that namespace; ``key``: :func:`exports_key`)."""
+    entries, unproven = _listed(root, key)
     done: list[str] = []
-    missed: list[str] = []
-    for namespace in sorted({e["namespace"] for e in _exports(root, key)}):
-        got, lost = rewrite_exports(handle_for(namespace))
+    missed = _unproven(unproven)
+    for namespace in sorted({e["namespace"] for e in entries}):
+        got, lost = _rewrite(handle_for(namespace), entries)
         done += got
         missed += lost
-    return done, list(dict.fromkeys(missed))  # the unproven lines, once
+    return done, missed
 
 
 def rewrite_exports(memory: Memory) -> tuple[list[str], list[str]]:
     """Write again every export the store made of this namespace that is still where it was
     written (what an erasure does after it): (paths rewritten, paths gone or failed, with why)."""
-    done: list[str] = []
     entries, unproven = _listed(memory.path, exports_key(memory))
-    missed = [f"{path} (listed without this store's MAC, by hand or by an earlier hmem: "
-              f"not written; export it again if it is yours)" for path in unproven]
+    done, missed = _rewrite(memory, entries)
+    return done, _unproven(unproven) + missed
+
+
+def _unproven(paths: list[str]) -> list[str]:
+    return [f"{path} (listed without this store's MAC, by hand or by an earlier hmem: not "
+            f"written; export it again if it is yours)" for path in paths]
+
+
+def _rewrite(memory: Memory, entries: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Write again the ``entries`` of ``memory``'s namespace: (paths rewritten, paths gone or
+    failed, with why)."""
+    done: list[str] = []
+    missed: list[str] = []
     for entry in entries:
         if entry["namespace"] != memory.namespace:
             continue
