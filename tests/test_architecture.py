@@ -29,6 +29,7 @@ ADAPTERS = {
     "hmem.adapters.usage", "hmem.adapters.progress", "hmem.__main__",
     "hmem.adapters.mcp_stdio", "hmem.adapters.cli_parsers", "hmem.adapters.mcp_http",
     "hmem.adapters.cli_serve", "hmem.adapters.audit_page", "hmem.adapters.cli_ui",
+    "hmem.adapters.listening",
 }
 EMBEDDERS_MAY_IMPORT = ("hmem.errors", "hmem.embedders", "hmem.http_failures")
 # Private names of the standard library and of namedtuples that code may use.

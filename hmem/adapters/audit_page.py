@@ -15,7 +15,6 @@ not there), never a traceback. Needs starlette (``pip install '.[mcp]'``)."""
 from __future__ import annotations
 
 import html
-import ipaddress
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -32,6 +31,7 @@ from starlette.routing import Route
 
 from eventlog.events import Event, FactForgotten, FactRemembered, FactRevised, FactsErased
 from hmem.adapters.cli_commands import tx_point
+from hmem.adapters.listening import LOOPBACK_HOSTS, is_loopback
 from hmem.errors import FactNotFound, HmemError
 from projections.printable import visible
 from replay.views import day, source_of, tx
@@ -40,10 +40,9 @@ if TYPE_CHECKING:
     from hmem.memory import Memory
     from hmem.views import FactView
 
-__all__ = ["audit_app", "is_loopback", "LOOPBACK_HOSTS"]
+__all__ = ["audit_app"]
 
 _KEPT_VIEWS = 64
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 _HEADERS = {
     # no script may run on these pages, whatever a stored text holds
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
@@ -67,16 +66,6 @@ input{font:inherit;padding:.25em .4em;min-width:11em}button{font:inherit;padding
 .muted{color:#777}.erased{color:#a33;font-weight:600}.now{color:#17702f;font-weight:600}
 .old{color:#8a6d00}.gone{color:#a33}code{background:#eef1f5;padding:0 .2em}
 """
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is this host only (``localhost`` or a loopback address)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 # ---------------------------------------------------------------------------- HTML pieces

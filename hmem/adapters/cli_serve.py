@@ -10,6 +10,7 @@ from typing import Any
 
 from hmem.adapters.cli_commands import arg_namespace, fail, open_memory, say
 from hmem.adapters.cli_parsers import add_command
+from hmem.adapters.listening import is_loopback
 from hmem.errors import InvalidInput
 
 __all__ = ["serve_commands"]
@@ -73,7 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from hmem.adapters.mcp_http import Tokens, http_app, is_loopback
+        from hmem.adapters.mcp_http import Tokens, http_app
     except ImportError as e:
         return fail(f"hmem serve needs the MCP SDK (>= 2): pip install '.[mcp]' ({e})")
     from importlib.metadata import version

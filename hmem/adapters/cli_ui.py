@@ -8,6 +8,7 @@ from typing import Any
 
 from hmem.adapters.cli_commands import fail, open_memory, say
 from hmem.adapters.cli_parsers import add_command
+from hmem.adapters.listening import is_loopback
 from hmem.errors import InvalidInput
 
 __all__ = ["ui_commands"]
@@ -38,7 +39,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from hmem.adapters.audit_page import audit_app, is_loopback
+        from hmem.adapters.audit_page import audit_app
     except ImportError as e:
         return fail(f"hmem ui needs starlette and uvicorn: pip install '.[mcp]' ({e})")
     if not is_loopback(args.host):
