@@ -127,16 +127,23 @@ def test_a_fact_erasure_takes_its_whole_chain_and_leaves_the_rest(store):
             m.erase(fact=999)
 
 
+def carols_session(m: Memory) -> tuple[int, int, int]:
+    """Session s1: two turns, the first telling carol's pin, and a fact derived from it:
+    (the first turn's seq, the second's, the derived fact's)."""
+    with m.transaction() as txn:
+        txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user",
+                                   text="my pin is 9931 says carol"))
+        txn.append(EpisodeRecorded(session_id="s1", turn=1, role="user", text="hello there"))
+    first, second = (e.seq for e in m.episodes("s1"))
+    with m.transaction() as txn:
+        txn.append(FactRemembered(subject="carol", text="Carol's pin is 9931",
+                                  derived_from=(first,)))
+    return first, second, m.last_seq
+
+
 def test_erasing_an_episode_erases_the_facts_derived_from_it(tmp_path):
     with Memory(tmp_path / "s", embedder=None, clock=clock()) as m:
-        with m.transaction() as txn:
-            txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user",
-                                       text="my pin is 9931 says carol"))
-            txn.append(EpisodeRecorded(session_id="s1", turn=1, role="user", text="hello there"))
-        ep = m.episodes("s1")[0].seq
-        with m.transaction() as txn:
-            txn.append(FactRemembered(subject="carol", text="Carol's pin is 9931",
-                                      derived_from=(ep,)))
+        ep, _, _ = carols_session(m)
         kept = m.remember("dave", "Dave likes chess")
         receipt = m.erase(session="s1")
         assert receipt.episode_ids == (ep, ep + 1) and receipt.facts == 1
@@ -358,15 +365,7 @@ def test_an_erasure_of_a_malformed_scope_is_invalid_input_naming_it(tmp_path, sc
 
 def test_erasing_one_episode_takes_it_and_its_facts_and_no_other_namespace_can_name_it(tmp_path):
     with Memory(tmp_path / "s", embedder=None, clock=clock()) as m:
-        with m.transaction() as txn:
-            txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user",
-                                       text="my pin is 9931 says carol"))
-            txn.append(EpisodeRecorded(session_id="s1", turn=1, role="user", text="hello there"))
-        first, second = (e.seq for e in m.episodes("s1"))
-        with m.transaction() as txn:
-            txn.append(FactRemembered(subject="carol", text="Carol's pin is 9931",
-                                      derived_from=(first,)))
-        derived = m.last_seq
+        first, second, derived = carols_session(m)
         with pytest.raises(NothingToErase) as refused:
             m.in_namespace("work").erase(episode=first)
         assert str(refused.value).startswith(f"no episode {first} in namespace 'work'; ")
