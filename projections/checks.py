@@ -149,7 +149,7 @@ def check_text(label: str, value: str, limit: int, *, allow_empty: bool = False)
         raise InvalidInput(f"{label} is empty; give a non-empty {label}")
     if len(value) > limit:
         raise InvalidInput(f"{label} has {len(value)} characters; the limit is {limit}")
-    bad = _SURROGATE.search(value)
+    bad = None if value.isascii() else _SURROGATE.search(value)
     if bad:
         raise InvalidInput(
             f"{label} is not valid Unicode text (a lone surrogate at {bad.start()}); "

@@ -38,18 +38,31 @@ def extract_entities(text: str) -> list[str]:
     """Proper nouns in ``text`` by capitalisation, normalised, in order of first appearance
     (at most :data:`MAX_DERIVED`; runs too long to be a name are left out)."""
     found: dict[str, None] = {}
-    for match in _PROPER.finditer(text):
-        words = match.group(0).split()
-        while words and words[0].casefold().strip("'’") in _COMMON:
-            words = words[1:]
-        if not words or any(len(w) > MAX_WORD_CHARS for w in words):
-            continue
-        name = normalize_entity(" ".join(words))
-        if name and len(name) <= MAX_DERIVED_CHARS:
+    for run in _PROPER.findall(text):
+        name = _RUNS.get(run)
+        if name is None and run not in _RUNS:
+            name = _name_of(run)
+            if len(_RUNS) < 100_000 and len(run) <= MAX_DERIVED_CHARS:
+                _RUNS[run] = name
+        if name is not None:
             found[name] = None
             if len(found) >= MAX_DERIVED:
                 break
     return list(found)
+
+
+_RUNS: dict[str, str | None] = {}  # a capitalised run -> its entity (runs repeat: "Maya", "The")
+
+
+def _name_of(run: str) -> str | None:
+    """The entity a capitalised run names, or None (common words only, or too long)."""
+    words = run.split()
+    while words and words[0].casefold().strip("'’") in _COMMON:
+        words = words[1:]
+    if not words or any(len(w) > MAX_WORD_CHARS for w in words):
+        return None
+    name = normalize_entity(" ".join(words))
+    return name if name and len(name) <= MAX_DERIVED_CHARS else None
 
 
 def fact_entities(subject: str, text: str, given: Iterable[str] = ()) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from projections.errors import ProjectionError
 from projections.fold_state import FactColumns
 
-__all__ = ["Postings", "namespace_postings", "set_tokens", "token_counts"]
+__all__ = ["Postings", "namespace_postings", "set_runs", "set_tokens", "token_counts"]
 
 # A namespace's postings: (terms, where each term's postings start, documents ascending within
 # a term, term frequencies), documents numbered by position in the namespace's slots
@@ -31,11 +31,7 @@ def set_tokens(cols: FactColumns, first_slot: int, counts: Sequence[Mapping[str,
     """Record the index tokens (term -> count) of the facts at ``first_slot``, ``first_slot + 1``
     ... (the next facts without tokens, in slot order) and set their ``doc_len``."""
     end = first_slot + len(counts)
-    if first_slot != cols.tokened or end > cols.n:
-        raise ProjectionError(
-            f"tokens for facts at slots {first_slot}..{end - 1} given out of order "
-            f"({cols.tokened} of {cols.n} facts have them)"
-        )
+    _check_next(cols, first_slot, end)
     f = cols.table
     if len(counts) == 1:  # a live write: lists, not arrays (a few microseconds, not 60)
         code = cols.terms.code
@@ -54,6 +50,30 @@ def set_tokens(cols: FactColumns, first_slot: int, counts: Sequence[Mapping[str,
     f.doc_len[first_slot:end] = lengths
     f.tokens_end[first_slot:end] = before + np.cumsum(lengths)
     cols.tokened = end
+
+
+def set_runs(
+    cols: FactColumns, first_slot: int, terms: Sequence[str], runs: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+) -> None:
+    """:func:`set_tokens` given the documents as ``index_runs`` makes them: ``runs`` indexes
+    ``terms`` (distinct, in order of first appearance), documents back to back."""
+    end = first_slot + len(lengths)
+    _check_next(cols, first_slot, end)
+    f = cols.table
+    before = cols.tokens.n
+    cols.tokens.extend(cols.terms.encode(list(terms))[runs])
+    f.doc_len[first_slot:end] = lengths
+    f.tokens_end[first_slot:end] = before + np.cumsum(lengths)
+    cols.tokened = end
+
+
+def _check_next(cols: FactColumns, first_slot: int, end: int) -> None:
+    if first_slot != cols.tokened or end > cols.n:
+        raise ProjectionError(
+            f"tokens for facts at slots {first_slot}..{end - 1} given out of order "
+            f"({cols.tokened} of {cols.n} facts have them)"
+        )
 
 
 def token_counts(cols: FactColumns, slot: int) -> dict[str, int]:

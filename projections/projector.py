@@ -9,7 +9,6 @@ for a namespace on first use. It starts empty (then the log is replayed) or from
 from __future__ import annotations
 
 from array import array
-from collections import Counter
 from collections.abc import Iterable
 from contextlib import nullcontext
 
@@ -22,12 +21,14 @@ from projections.fold import fold, touched_facts
 from projections.fold_state import FactColumns
 from projections.gc_pause import paused_gc
 from projections.index_build import Indexes, build_index
-from projections.index_tokens import set_tokens
+from projections.index_docs import index_counts, index_runs, index_text
+from projections.index_tokens import set_runs, set_tokens, token_counts
 from projections.recall_index import NamespaceIndex
-from projections.text import tokenize
 from projections.timeutil import to_us
 
 __all__ = ["Projector", "index_counts", "index_text"]
+
+_BULK = 32  # facts folded at once from which their documents are made together (index_runs)
 
 
 class Projector:
@@ -126,12 +127,17 @@ class Projector:
         self.events.add(events, [to_us(ev.tx_at) for ev in events])
         subjects, table = state.subjects.values, state.table
         made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]
-        counts = [
-            index_counts(subjects[code], ev.text)
-            for ev, code in zip(made, table.subject[base_slot:state.n].tolist(), strict=True)
-        ]
-        set_tokens(state, base_slot, counts)
-        if self._indexes is not None and self._indexes.any_built():
+        names = [subjects[code] for code in table.subject[base_slot:state.n].tolist()]
+        live = self._indexes is not None and self._indexes.any_built()
+        if len(made) < _BULK:  # a live write: a dict per fact (microseconds, not numpy's 100)
+            counts = [index_counts(name, ev.text) for ev, name in zip(made, names, strict=True)]
+            set_tokens(state, base_slot, counts)
+        else:
+            terms, runs, lengths = index_runs(names, [ev.text for ev in made])
+            set_runs(state, base_slot, terms, runs, lengths)
+            counts = [token_counts(state, slot) for slot in range(base_slot, state.n)] if live \
+                else []
+        if live:
             self._index(made, counts, touched_facts(events), base_vectors)
 
     def _index(
@@ -157,38 +163,6 @@ class Projector:
             index = self._indexes.built(vec.namespace)
             if index is not None:
                 index.set_vector(vec.fact_id, vec.model, _floats(vec.vector))
-
-
-def index_text(subject: str, text: str) -> str:
-    """What the text index (and embedders) see of a fact: its text, led by its subject when
-    the text does not already contain the subject's words."""
-    subject_words = set(tokenize(subject))
-    if subject_words and not subject_words <= set(tokenize(text)):
-        return f"{subject}: {text}"
-    return text
-
-
-def index_counts(subject: str, text: str) -> dict[str, int]:
-    """Token counts of ``index_text(subject, text)`` (the document's postings), tokenizing the
-    text once and each distinct subject once per process."""
-    tokens = tokenize(text)
-    subject_tokens = _subject_tokens(subject)
-    if subject_tokens and not subject_tokens[1] <= set(tokens):
-        tokens = subject_tokens[0] + tokens
-    return Counter(tokens)
-
-
-_SUBJECTS: dict[str, tuple[list[str], frozenset[str]]] = {}
-
-
-def _subject_tokens(subject: str) -> tuple[list[str], frozenset[str]] | None:
-    got = _SUBJECTS.get(subject)
-    if got is None:
-        tokens = tokenize(subject)
-        got = (tokens, frozenset(tokens))
-        if len(_SUBJECTS) < 100_000:
-            _SUBJECTS[subject] = got
-    return got if got[0] else None
 
 
 def _floats(vector: bytes) -> np.ndarray:

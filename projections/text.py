@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import snowballstemmer
 
-__all__ = ["tokenize", "term_counts", "TextIndex", "STOPWORDS", "STEMMER", "WORD"]
+__all__ = ["tokenize", "term_counts", "stem_token", "TextIndex", "STOPWORDS", "STEMMER", "WORD"]
 
 WORD = re.compile(r"[^\W_]+")  # a word of a text: letters and digits, no underscore
 STOPWORDS = frozenset(
@@ -45,6 +45,8 @@ class _StemCache(dict[str, str]):
 
 
 _TOKENS = _StemCache()
+stem_token = _TOKENS.__getitem__
+"""The index token of one lower-cased word: its stem, or '' for a stopword (cached)."""
 
 
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
@@ -52,7 +54,7 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     words = WORD.findall(text.casefold())
     if keep_stopwords:
         return [_stem(w) for w in words]
-    return [t for t in map(_TOKENS.__getitem__, words) if t]
+    return [t for t in map(stem_token, words) if t]
 
 
 def term_counts(text: str) -> dict[str, int]:

@@ -6,10 +6,15 @@ another store's, a damaged one) it replays the log, with a note. The writer (the
 writer; a shared writer under the log's writer lock) publishes a new one when the tail reaches
 ``every`` events or 1% of the log, and at close; a backend that shares checkpoints with other
 hosts gets each one published (hmem/storage/backend.py).
+
+A checkpoint is the whole state, so publishing one costs time in proportion to the store: a
+writer spends at most :data:`SHARE` of its time publishing (a bulk load writes faster than it
+could publish every 1%; the tail an open folds is then longer, and closing publishes anyway).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from eventlog.protocol import Log
@@ -20,7 +25,9 @@ from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
 from projections.projector import Projector
 
-__all__ = ["CHECKPOINT_FILE", "Checkpoints"]
+__all__ = ["CHECKPOINT_FILE", "SHARE", "Checkpoints"]
+
+SHARE = 0.1  # at most this share of a writer's time goes to publishing checkpoints
 
 
 class Checkpoints:
@@ -32,6 +39,9 @@ class Checkpoints:
         self.path: Path = backend.root / CHECKPOINT_FILE
         self.seq = 0  # the seq of the checkpoint published from this log (0: none)
         self.notes = notes  # the store's: what loading or publishing found
+        self.clock = time.monotonic  # seconds, for the share of time publishing takes
+        self._spent = 0.0  # how long the last publish took, and when it ended
+        self._ended = 0.0
 
     def load(self, log: Log) -> Projector:
         """The state at the last checkpoint published from ``log``, or an empty one (the log
@@ -94,15 +104,22 @@ class Checkpoints:
             self.seq = stamp[0]
 
     def due(self, last_seq: int, *, closing: bool = False) -> bool:
-        """Whether a writer at ``last_seq`` publishes now."""
+        """Whether a writer at ``last_seq`` publishes now: at close, else once the tail is
+        ``every`` events or 1% of the log and publishing has not had its share of the time
+        since the last one."""
         tail = last_seq - self.seq
-        return tail > 0 and (closing or tail >= max(self.every, last_seq // 100))
+        if tail <= 0 or closing:
+            return tail > 0
+        return tail >= max(self.every, last_seq // 100) and (
+            self.clock() - self._ended >= self._spent * (1 - SHARE) / SHARE
+        )
 
     def publish(self, projector: Projector, log: Log, *, closing: bool = False) -> int:
         """Save ``projector``'s state as the checkpoint (the caller holds the log's writer
         lock) and share it if the backend does; returns its seq. A failure (a full disk, say)
         is a note, not an error: the next open folds a longer tail of the log."""
         seq = projector.last_seq
+        started = self.clock()
         try:
             checkpoint.save(self.path, projector.state, projector.events,
                             (seq, log.chain_at(seq).hex()), self.seal(log))
@@ -113,6 +130,8 @@ class Checkpoints:
         self.seq = seq
         self.notes += self.backend.share_checkpoint(self.path, seq, closing=closing,
                                                     every=self.every)
+        self._ended = self.clock()
+        self._spent = self._ended - started
         return seq
 
     def remove(self) -> None:
