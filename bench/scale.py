@@ -24,7 +24,9 @@ of one size do not include the leftovers of another. Per size ``N``:
    row believed then: N/4 rows), ``Memory.as_of`` of a 200-fact namespace (a point query: one
    user's beliefs), and ``Memory.recall(q, as_of=seq)`` in the large namespace (BM25, the
    vectorised visibility masks). RSS with the store open.
-4. **Recall** in one namespace of ``N`` facts with a 384-d vector each: ``bench.recall_speed``
+4. **Batch paths and one small namespace** (``bench.scale_batch``): bulk ``remember_many``,
+   ``hmem copy``, a fresh process serving one 200-fact namespace, the erasure of it.
+5. **Recall** in one namespace of ``N`` facts with a 384-d vector each: ``bench.recall_speed``
    (BM25-only and hybrid, float32 and int8 vectors, current and ``as_of``; built through
    ``Memory`` up to ``--memory-max``, at the index layer above it; see its docstring).
 
@@ -68,6 +70,7 @@ from bench.report import (
     section,
     timed,
 )
+from bench.scale_batch import bench_batch
 from bench.scale_report import TARGETS, report
 from bench.scale_workload import BIG, PER_USER, POLICIES, label_of, workload
 from bench.store_speed import bench_replay
@@ -263,6 +266,8 @@ def run_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
         out["writer"] = bench_reader(root, queries[0], "writer")
         tmp.remove(root)
         gc.collect()
+        with CpuWall(cpu, "batch"):
+            out["batch"] = bench_batch(tmp, n, queries[0])
         with CpuWall(cpu, "recall"):
             out["recall"] = recall_speed.bench_size(tmp, n, args)
     finally:

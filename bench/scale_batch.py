@@ -1,0 +1,124 @@
+"""``bench.scale``'s batch paths and what a process pays for one namespace (issue 32's targets).
+
+Per size ``N``, the workload of ``bench.scale`` (N text-only facts: half in one namespace, the
+rest in namespaces of 200), written through the public API:
+
+- **bulk remember**: ``Memory.remember_many`` into a new (sealed) store, each namespace's facts
+  1,000 a call (a small namespace's 200 in one), with ``dedup=False`` and with the default
+  ``dedup=True`` (fsync ``batch``); the rows below use the second store;
+- **copy**: ``hmem copy`` (``copy_store``) of the store into a new directory;
+- **one small namespace**: a fresh process (timed after its imports) that opens the store
+  read-only in one namespace of 200 facts and recalls once: open + first recall and peak RSS.
+  That the cost follows the namespace, not the store, shows as the ratio to the 10k figure;
+- **erase** of that 200-fact namespace (``Memory.erase(namespace=...)``, the writer open).
+
+Prints numbers and never asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.report import fmt_rate, line
+from bench.scale_workload import workload
+from bench.synthetic import TmpDirs
+from hmem.memory import Memory
+from hmem.storage.copy import copy_store
+
+__all__ = ["bench_batch"]
+
+SMALL = "u00000"  # a namespace of 200 facts in every size's store
+
+_SMALL_READER = """
+import json, resource, sys, time
+from hmem.memory import Memory
+t0 = time.perf_counter()
+m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=True, embedder=None)
+hits = m.recall(sys.argv[3])
+done = time.perf_counter()
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print("SMALL " + json.dumps({"open_recall_s": done - t0, "peak_rss_mib": rss,
+                             "hits": len(hits)}))
+m.close()
+"""
+
+
+def bench_bulk(tmp: TmpDirs, n: int, dedup: bool) -> tuple[dict[str, Any], Path]:
+    """remember_many of the workload's facts into a new store, each namespace's in batches of
+    up to 1,000 (the 200-fact namespaces in one batch each); returns the results and the
+    store's root."""
+    by_namespace: dict[str, list[dict[str, str]]] = {}
+    for e in workload(n):
+        by_namespace.setdefault(e.namespace, []).append({"subject": e.subject, "text": e.text})
+    root = tmp.new(f"bulk-{dedup}")
+    mem = Memory(root, fsync="batch", embedder=None)
+    try:
+        t0 = time.perf_counter()
+        for namespace, items in by_namespace.items():
+            view = mem.in_namespace(namespace)
+            for start in range(0, len(items), 1000):
+                view.remember_many(items[start:start + 1000], dedup=dedup)
+        elapsed = time.perf_counter() - t0
+    finally:
+        mem.close()
+    line(f"remember_many (1,000 a call; 200 in a small namespace), dedup={dedup}, {n:,} facts",
+         f"{fmt_rate(n / elapsed)} facts/s")
+    return {"seconds": elapsed, "facts_per_s": n / elapsed}, root
+
+
+def bench_copy(tmp: TmpDirs, root: Path) -> dict[str, Any]:
+    dest = tmp.new("copy") / "s"
+    report = copy_store(root, dest)
+    tmp.remove(dest.parent)
+    line(f"hmem copy into a new directory, {report.events:,} events",
+         f"{fmt_rate(report.events / report.seconds)} events/s")
+    return {"events": report.events, "seconds": report.seconds,
+            "events_per_s": report.events / report.seconds}
+
+
+def bench_small_reader(root: Path, query: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", _SMALL_READER, str(root), SMALL, query], capture_output=True,
+        text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    found = re.search(r"SMALL (\{.*\})", done.stdout)
+    if found is None:
+        raise RuntimeError(f"the reader printed no result: {done.stdout[-500:]!r}")
+    out: dict[str, Any] = json.loads(found.group(1))
+    line(f"fresh process, one {SMALL} namespace of 200: open + first recall",
+         f"{1000 * out['open_recall_s']:.0f} ms, peak RSS {out['peak_rss_mib']:,.0f} MiB")
+    return out
+
+
+def bench_erase(root: Path) -> dict[str, Any]:
+    mem = Memory(root, namespace=SMALL, embedder=None)
+    try:
+        t0 = time.perf_counter()
+        receipt = mem.erase(namespace=SMALL, reason="bench")
+        elapsed = time.perf_counter() - t0
+    finally:
+        mem.close()
+    facts = len(receipt.fact_ids)
+    line(f"erase one namespace ({facts:,} facts) in this store", f"{elapsed:.2f} s")
+    return {"seconds": elapsed, "facts": facts}
+
+
+def bench_batch(tmp: TmpDirs, n: int, query: str) -> dict[str, Any]:
+    """Every row above, on stores of their own (removed at the end)."""
+    out: dict[str, Any] = {}
+    out["bulk_no_dedup"], root = bench_bulk(tmp, n, dedup=False)
+    tmp.remove(root)
+    out["bulk"], root = bench_bulk(tmp, n, dedup=True)
+    out["copy"] = bench_copy(tmp, root)
+    out["small_reader"] = bench_small_reader(root, query)
+    out["erase"] = bench_erase(root)
+    tmp.remove(root)
+    return out
