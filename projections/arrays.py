@@ -273,8 +273,8 @@ class Ragged:
         return [items[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
     def run(self, ends: npt.NDArray[np.int64], slot: int) -> list[int]:
-        start = int(ends[slot - 1]) if slot else 0
-        return [int(v) for v in self.values[start:int(ends[slot])]]
+        start = ends.item(slot - 1) if slot else 0
+        return self.values[start:ends.item(slot)].tolist()  # type: ignore[no-any-return]
 
 
 class Texts:
@@ -315,7 +315,7 @@ class Texts:
     def __getitem__(self, slot: int) -> str:
         if not 0 <= slot < self.n:
             raise IndexError(slot)
-        return self.blob[int(self.starts[slot]):int(self.ends[slot])].decode(
+        return self.blob[self.starts.item(slot):self.ends.item(slot)].decode(
             "utf-8", "surrogatepass"
         )
 

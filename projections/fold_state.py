@@ -148,45 +148,45 @@ class FactColumns:
 
     def fact_at(self, slot: int) -> Fact:
         """The fact in ``slot`` as a :class:`~projections.records.Fact`."""
-        f, item = self.table, int
+        f = self.table
         rows = []
-        r, i = self.rows, item(f.first_row[slot])
+        r, i = self.rows, f.first_row.item(slot)
         while i >= 0:
             rows.append(Row(
-                item(r.valid_from[i]), opt(item(r.valid_to[i])), item(r.tx_from_seq[i]),
-                item(r.tx_from[i]), opt(item(r.tx_to_seq[i])), opt(item(r.tx_to[i])),
+                r.valid_from.item(i), opt(r.valid_to.item(i)), r.tx_from_seq.item(i),
+                r.tx_from.item(i), opt(r.tx_to_seq.item(i)), opt(r.tx_to.item(i)),
             ))
-            i = item(r.next[i])
+            i = r.next.item(i)
         names = self.entity_names.values
-        importance: int | None = item(f.importance[slot])
+        importance: int | None = f.importance.item(slot)
         if importance == 0:
             importance = None
         elif importance == -1:
             importance = self.odd[slot]
         return Fact(
-            id=item(f.ids[slot]),
-            namespace=self.namespaces.values[f.namespace[slot]],
-            subject=self.subjects.values[f.subject[slot]],
+            id=f.ids.item(slot),
+            namespace=self.namespaces.values[f.namespace.item(slot)],
+            subject=self.subjects.values[f.subject.item(slot)],
             text=self.texts[slot],
-            confidence=float(f.confidence[slot]),
-            source_agent=self.agents.get(item(f.source_agent[slot])),
-            source_ref=self.refs.get(item(f.source_ref[slot])),
+            confidence=f.confidence.item(slot),
+            source_agent=self.agents.get(f.source_agent.item(slot)),
+            source_ref=self.refs.get(f.source_ref.item(slot)),
             entities=tuple(names[c] for c in self.entities.run(f.entities_end, slot)),
-            created_at=item(f.created_at[slot]),
+            created_at=f.created_at.item(slot),
             rows=rows,
-            supersedes=opt(item(f.supersedes[slot])),
-            revision=REVISION_KINDS[int(f.revision[slot])],
-            reason=self.reasons.get(item(f.reason[slot])),
-            superseded_by=opt(item(f.superseded_by[slot])),
-            superseded_at=opt(item(f.superseded_at[slot])),
-            forgotten_seq=opt(item(f.forgotten_seq[slot])),
-            forgotten_at=opt(item(f.forgotten_at[slot])),
-            forget_reason=self.reasons.get(item(f.forget_reason[slot])),
-            doc_len=item(f.doc_len[slot]),
+            supersedes=opt(f.supersedes.item(slot)),
+            revision=REVISION_KINDS[f.revision.item(slot)],
+            reason=self.reasons.get(f.reason.item(slot)),
+            superseded_by=opt(f.superseded_by.item(slot)),
+            superseded_at=opt(f.superseded_at.item(slot)),
+            forgotten_seq=opt(f.forgotten_seq.item(slot)),
+            forgotten_at=opt(f.forgotten_at.item(slot)),
+            forget_reason=self.reasons.get(f.forget_reason.item(slot)),
+            doc_len=f.doc_len.item(slot),
             derived_from=tuple(self.derived.run(f.derived_end, slot)),
-            extractor=self.labels.get(item(f.extractor[slot])),
-            prompt_version=self.labels.get(item(f.prompt_version[slot])),
-            category=self.labels.get(item(f.category[slot])),
+            extractor=self.labels.get(f.extractor.item(slot)),
+            prompt_version=self.labels.get(f.prompt_version.item(slot)),
+            category=self.labels.get(f.category.item(slot)),
             importance=importance,
         )
 
