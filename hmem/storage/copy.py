@@ -5,10 +5,11 @@ Every event is appended to the destination's log in order, so it keeps its seq, 
 request id and its provenance; the destination seals texts if it is a new embedded store (with
 its own key file) and keeps them in the clear on a server. What an erasure destroyed in the
 source stays destroyed: its events arrive without their texts, and an embedded destination
-destroys the same keys when the receipt arrives. On arrival the copy is read back through the
-destination's hash chain and every event is held equal to the source's; when both logs store
-the same bytes (neither seals), their heads are the same hash too. The destination's
-projection (and a server's tables) is then built from its log.
+destroys the same keys when the receipt arrives. The destination's state is folded from the
+events as they are appended. On arrival the copy is read back through the destination's hash
+chain and every event is held equal to the source's (by a digest of each, kept from the first
+read: the source is read once); when both logs store the same bytes (neither seals), their
+heads are the same hash too. A server's tables are then built from the state.
 
 The destination must be empty. A copy that stops half way leaves a log that is a valid prefix
 of the source: remove it and copy again.
@@ -16,11 +17,12 @@ of the source: remove it and copy again.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass
 
-from eventlog.events import Event, FactsErased
+from eventlog.events import Event, FactsErased, encode
 from eventlog.protocol import Log
 from hmem.errors import CopyFailed, InvalidInput
 from hmem.storage.keys import shred
@@ -78,8 +80,8 @@ def copy_store(
                         f"{dst.shown} already holds {dst.log.last_seq:,} events; copy into a "
                         f"new or empty store"
                     )
-                _append_all(src.log, dst, total, progress)
-                _check_arrived(src.log, dst, total)
+                digests = _append_all(src.log, dst, total, progress)
+                _check_arrived(digests, dst, total)
                 dst.catch_up()
                 dst.backend.after_rebuild(dst.projector)
             head = str(dst.log.head())
@@ -92,11 +94,15 @@ def copy_store(
         src.close()
 
 
-def _append_all(src: Log, dst: Store, total: int, progress: Progress | None) -> None:
+def _append_all(src: Log, dst: Store, total: int, progress: Progress | None) -> list[bytes]:
+    """Append the source's events to the destination, folding them into its state; returns a
+    digest of each, in order."""
     batch: list[Event] = []
+    digests: list[bytes] = []
     done = 0
     for ev in src.read(1, total):
         batch.append(ev)
+        digests.append(_digest(ev))
         if len(batch) == _BATCH:
             done += _append(dst, batch)
             batch = []
@@ -106,12 +112,20 @@ def _append_all(src: Log, dst: Store, total: int, progress: Progress | None) -> 
         done += _append(dst, batch)
     if progress is not None:
         progress(done, total)
+    return digests
+
+
+def _digest(ev: Event) -> bytes:
+    return hashlib.blake2b(encode(ev), digest_size=16).digest()
 
 
 def _append(dst: Store, batch: list[Event]) -> int:
-    """Append ``batch`` (the destination's seqs are the source's: it started empty), then
-    destroy the keys any erasure receipt in it names."""
-    stamped = dst.log.append_many(batch)
+    """Append ``batch`` (the destination's seqs are the source's: it started empty) and fold
+    it, then destroy the keys any erasure receipt in it names."""
+    def fold(events: list[Event]) -> None:
+        dst.projector.apply_all(events, bulk=True)
+
+    stamped = dst.log.append_many(batch, then=fold)
     if stamped[0].seq != batch[0].seq:
         raise InvalidInput(
             f"another writer appended to {dst.shown} during the copy; "
@@ -125,14 +139,14 @@ def _append(dst: Store, batch: list[Event]) -> int:
     return len(batch)
 
 
-def _check_arrived(src: Log, dst: Store, total: int) -> None:
+def _check_arrived(digests: list[bytes], dst: Store, total: int) -> None:
     """Read the copy back through the destination's chain; every event equals the source's."""
     dst.log.refresh()
     if dst.log.last_seq != total:
         raise CopyFailed(f"the copy holds {dst.log.last_seq:,} events, the source {total:,}")
-    for want, got in zip(src.read(1, total), dst.log.read(1, total), strict=True):
-        if want != got:
+    for want, got in zip(digests, dst.log.read(1, total), strict=True):
+        if want != _digest(got):
             raise CopyFailed(
-                f"event {want.seq} did not arrive as it left: the copy cannot be trusted; "
+                f"event {got.seq} did not arrive as it left: the copy cannot be trusted; "
                 f"remove it and copy again"
             )
