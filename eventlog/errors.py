@@ -18,6 +18,7 @@ __all__ = [
     "UnsupportedFormat",
     "LogWriteFailed",
     "ServerUnavailable",
+    "RepairUnavailable",
     "RecordRejected",
     "KeyFileError",
     "KeyFileMissing",
@@ -84,6 +85,11 @@ class ServerLogCorrupted(LogCorrupted):
             f"trusted: restore the database from a backup, or copy the events before it out",
         )
         self.segment, self.offset, self.detail = where, seq, detail
+
+
+class RepairUnavailable(LogError):
+    """``hmem log repair`` on a log that is not repaired in place (a store on PostgreSQL: its
+    rows are append-only, and a commit the server confirmed has no torn tail to cut)."""
 
 
 class ServerUnavailable(LogError):

@@ -417,7 +417,10 @@ class PgLog:
 
     def _decoded(self, seq: int, payload: bytes) -> Event:
         """The event in the row ``seq``, which must say it is that seq."""
-        event = decode(payload)
+        try:
+            event = decode(payload)
+        except ValueError as e:  # msgspec's DecodeError (and ValidationError, a subclass)
+            raise ServerLogCorrupted(self._where(), seq, f"it holds no event ({e})") from e
         if event.seq != seq:
             raise ServerLogCorrupted(self._where(), seq, f"its event says seq {event.seq}")
         return event

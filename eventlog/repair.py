@@ -1,21 +1,28 @@
-"""``hmem log verify`` and ``hmem log repair``: check every record; cut a damaged log back."""
+"""``hmem log verify`` and ``hmem log repair``: check every record; cut a damaged log back.
+
+:func:`verify_log` reads a store directory's segment files (it works where the log cannot be
+opened); :func:`verify_events` checks any opened :class:`~eventlog.protocol.Log` (a log on a
+server: hmem/storage/server_backend.py adds the checks of its table)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from eventlog.errors import LogCorrupted
+from eventlog.events import Event
 from eventlog.fileio import OS
 from eventlog.lock import WriterLock
 from eventlog.log import EventLog
+from eventlog.protocol import Log
 from eventlog.segments import ChainHead, Segments
 from eventlog.witness import check as check_witness
 
-__all__ = ["VerifyReport", "RepairReport", "verify_log", "repair_log"]
+__all__ = ["VerifyReport", "RepairReport", "verify_events", "verify_log", "repair_log"]
 
 
 @dataclass
@@ -34,6 +41,11 @@ class VerifyReport:
     expected: str = ""  # the head the caller expected, if any
     checkpoints: int = 0  # signed checkpoints checked against the log (with key and witness)
     witness_problems: list[str] = field(default_factory=list)
+    # a log in a server's table: the table (and database) it is in, then ``segment`` names it
+    # too and ``offset`` is the seq of the first bad row; what else its table holds that
+    # disagrees with its events
+    table: str | None = None
+    table_problems: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -72,34 +84,50 @@ def verify_log(
             head=str(good.head()), expected=str(expect or ""),
         )
     with log:
-        count = 0
-        try:
-            for _ in log.read():
-                count += 1
-        except LogCorrupted as e:
-            head = ChainHead(count, log.chain_at(count).hex() if count else "")
-            return VerifyReport(
-                False, count, len(log.segment_paths), log.size_bytes, e.detail, e.segment,
-                e.offset, head=str(head), expected=str(expect or ""),
-            )
-        torn = ""
-        if log.unfinished_tail:
+        report = verify_events(log, expect=expect, key=key, witness=witness)
+        report.segments = len(log.segment_paths)
+        if report.ok and log.unfinished_tail:
             path, offset = log.unfinished_tail
-            torn = f"{path} has an unfinished record at byte {offset} (cut on the next writer open)"
-        head = log.head()
-        report = VerifyReport(
-            True, count, len(log.segment_paths), log.size_bytes, torn_tail=torn, head=str(head),
-            expected=str(expect or ""),
-        )
-        if expect is not None:
-            report.problem = _against(log, expect)
-        if key is not None and witness is not None:
-            report.checkpoints, report.witness_problems = check_witness(log, key, witness)
-        report.ok = not report.problem and not report.witness_problems
+            report.torn_tail = (f"{path} has an unfinished record at byte {offset} (cut on the "
+                                f"next writer open)")
         return report
 
 
-def _against(log: EventLog, expect: ChainHead) -> str:
+def verify_events(
+    log: Log,
+    *,
+    expect: ChainHead | None = None,
+    key: bytes | None = None,
+    witness: str | os.PathLike[str] | None = None,
+    table: str | None = None,
+    each: Callable[[Event], None] | None = None,
+) -> VerifyReport:
+    """Read every event of the opened ``log`` through its checks (``each(event)`` sees each
+    one), then hold it to ``expect`` and the signed checkpoints as :func:`verify_log` does
+    (which sets the report's ``segments``). ``table``: where a log on a server is."""
+    count = 0
+    try:
+        for event in log.read():
+            if each is not None:
+                each(event)
+            count += 1
+    except LogCorrupted as e:
+        head = ChainHead(count, log.chain_at(count).hex() if count else "")
+        return VerifyReport(
+            False, count, 0, log.size_bytes, e.detail, e.segment, e.offset, head=str(head),
+            expected=str(expect or ""), table=table,
+        )
+    report = VerifyReport(True, count, 0, log.size_bytes,
+                          head=str(log.head()), expected=str(expect or ""), table=table)
+    if expect is not None:
+        report.problem = _against(log, expect)
+    if key is not None and witness is not None:
+        report.checkpoints, report.witness_problems = check_witness(log, key, witness)
+    report.ok = not report.problem and not report.witness_problems
+    return report
+
+
+def _against(log: Log, expect: ChainHead) -> str:
     """Why the log does not hold the prefix ``expect`` names ("" when it does)."""
     if expect.seq > log.last_seq:
         return (

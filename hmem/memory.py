@@ -40,7 +40,8 @@ class Memory(WriteMethods, ReadMethods, LifecycleMethods):
     Writes return a :class:`~hmem.views.Written`: the id (an int) and whether it was stored
     now, a repeat or a retry. Every process opens from the store's checkpoint and folds the
     log after it; a writer publishes one every ``checkpoint_every`` events (or 1% of the log,
-    spending at most a tenth of its time publishing) and at close. ``flush_every`` is accepted and no longer used.
+    spending at most a tenth of its time publishing) and at close. ``flush_every`` is accepted
+    and no longer used.
     """
 
     def __enter__(self) -> Memory:

@@ -13,8 +13,10 @@ transaction of the append they follow from.
 - ``hmem_checkpoint_parts``: the last checkpoint a writer published (projections/checkpoint.py,
   in parts), so that a process on a host that has none starts from it instead of reading every
   row of the log (hmem/storage/server_backend.py).
+- ``hmem_episodes``, ``hmem_recalls``, ``hmem_recall_hits``, ``hmem_vectors``: what is not a
+  fact (:mod:`projections.server_records`), written in the same transaction.
 - Namespaces are row-level security: a role bound to namespaces (:func:`grant_namespace`)
-  reads only their rows of the two tables, whatever SQL it sends, and cannot read the log.
+  reads only their rows of these six tables, whatever SQL it sends, and cannot read the log.
 
 The rows are those the SQL surface makes from the fold (:mod:`projections.sql_tables`), replaced
 for the facts each batch changed; a NUL character in a text (which PostgreSQL's ``text`` cannot
@@ -34,6 +36,7 @@ from eventlog.events import EPOCH
 from projections.arrays import NONE
 from projections.errors import InvalidInput
 from projections.fold_state import FactColumns
+from projections.server_records import RECORD_DDL, RECORD_TABLES, RECORD_WALL
 from projections.sql_tables import TIME_COLUMNS, fact_rows, version_rows
 
 __all__ = [
@@ -125,24 +128,39 @@ _US = timedelta(microseconds=1)
 NUL_SHOWN = "\ufffd"
 
 
-TABLES_VERSION = "1"  # of _TABLES and _WALL: a store at this version is not altered on open
+# of _TABLES, _WALL and the record tables' (projections/server_records.py): a store at this
+# version is not altered on open. "1": facts and versions; "2": episodes, recalls, vectors too
+TABLES_VERSION = "2"
+_READ = ("hmem_facts", "hmem_fact_versions", *RECORD_TABLES)  # what a bound role may SELECT
 
 
 def create_tables(con: Any) -> None:
     """Make the tables, the store's id and the namespace wall, unless the store already has
     them at :data:`TABLES_VERSION` (the DDL takes locks that would stall every writer and
-    reader of the tables at each open). The caller holds the store's lock."""
+    reader of the tables at each open). A store of an older version gets the tables it lacks,
+    and the roles bound to its namespaces read them too. The caller holds the store's lock."""
     from psycopg import sql
 
     if con.execute("SELECT to_regclass('hmem_meta')").fetchone()[0] is not None:
         row = con.execute("SELECT value FROM hmem_meta WHERE key = 'tables_version'").fetchone()
         if row is not None and row[0] == TABLES_VERSION:
             return
-    con.execute(_TABLES)
-    schema = con.execute("SELECT current_schema()").fetchone()[0]
-    con.execute(_WALL.format(schema=sql.Identifier(schema).as_string(con)))
+    con.execute(_TABLES + RECORD_DDL)
+    schema = sql.Identifier(con.execute("SELECT current_schema()").fetchone()[0])
+    con.execute((_WALL + RECORD_WALL).format(schema=schema.as_string(con)))
+    for (role,) in con.execute("SELECT DISTINCT role FROM hmem_namespace_roles "
+                               "WHERE role IN (SELECT rolname FROM pg_roles)").fetchall():
+        _grant_reads(con, role, schema)
     con.execute("INSERT INTO hmem_meta VALUES ('tables_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (TABLES_VERSION,))
+
+
+def _grant_reads(con: Any, role: str, schema: Any) -> None:
+    """Let ``role`` read the tables the wall guards (``schema``: the tables', an Identifier)."""
+    from psycopg import sql
+
+    tables = sql.SQL(", ").join(sql.SQL("{}.{}").format(schema, sql.Identifier(t)) for t in _READ)
+    con.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(tables, sql.Identifier(role)))
 
 
 def store_id(con: Any) -> str | None:
@@ -289,22 +307,23 @@ def _value(name: str, value: Any) -> Any:
 
 
 def grant_namespace(con: Any, role: str, namespace: str) -> None:
-    """Let ``role`` read ``namespace``'s rows of ``hmem_facts`` and ``hmem_fact_versions`` (and
-    nothing of other namespaces, nor the log)."""
+    """Let ``role`` read ``namespace``'s rows of ``hmem_facts``, ``hmem_fact_versions``,
+    ``hmem_episodes``, ``hmem_recalls``, ``hmem_recall_hits`` and ``hmem_vectors`` (and nothing
+    of other namespaces, nor the log)."""
     from psycopg import sql
 
     _check_role(con, role)
-    schema = con.execute("SELECT current_schema()").fetchone()[0]
-    names = {"role": sql.Identifier(role), "schema": sql.Identifier(schema)}
+    schema = sql.Identifier(con.execute("SELECT current_schema()").fetchone()[0])
+    names = {"role": sql.Identifier(role), "schema": schema}
     with con.transaction():
         con.execute("INSERT INTO hmem_namespace_roles VALUES (%s, %s) ON CONFLICT DO NOTHING",
                     (role, namespace))
         for statement in (
             "GRANT USAGE ON SCHEMA {schema} TO {role}",
-            "GRANT SELECT ON {schema}.hmem_facts, {schema}.hmem_fact_versions TO {role}",
             "GRANT EXECUTE ON FUNCTION {schema}.hmem_namespaces_of(name) TO {role}",
         ):
             con.execute(sql.SQL(statement).format(**names))
+        _grant_reads(con, role, schema)
 
 
 def revoke_namespace(con: Any, role: str, namespace: str) -> None:

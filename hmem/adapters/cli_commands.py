@@ -51,19 +51,11 @@ def _root(args: argparse.Namespace) -> Path | str:
 
 
 def _dir(args: argparse.Namespace) -> Path:
-    """The store's directory, for the commands that read its files."""
-    from hmem.storage.targets import store_directory
+    """The directory of the store's local files: its own, or a server store's cache on this
+    host (where ``hmem mcp --usage-log`` writes)."""
+    from hmem.storage.targets import local_directory
 
-    return store_directory(args.path)
-
-
-def _log_dir(args: argparse.Namespace) -> Path:
-    from hmem.storage.file_backend import missing_store
-
-    root = _dir(args)
-    if not (root / "log").is_dir():
-        raise missing_store(root)
-    return root / "log"
+    return local_directory(args.path)
 
 
 @contextmanager
@@ -340,9 +332,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_log_verify(args: argparse.Namespace) -> int:
-    from eventlog.repair import verify_log
     from eventlog.segments import ChainHead
     from eventlog.witness import load_key
+    from hmem.storage.targets import verify_log_at
 
     if (args.key is None) != (args.witness is None):
         raise InvalidInput("--key and --witness go together: the key checks the witness file")
@@ -351,15 +343,15 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise InvalidInput(str(e)) from None
     key = None if args.key is None else load_key(args.key)
-    report = verify_log(_log_dir(args), expect=expect, key=key, witness=args.witness)
-    _emit(args, report, fmt.log_verify_lines(report, _dir(args)))
+    report = verify_log_at(args.path, expect=expect, key=key, witness=args.witness)
+    _emit(args, report, fmt.log_verify_lines(report, _root(args)))
     return 0 if report.ok else 1
 
 
 def cmd_log_repair(args: argparse.Namespace) -> int:
-    from eventlog.repair import repair_log
+    from hmem.storage.targets import repair_log_at
 
-    report = repair_log(_log_dir(args), _dir(args) / "backups")
+    report = repair_log_at(args.path)
     _emit(args, report, fmt.log_repair_lines(report))
     return 0
 

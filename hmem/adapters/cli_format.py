@@ -119,14 +119,25 @@ def recalls_lines(logged: list[LoggedRecall]) -> list[str]:
 
 
 def log_verify_lines(report: VerifyReport, root: object) -> list[str]:
+    """``root``: the store's directory, named in the repair command (a store on a server is
+    named by ``report.table``, never by its URL)."""
+    if report.segment is not None and report.table is not None:  # a damaged row on a server
+        return [
+            f"corrupted: {report.problem} in {report.table} at seq {report.offset}",
+            f"{report.events} events before it read fine (head {report.head}); a log on a "
+            f"server is not cut back (`hmem log repair` is for a store directory): restore the "
+            f"database from a backup taken before it",
+        ]
     if report.segment is not None:  # a damaged record
         return [
             f"corrupted: {report.problem} in {report.segment} at byte {report.offset}",
             f"{report.events} events before it read fine (head {report.head}); "
             f"`hmem --path {root} log repair` cuts the log back (with a backup)",
         ]
-    lines = [f"{'ok' if report.ok else 'FAILED'}: {report.events} events in {report.segments} "
-             f"segment(s), {report.bytes} bytes; head {report.head}"]
+    where = report.table if report.table is not None else f"{report.segments} segment(s)"
+    lines = [f"{'ok' if report.ok else 'FAILED'}: {report.events} events in {where}, "
+             f"{report.bytes} bytes; head {report.head}"]
+    lines += [f"problem: {problem}" for problem in report.table_problems]
     if report.expected:
         lines.append(f"expected head {report.expected}: " + (report.problem or "the log holds it"))
     if report.checkpoints or report.witness_problems:

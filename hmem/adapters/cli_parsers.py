@@ -67,7 +67,9 @@ def log_commands(sub: argparse._SubParsersAction[Any]) -> None:
                   "hmem log verify --key ~/hmem.key --witness ~/hmem-witness.jsonl"],
                  description="Read and check every record (safe beside a writer) and print the "
                  "head, SEQ:HASH. --expect a head noted earlier fails if the log no longer holds "
-                 "that prefix (rewritten or cut short); --key/--witness check signed checkpoints.")
+                 "that prefix (rewritten or cut short); --key/--witness check signed checkpoints. "
+                 "On a store on PostgreSQL: every row of hmem_log, its tx_us column and the "
+                 "triggers that keep the table append-only.")
     p.add_argument("--expect", metavar="SEQ:HASH", help="a head noted earlier")
     p.add_argument("--key", metavar="FILE", type=arg_file_path,
                    help="the checkpoint key (kept outside the store)")
@@ -93,7 +95,8 @@ def log_commands(sub: argparse._SubParsersAction[Any]) -> None:
              ["hmem log repair", "hmem --path ./agent-memory log repair"],
              description="Cut a damaged log back to its last good record. Everything cut is "
              "copied to <store>/backups first; events after the damage are lost from the log. "
-             "Stop the writer first.")
+             "Stop the writer first. A store directory's only: a log on PostgreSQL is not cut "
+             "back (RepairUnavailable; restore the database from a backup).")
     p = add_command(lsub, "show", cmd_log_show,
                  "print this namespace's decoded events, one per line",
                  ["hmem log show", "hmem log show --from 100 --limit 20", "hmem log show --json",

@@ -1,6 +1,7 @@
 """A store on PostgreSQL: its log on the server (:class:`~eventlog.pg_log.PgLog`), its tables
-there (:mod:`projections.server_tables`), written in each append's transaction, and a local cache
-directory for the process's checkpoint.
+there (:mod:`projections.server_tables`, :mod:`projections.server_records`), written in each
+append's transaction, and a local cache directory for the process's checkpoint.
+:func:`verify_server_log` is ``hmem log verify`` of such a store.
 
 Every process that opens ``postgresql://...`` keeps the state hmem reads from (the fold, the
 recall indexes) as a shared writer of a file store does: loaded from the last checkpoint this
@@ -17,6 +18,7 @@ so nothing can be erased there.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,12 +26,15 @@ from pathlib import Path
 from eventlog.events import Event
 from eventlog.pg_log import PgLog, redacted
 from eventlog.protocol import Then
+from eventlog.repair import VerifyReport, verify_events
+from eventlog.segments import ChainHead
 from hmem.storage.backend import Backend, Capabilities
-from projections import server_tables
+from projections import server_records, server_tables
 from projections.fold import touched_facts
 from projections.projector import Projector
+from projections.timeutil import to_us
 
-__all__ = ["ServerBackend", "cache_home"]
+__all__ = ["ServerBackend", "cache_home", "verify_server_log"]
 
 _PART = 8 << 20  # bytes per row of a checkpoint file on the server
 _DONE = ".done"  # the part naming a checkpoint whole (its data: the chain at its seq)
@@ -82,24 +87,45 @@ class ServerBackend:
 
     def on_append(self, projector: Projector) -> Then | None:
         def write_tables(stamped: list[Event]) -> None:
-            """Bring the tables to the fold of the batch, in the append's transaction."""
-            server_tables.write_facts(self.log.con, projector.state, touched_facts(stamped),
-                                  after=stamped[0].seq - 1)
+            """Bring the tables to the fold of the batch, in the append's transaction: the
+            records' statements sent first, so that the facts' wait for the server fetches
+            both answers."""
+            con, after = self.log.con, stamped[0].seq - 1
+            records = server_records.write_records(con, projector.state, projector.events,
+                                                   stamped, after=after)
+            server_tables.write_facts(con, projector.state, touched_facts(stamped), after=after)
+            records()
         return write_tables
 
     def after_open(self, projector: Projector) -> list[str]:
         """Tables behind the log (written by something that did not keep them) are written
-        whole."""
-        if server_tables.tables_seq(self.log.con) == projector.last_seq:
+        whole; so are the record tables of a store made before them (no ``records_seq``
+        yet), once."""
+        con, seq = self.log.con, projector.last_seq
+        facts_behind = server_tables.tables_seq(con) != seq
+        records = server_records.records_seq(con)
+        if not facts_behind and records == seq:
             return []
-        self.after_rebuild(projector)
-        return ["the server's tables were behind the log; written again"]
+        with self.log.writing(), con.transaction():
+            if facts_behind:
+                server_tables.write_facts(con, projector.state, (), after=-1)  # with COPY
+            if records != seq:
+                server_records.rewrite_records(con, projector.state, projector.events, copy=True)
+        notes = ["the server's tables were behind the log; written again"] if facts_behind else []
+        if records is None:
+            notes.append("the server's tables of episodes, logged recalls and vectors were made "
+                         "and filled from the log (a store made before them)")
+        elif records != seq:
+            notes.append("the server's tables of episodes, logged recalls and vectors were "
+                         "behind the log; written again")
+        return notes
 
     def after_rebuild(self, projector: Projector) -> None:
-        """Write every fact's rows again."""
+        """Write every row of the tables again."""
         log = self.log
         with log.writing(), log.con.transaction():
             server_tables.write_facts(log.con, projector.state, (), after=-1)  # with COPY
+            server_records.rewrite_records(log.con, projector.state, projector.events, copy=True)
 
     def fetch_checkpoint(self, have: int) -> None:
         """Fetch the server's checkpoint into :attr:`root` when it is newer than ``have`` (the
@@ -129,7 +155,9 @@ class ServerBackend:
         con = self.log.con
         with con.transaction():
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            return server_tables.differences(con, caught_up().state)
+            projector = caught_up()
+            return {**server_tables.differences(con, projector.state),
+                    **server_records.differences(con, projector.state, projector.events)}
 
     def close(self) -> None:
         self.log.close()
@@ -191,3 +219,63 @@ def _fetch(log: PgLog, root: Path, have: int) -> int:
     for tmp, path in sorted(fetched, key=lambda item: item[1].suffix != ".columns"):
         os.replace(tmp, path)
     return seq
+
+
+# the triggers that keep hmem_log append-only (eventlog/pg_log.py), and what each refuses
+_GUARDS = {"hmem_log_no_change": "UPDATE and DELETE", "hmem_log_no_truncate": "TRUNCATE"}
+
+
+def verify_server_log(
+    url: str, *, expect: ChainHead | None = None, key: bytes | None = None,
+    witness: str | os.PathLike[str] | None = None,
+) -> VerifyReport:
+    """``hmem log verify`` of the store at ``url``: every row of ``hmem_log`` read through the
+    hash chain (no seq missing, each payload an event of its row's seq), the head held to
+    ``expect`` and the signed checkpoints (as a store directory's log is), and what the table
+    holds beside the chain: each row's ``tx_us`` is its event's time (the head's time is read
+    from it), and the triggers that keep the table append-only are there and enabled. Reads
+    only; safe beside the writers."""
+    with PgLog(url, read_only=True) as log:
+        times = array("q")
+        report = verify_events(log, expect=expect, key=key, witness=witness, table=log.where(),
+                               each=lambda event: times.append(to_us(event.tx_at)))
+        report.table_problems = _guard_problems(log) + _time_problems(log, times)
+        report.ok = report.ok and not report.table_problems
+        return report
+
+
+def _guard_problems(log: PgLog) -> list[str]:
+    found = dict(log.con.execute(
+        "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = to_regclass('hmem_log')"
+    ).fetchall())
+    problems = []
+    for name, refuses in _GUARDS.items():
+        if name not in found:
+            problems.append(
+                f"the trigger {name}, which refuses {refuses} of hmem_log, is missing: the "
+                f"table is no longer append-only. The next write through hmem makes it again; "
+                f"find out who dropped it (it takes the table's owner)")
+        elif found[name] == "D":
+            problems.append(
+                f"the trigger {name}, which refuses {refuses} of hmem_log, is disabled: enable "
+                f"it (ALTER TABLE hmem_log ENABLE TRIGGER {name}, as the table's owner)")
+    return problems
+
+
+def _time_problems(log: PgLog, times: array[int]) -> list[str]:
+    """Rows (of the ``len(times)`` read) whose ``tx_us`` is not their event's tx time."""
+    wrong, first, seq = 0, 0, 0
+    while seq < len(times):
+        page = log.con.execute("SELECT seq, tx_us FROM hmem_log WHERE seq > %s AND seq <= %s "
+                               "ORDER BY seq LIMIT 10000", (seq, len(times))).fetchall()
+        if not page:
+            break
+        for seq, tx_us in page:
+            if tx_us != times[seq - 1]:
+                wrong, first = wrong + 1, first or seq
+    if not wrong:
+        return []
+    return [f"{wrong} row(s) of hmem_log hold a tx_us that is not their event's time (the "
+            f"first at seq {first}): the events are intact (the chain holds), the column was "
+            f"changed outside hmem; the store takes its head's time from it, so restore it from "
+            f"a backup"]

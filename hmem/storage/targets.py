@@ -8,11 +8,14 @@ from pathlib import Path
 
 from eventlog.fileio import FileIO
 from eventlog.log import FsyncPolicy
-from eventlog.pg_log import is_server_url
-from hmem.errors import InvalidInput
+from eventlog.pg_log import is_server_url, redacted
+from eventlog.repair import RepairReport, VerifyReport
+from eventlog.segments import ChainHead
+from hmem.errors import RepairUnavailable
 from hmem.storage.backend import Backend
 
-__all__ = ["default_root", "is_server_url", "open_backend", "store_directory", "store_target"]
+__all__ = ["default_root", "is_server_url", "local_directory", "open_backend", "repair_log_at",
+           "store_target", "verify_log_at"]
 
 
 def default_root() -> Path:
@@ -35,16 +38,60 @@ def store_target(path: str | os.PathLike[str] | None) -> Path | str:
     return Path(path).expanduser()
 
 
-def store_directory(path: str | os.PathLike[str] | None) -> Path:
-    """The directory of the store at ``path``, for what reads a store's files themselves (its
-    segment files, its usage log); ``InvalidInput`` for a store on PostgreSQL, which has none."""
+def local_directory(path: str | os.PathLike[str] | None) -> Path:
+    """The directory of the store's local files (its usage log, ...): the store's own, or for
+    a store on PostgreSQL the cache directory this host keeps for it
+    (hmem/storage/server_backend.py)."""
+    target = store_target(path)
+    if isinstance(target, Path):
+        return target
+    backend = open_backend(target, read_only=True, shared=False)
+    try:
+        return backend.root
+    finally:
+        backend.close()
+
+
+def verify_log_at(
+    path: str | os.PathLike[str] | None, *, expect: ChainHead | None = None,
+    key: bytes | None = None, witness: str | os.PathLike[str] | None = None,
+) -> VerifyReport:
+    """``hmem log verify`` of the store at ``path``: its segment files read one by one (a log
+    too damaged to open is still reported), or every row of its ``hmem_log`` table on a
+    server."""
     target = store_target(path)
     if isinstance(target, str):
-        raise InvalidInput(
-            "this command reads a store directory's files; a store on PostgreSQL keeps its log "
-            "in the hmem_log table (check it with `hmem replay verify`; copy it with `hmem copy`)"
+        from hmem.storage.server_backend import verify_server_log
+
+        return verify_server_log(target, expect=expect, key=key, witness=witness)
+    from eventlog.repair import verify_log
+
+    return verify_log(_log_directory(target), expect=expect, key=key, witness=witness)
+
+
+def repair_log_at(path: str | os.PathLike[str] | None) -> RepairReport:
+    """``hmem log repair`` of the store directory at ``path`` (what it cuts is kept in its
+    ``backups/``); ``RepairUnavailable`` for a store on PostgreSQL."""
+    target = store_target(path)
+    if isinstance(target, str):
+        raise RepairUnavailable(
+            f"the log of the store at {redacted(target)} is not repaired in place: its table's "
+            f"rows are append-only (triggers refuse UPDATE and DELETE) and every write is a "
+            f"commit the server confirmed, so there is no torn tail to cut. `hmem log verify` "
+            f"names the first row that fails its checks; restore the database from a backup "
+            f"taken before it"
         )
-    return target
+    from eventlog.repair import repair_log
+
+    return repair_log(_log_directory(target), target / "backups")
+
+
+def _log_directory(root: Path) -> Path:
+    from hmem.storage.file_backend import missing_store
+
+    if not (root / "log").is_dir():
+        raise missing_store(root)
+    return root / "log"
 
 
 def open_backend(

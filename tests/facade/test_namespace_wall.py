@@ -1,7 +1,8 @@
 """The namespace wall over every read surface the stateful test does not drive.
 
 Two or three namespaces with hostile names (quotes, semicolons, LIKE wildcards, unicode, very
-long) hold overlapping subjects and identical texts. Through ``Memory.events``, ``Memory.sql``
+long) hold overlapping subjects and identical texts, a conversation turn and a logged recall
+each. Through ``Memory.events``, ``Memory.sql``
 (every table), ``export_parquet``, ``timeline_rows`` and the in-process MCP tools, a memory opened
 on one namespace only ever returns and counts its own facts, and ids from another namespace are
 rejected (nothing appended), never resolved.
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventlog.events import EpisodeRecorded
 from hmem import Memory, errors
 from hmem.notebook.export import export_parquet
 from hmem.notebook.timeline import timeline_rows
@@ -46,7 +48,8 @@ def build(  # type: ignore[no-untyped-def]
     clock = iter(
         datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=i) for i in range(10**4)
     )
-    m = Memory(path, embedder="hash-8", clock=lambda: next(clock), embed_mode="inline")
+    m = Memory(path, embedder="hash-8", clock=lambda: next(clock), embed_mode="inline",
+               log_recalls=True)
     views = {n: m.in_namespace(n) for n in names}
     ids: dict[str, set[int]] = {n: set() for n in names}
     live: dict[str, list[int]] = {n: [] for n in names}
@@ -66,10 +69,16 @@ def build(  # type: ignore[no-untyped-def]
             continue
         ids[ns].add(fid)
         live[ns].append(fid)
-    for ns in names:  # every namespace holds every subject and text
+    for ns in names:  # every namespace holds every subject and text, a turn, a recall
         for subject, text in zip(SUBJECTS, TEXTS, strict=True):
             ids[ns].add(views[ns].remember(subject, text))
+        with views[ns].transaction() as txn:
+            txn.append(EpisodeRecorded(session_id="s", turn=0, role="user", text=TEXTS[0]))
+        views[ns].recall("maya tea london")  # logged
     return m, ids
+
+
+RECORDS = ("episode", "recall")  # events about themselves, not about a fact
 
 
 def check_sql_surfaces(a: Memory, mine: set[int]) -> None:
@@ -77,7 +86,8 @@ def check_sql_surfaces(a: Memory, mine: set[int]) -> None:
     events = a.events().fetchall()
     cols = a.events().columns
     assert {r[cols.index("namespace")] for r in events} == {ns}
-    assert {r[cols.index("fact_id")] for r in events} == mine
+    assert {r[cols.index("fact_id")] for r in events if r[cols.index("type")] not in RECORDS
+            } == mine
     assert len(events) == a.stats().namespace_events
     for table in TABLES:
         assert {r[0] for r in a.sql(f"SELECT DISTINCT namespace FROM {table}").fetchall()} <= {ns}
@@ -102,8 +112,11 @@ def check_export(a: Memory, mine: set[int], out: Path) -> None:
         rows = rel.fetchall()
         assert len(rows) == table.rows
         assert {r[rel.columns.index("namespace")] for r in rows} <= {a.namespace}
-        key = "id" if name == "facts" else "fact_id"
-        assert {r[rel.columns.index(key)] for r in rows} <= mine
+        if name == "events":
+            rows = [r for r in rows if r[rel.columns.index("type")] not in RECORDS]
+        if name != "recalls":  # (a recall's rows name no fact: its hits do)
+            key = "id" if name == "facts" else "fact_id"
+            assert {r[rel.columns.index(key)] for r in rows} <= mine
     con.close()
 
 
@@ -120,7 +133,7 @@ def test_no_read_surface_shows_another_namespace(backend, names, program):
     with tempfile.TemporaryDirectory() as d, new_store(backend) as where:
         m, ids = build(where, names, program)
         if backend == "postgres":
-            check_row_level_security(where, names, ids)
+            check_row_level_security(where, names, ids, m)
         with m:
             for ns in names:
                 a = m.in_namespace(ns)
@@ -138,9 +151,12 @@ def test_no_read_surface_shows_another_namespace(backend, names, program):
                 assert m.last_seq == before
 
 
-def check_row_level_security(url: str, names: list[str], ids: dict[str, set[int]]) -> None:
+def check_row_level_security(
+    url: str, names: list[str], ids: dict[str, set[int]], m: Memory
+) -> None:
     """On a server store, a role bound to one namespace reads exactly its facts' rows in raw
-    SQL, whatever it asks for, and nothing of the log."""
+    SQL, whatever it asks for, its episodes, logged recalls, their hits and its vectors (as
+    ``Memory.sql`` shows that namespace's), and nothing of the log."""
     from projections.server_tables import grant_namespace, revoke_namespace
     from tests.support.pg_support import READER_ROLES, as_role, psycopg
 
@@ -157,6 +173,13 @@ def check_row_level_security(url: str, names: list[str], ids: dict[str, set[int]
                                   "(SELECT 1 FROM hmem_facts g WHERE g.id <> f.id)"):
                         assert {r[0] for r in con.execute(query)} <= ids[ns], query
                     assert {r[0] for r in con.execute("SELECT id FROM hmem_facts")} == ids[ns]
+                    for table in ("episodes", "recalls", "recall_hits", "vectors"):
+                        want = m.in_namespace(ns).sql(f"SELECT seq FROM {table}").fetchall()
+                        assert want, table  # each namespace holds some: the wall shows them
+                        for query in (f"SELECT seq FROM hmem_{table}",
+                                      f"SELECT seq FROM hmem_{table} WHERE namespace <> 'x' "
+                                      f"OR true"):
+                            assert sorted(con.execute(query).fetchall()) == sorted(want), query
                     with pytest.raises(psycopg.errors.InsufficientPrivilege):
                         con.execute("SELECT * FROM hmem_log")
             finally:

@@ -1,7 +1,8 @@
 """The crown jewel on the PostgreSQL backend: the stateful machine of
 tests/stateful/test_stateful.py, every rule and every check against the model, run on a store
 whose log and tables live on a server. After every step it also holds the server's own tables
-(``hmem_facts``, ``hmem_fact_versions``, written in each append's transaction) to the embedded
+(``hmem_facts``, ``hmem_fact_versions``, and the episodes, recalls and vectors of
+projections/server_records.py, written in each append's transaction) to the embedded
 projection, row for row, and the namespace wall of row-level security: a role bound to one
 namespace reads exactly that namespace's rows, whatever SQL it sends, and none of the log.
 
@@ -16,6 +17,7 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, invariant, rule
 
+from projections import server_records
 from projections.server_tables import embedded_rows, grant_namespace, server_rows
 from tests.conftest import examples
 from tests.stateful.stateful_support import NAMESPACES, elsewhere
@@ -60,9 +62,12 @@ class PgMemoryMachine(MemoryMachine):
         self.namespace_wall_holds_in_raw_sql()
 
     def server_tables_match_projection(self):
-        want = embedded_rows(self.mem.store.projector.state)
+        projector = self.mem.store.projector
+        want = embedded_rows(projector.state)
         with psycopg.connect(self.dir) as con:
             got = server_rows(con)
+            records = server_records.differences(con, projector.state, projector.events)
+        assert records == {}, "the server's record tables differ from the projection's"
         assert got[0] == want[0], "hmem_facts differs from the projection's facts"
         assert got[1] == want[1], "hmem_fact_versions differs from the projection's versions"
 

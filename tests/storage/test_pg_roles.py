@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hmem import Memory, errors
+from projections.server_records import RECORD_TABLES
 from projections.server_tables import grant_namespace, revoke_namespace
 from tests.support.pg_support import fresh_store_url, pg_server, psycopg
 
@@ -50,9 +51,12 @@ def test_a_bound_role_cannot_stop_the_writers(url: str) -> None:
         con.execute("BEGIN")
         for key in (0x686D656D, 0, 1):  # the old constant key, and others
             con.execute("SELECT pg_advisory_lock(%s)", (key,))
-        for grab in ("SELECT one FROM hmem_writer FOR UPDATE", "LOCK TABLE hmem_log",
-                     "LOCK TABLE hmem_facts IN EXCLUSIVE MODE",
-                     "SELECT id FROM hmem_facts FOR UPDATE"):
+        grabs = ["SELECT one FROM hmem_writer FOR UPDATE", "LOCK TABLE hmem_log",
+                 "LOCK TABLE hmem_facts IN EXCLUSIVE MODE", "SELECT id FROM hmem_facts FOR UPDATE"]
+        for table in RECORD_TABLES:  # the records' tables, written in the same transaction
+            grabs += [f"LOCK TABLE {table} IN EXCLUSIVE MODE",
+                      f"SELECT namespace FROM {table} FOR UPDATE"]
+        for grab in grabs:
             con.execute("SAVEPOINT s")
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 con.execute(grab)
