@@ -8,19 +8,23 @@ the same period: the same ``valid_to``, and the same ``valid_from`` when the new
 repeats a fact already true now, not one that starts later). Provenance
 is not compared: the first fact keeps its own source, and ``dedup=False`` stores the repeat.
 
-Found through the recall index: equal normalised texts have equal index tokens, so only the
-documents holding the new text's rarest term, with its number of tokens, are read.
+Found through a hash of (subject key, normalised text) per fact of the namespace, made from the
+state's columns the first time the namespace is asked and brought up to its new facts at every
+later ask (no recall index is built for a write); the few facts a hash names are then held to
+the rule from the columns.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from datetime import datetime
 
 import numpy as np
 
-from projections.fold_state import opt
-from projections.projector import Projector, index_counts
+from projections.arrays import NONE
+from projections.fold_state import FactColumns, opt
+from projections.projector import Projector
 from projections.records import subject_key
 from projections.timeutil import to_us
 
@@ -56,31 +60,70 @@ def duplicate_of(
     with :func:`dedup_key` ``key``, written at ``now_us``) repeats, the newest if several; None
     if there is none. Without a ``valid_from`` the new fact says it is true now: a fact that
     becomes true only later is no repeat of it."""
-    index = projector.indexes.get(namespace)
-    if index is None:
-        return None
-    counts = index_counts(subject, text)
-    text_index = index.text
-    if counts:
-        found = text_index.postings(min(counts, key=text_index.df))
-        if found is None:
-            return None
-        docs = found[0]
-    else:  # no index token (only stopwords or punctuation): read every document
-        docs = np.arange(len(index))
-    docs = docs[text_index.doc_lengths()[docs] == sum(counts.values())]
-    docs = docs[index.current_mask(docs)]
+    del subject, text  # the key holds what is compared
     want_subject, want_text, valid_from, valid_to = key
     cols = projector.state
-    subjects, rows = cols.subjects.values, cols.rows
-    for doc in docs[::-1].tolist():  # read from the columns: no Fact is made
-        fid = int(index.fact_ids[doc])
+    keys = _KEYS.setdefault(projector, {}).get(namespace)
+    if keys is None:
+        keys = _KEYS[projector][namespace] = _Keys(namespace)
+    keys.sync(cols)
+    f, rows, subjects = cols.table, cols.rows, cols.subjects.values
+    for fid in sorted(keys.candidates(hash((want_subject, want_text))), reverse=True):
         slot = cols.slot(fid)
-        row = int(cols.table.last_row[slot])  # a current fact's last row is its open one
-        starts = int(rows.valid_from[row])
-        if (subject_key(subjects[cols.table.subject[slot]]) == want_subject
+        if f.superseded_by.item(slot) != NONE or f.forgotten_seq.item(slot) != NONE:
+            continue  # not current
+        row = f.last_row.item(slot)  # a current fact's last row is its open one
+        starts = rows.valid_from.item(row)
+        if (subject_key(subjects[f.subject.item(slot)]) == want_subject
                 and normalise(cols.texts[slot]) == want_text
-                and opt(int(rows.valid_to[row])) == valid_to
+                and opt(rows.valid_to.item(row)) == valid_to
                 and (starts == valid_from if valid_from is not None else starts <= now_us)):
             return fid
     return None
+
+
+class _Keys:
+    """One namespace's facts by the hash of their (subject key, normalised text): sorted
+    arrays, and a dict of the facts added since they were last merged in."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.through = 0  # the slots below this are in
+        self.hashes = np.zeros(0, dtype=np.int64)
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.recent: dict[int, list[int]] = {}
+
+    def sync(self, cols: FactColumns) -> None:
+        """Take in the facts folded since the last call."""
+        n = cols.n
+        if self.through >= n:
+            return
+        code = cols.namespaces.codes.get(self.namespace)
+        f = cols.table
+        if code is not None:
+            slots = np.flatnonzero(f.namespace[self.through:n] == code) + self.through
+            subjects, texts = cols.subjects.values, cols.texts
+            recent = self.recent
+            for slot in slots.tolist():
+                h = hash((subject_key(subjects[f.subject.item(slot)]), normalise(texts[slot])))
+                recent.setdefault(h, []).append(f.ids.item(slot))
+        self.through = n
+        if len(self.recent) > max(1024, len(self.hashes) // 8):
+            self._merge()
+
+    def candidates(self, h: int) -> list[int]:
+        """The ids of the facts whose hash is ``h``."""
+        lo, hi = np.searchsorted(self.hashes, h, "left"), np.searchsorted(self.hashes, h, "right")
+        return self.ids[lo:hi].tolist() + self.recent.get(h, [])  # type: ignore[no-any-return]
+
+    def _merge(self) -> None:
+        pairs = [(h, fid) for h, fids in self.recent.items() for fid in fids]
+        hashes = np.concatenate([self.hashes, np.fromiter((h for h, _ in pairs), np.int64)])
+        ids = np.concatenate([self.ids, np.fromiter((fid for _, fid in pairs), np.int64)])
+        order = np.argsort(hashes, kind="stable")
+        self.hashes, self.ids, self.recent = hashes[order], ids[order], {}
+
+
+# Each projector's namespaces' keys (a projector replaced, by a rebuild or an erasure, takes its
+# keys with it)
+_KEYS: weakref.WeakKeyDictionary[Projector, dict[str, _Keys]] = weakref.WeakKeyDictionary()

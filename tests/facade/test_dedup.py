@@ -180,3 +180,19 @@ def test_a_batch_dedups_as_one_by_one_and_the_future_is_no_repeat(tmp_path):
         assert m.remember_many([{"subject": "sam", "text": "Sam sails",
                                  "valid_from": "2031-01-01"},
                                 {"subject": "sam", "text": "Sam sails"}]) == [now + 1, now + 2]
+
+
+def test_repeats_are_found_among_thousands_of_facts_and_in_their_namespace_only(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        other = m.in_namespace("other")
+        first = m.remember_many([{"subject": f"s{i % 7}", "text": f"Fact number {i}."}
+                                 for i in range(3000)])  # past the keys' merges
+        assert m.remember("S3 ", "fact NUMBER 10") == first[10]
+        assert m.remember("s2", "fact number 2998") == first[2998]
+        assert other.remember("s3", "fact number 10") != first[10]  # another namespace
+        late = m.remember_many([{"subject": "s1", "text": f"late fact {i}"} for i in range(50)])
+        again = m.remember_many([{"subject": "s1", "text": "Late fact 49!"},
+                                 {"subject": "s3", "text": "fact number 10"}])
+        assert again == [late[49], first[10]]
+        m.forget(first[10])
+        assert m.remember("s3", "fact number 10") != first[10]  # no longer believed
