@@ -13,12 +13,15 @@ limit: one turn is longer): subject = the role, source_ref = ``c<chat>:<turn id>
 turn's date (``time_anchor``, carried forward). Each question is asked with the chat's last
 date as the reference time, ``limit`` = the largest k and no token budget
 (so k hits come back); ``tokens@10`` says what the top 10 would cost in a prompt. Metric:
-|evidence ∩ ids of the top-k hits| / |evidence|, for k = 5, 10, 25, per ability and overall.
+|evidence ∩ ids of the top-k hits| / |evidence|, for k = 5, 10, 25, per ability and overall,
+with P@10 and recall within budgets of 500 to 8,000 tokens beside it (as ``bench.locomo``).
 
 Configurations, named as in ``bench.locomo``: ``bm25`` (the default ``RecallConfig()``, no
 embedder), ``plain`` (BM25 alone: no feedback, no neighbouring turns, no entity, time or recency
 weight: the baseline reported beside it), ``no-feedback`` and ``no-neighbors`` (the
-default without one of its lexical loans), ``hybrid`` (the default with the local embedder).
+default without one of its lexical loans), ``hybrid`` (the default with the local embedder),
+``bm25-any-hit`` / ``hybrid-any-hit`` (the defaults returning hits without evidence of their
+own too: ``RecallConfig(require_evidence=False)``).
 """
 
 from __future__ import annotations
@@ -31,11 +34,23 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.locomo import (
+    BUDGET_HEADS,
+    BUDGETS,
+    KS,
+    Scores,
+    budget_cells,
+    budgeted,
+    latency_ms,
+    score_budgets,
+    score_hits,
+    score_rows,
+)
 from bench.locomo import CONFIGS as LOCOMO_CONFIGS
-from bench.locomo import KS, Scores, latency_ms, score_hits, score_rows
 from bench.locomo_data import DEFAULT_DATA as LOCOMO
 from hmem import Memory
 from hmem.adapters.progress import track
@@ -46,7 +61,8 @@ __all__ = ["CONFIGS", "DEFAULT_DATA", "load", "main"]
 
 DEFAULT_DATA = LOCOMO.parent / "beam500k.json.gz"
 CONFIGS = {name: LOCOMO_CONFIGS[name] for name in
-           ("bm25", "plain", "no-feedback", "no-neighbors", "hybrid")}
+           ("bm25", "plain", "no-feedback", "no-neighbors", "hybrid", "bm25-any-hit",
+            "hybrid-any-hit")}
 
 
 def parse_anchor(text: str | None) -> datetime | None:
@@ -107,9 +123,11 @@ def evaluate(
                             reference_time=reference[chat["id"]])
         latencies.append(time.perf_counter() - t0)
         evidence = frozenset(turn_ref(chat, e) for e in q["evidence"])
-        score_hits(by.setdefault(q["ability"], Scores()), evidence,
-                   [h.source_ref for h in result.hits],
+        scores = by.setdefault(q["ability"], Scores())
+        score_hits(scores, evidence, [h.source_ref for h in result.hits],
                    [math.ceil(len(h.render()) / 4) for h in result.hits])
+        score_budgets(scores, evidence,
+                      partial(budgeted, mem, q["question"], reference[chat["id"]]))
     return by, latencies
 
 
@@ -126,12 +144,13 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
         n = results[names[0]]["abilities"][ability]["n"]
         cells = " | ".join(f"{results[c]['abilities'][ability]['R@10']:.3f}" for c in names)
         lines.append(f"| {ability} | {n} | {cells} |")
-    lines += ["", "| config | R@5 | R@10 | R@25 | tokens@10 | R@10 in 1k | recall p50 / p95 ms |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", f"| config | R@5 | R@10 | R@25 | P@10 | tokens@10 | {BUDGET_HEADS} | "
+                  f"recall p50 / p95 ms |",
+              "|---|---|---|---|---|---|" + "---|" * len(BUDGETS) + "---|"]
     for name, res in results.items():
         row, lat = res["abilities"]["overall"], res["latency_ms"]
         lines.append(f"| {name} | {row['R@5']:.3f} | {row['R@10']:.3f} | {row['R@25']:.3f} | "
-                     f"{row['tokens@10']:.0f} | {row['R@10 in 1k']:.3f} | "
+                     f"{row['P@10']:.3f} | {row['tokens@10']:.0f} | {budget_cells(row)} | "
                      f"{lat['p50']:.1f} / {lat['p95']:.1f} |")
     return "\n".join(lines)
 

@@ -10,7 +10,10 @@ Each question (categories 1-4; 5 is adversarial and excluded) is asked with the 
 last session date as the reference time. Metric: |evidence ∩ dia_ids of the top-k hits| /
 |evidence|, for k = 5, 10, 25, by category and overall, for the development split (conv-26,
 conv-30: the only conversations any knob was tuned on) and the eight held-out conversations,
-reported separately.
+reported separately. Beside it, P@10: the share of the top ten hits returned that are evidence
+(of as many as came back when fewer than ten did; 0 when none did), and recall within token
+budgets of 500 to 8,000: the evidence recall of what ``recall(limit=10, max_tokens=B)``
+returns, asked once per budget (what the MCP tool's default budget is chosen from).
 
 Categories follow LoCoMo's own code: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop
 (Mem0's paper labels the same numbers differently).
@@ -26,9 +29,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +44,8 @@ from hmem.recall.request import RecallConfig
 # The data file (conversations, questions, evidence ids, splits) is read by bench.locomo_data;
 # this module scores hmem's recall on it.
 KS = (5, 10, 25)
-BUDGET = 1000  # tokens: "R@10 in 1k" is recall(limit=10, max_tokens=BUDGET)'s evidence recall
+# tokens: "R@10 in 1k" is recall(limit=10, max_tokens=1000)'s evidence recall, and so on
+BUDGETS = (500, 1000, 2000, 4000, 8000)
 
 # name -> (embedder spec, RecallConfig); "best" is the configuration chosen on the dev split.
 # "plain" is BM25 alone (no feedback, neighbouring turns, entity, time or recency weight), and
@@ -55,6 +60,9 @@ CONFIGS: dict[str, tuple[str | None, RecallConfig]] = {
     "plain": (None, _PLAIN),
     "no-feedback": (None, RecallConfig(feedback_weight=0.0)),
     "no-neighbors": (None, RecallConfig(neighbor_weight=0.0, next_weight=0.0)),
+    # the defaults returning any candidate, hits without evidence of their own included
+    "bm25-any-hit": (None, RecallConfig(require_evidence=False)),
+    "hybrid-any-hit": ("local", RecallConfig(require_evidence=False)),
 }
 
 
@@ -62,7 +70,9 @@ CONFIGS: dict[str, tuple[str | None, RecallConfig]] = {
 class Scores:
     hits: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
     tokens: dict[int, list[int]] = field(default_factory=lambda: {k: [] for k in KS})
-    budget: list[float] = field(default_factory=list)  # R@10 within BUDGET tokens
+    precision: list[float] = field(default_factory=list)  # P@10
+    within: dict[int, list[float]] = field(  # R@10 within each of BUDGETS tokens
+        default_factory=lambda: {b: [] for b in BUDGETS})
 
 
 def ingest(m: Memory, sample: dict[str, Any]) -> datetime:
@@ -82,21 +92,24 @@ def score_hits(
     tokens: Sequence[int] | None = None,
 ) -> None:
     """Add one question's evidence recall at every k (|evidence ∩ refs[:k]| / |evidence|), the
-    tokens of its top-k hits (0 when not given) and its recall at 10 hits within :data:`BUDGET`
-    tokens (the hits that ``max_tokens=BUDGET`` keeps: in rank order, each that still fits)."""
+    tokens of its top-k hits (0 when not given) and its P@10 (the share of its top ten hits, or
+    of as many as were returned, that are evidence; 0 for none returned)."""
     for k in KS:
         found = {r for r in refs[:k] if r is not None} & evidence
         scores.hits[k].append(len(found) / len(evidence))
         scores.tokens[k].append(sum(tokens[:k]) if tokens is not None else 0)
-    kept: set[str] = set()
-    used = count = 0
-    for ref, cost in zip(refs, tokens if tokens is not None else [0] * len(refs), strict=True):
-        if count == 10:
-            break
-        if used + cost <= BUDGET:
-            used, count = used + cost, count + 1
-            kept.add(ref or "")
-    scores.budget.append(len(kept & evidence) / len(evidence))
+    top = refs[:10]
+    scores.precision.append(sum(r in evidence for r in top) / len(top) if top else 0.0)
+
+
+def score_budgets(
+    scores: Scores, evidence: frozenset[str], ask: Callable[[int], Sequence[str | None]],
+) -> None:
+    """Add one question's evidence recall within each of :data:`BUDGETS`: ``ask(budget)`` is
+    the source refs of what ``recall(limit=10, max_tokens=budget)`` returned."""
+    for budget in BUDGETS:
+        kept = {r for r in ask(budget) if r is not None}
+        scores.within[budget].append(len(kept & evidence) / len(evidence))
 
 
 def evaluate(
@@ -117,7 +130,14 @@ def evaluate(
         scores = by[split_of(q.sample)].setdefault(q.category, Scores())
         score_hits(scores, q.evidence, [h.source_ref for h in result.hits],
                    [math.ceil(len(h.render()) / 4) for h in result.hits])
+        score_budgets(scores, q.evidence, partial(budgeted, mem, q.text, reference[q.sample]))
     return by, latencies
+
+
+def budgeted(mem: Memory, query: str, reference: datetime, budget: int) -> list[str | None]:
+    """The source refs of ``recall(limit=10, max_tokens=budget)``."""
+    result = mem.recall(query, limit=10, max_tokens=budget, reference_time=reference)
+    return [h.source_ref for h in result.hits]
 
 
 def summarize(by: dict[str, dict[int, Scores]], latencies: list[float]) -> dict[str, Any]:
@@ -138,7 +158,9 @@ def score_rows(groups: dict[str, Scores]) -> dict[str, Any]:
         for k in KS:
             every.hits[k] += sc.hits[k]
             every.tokens[k] += sc.tokens[k]
-        every.budget += sc.budget
+        every.precision += sc.precision
+        for b in BUDGETS:
+            every.within[b] += sc.within[b]
     rows["overall"] = score_row(every)
     return rows
 
@@ -152,15 +174,33 @@ def latency_ms(latencies: list[float]) -> dict[str, float]:
     }
 
 
+def budget_name(budget: int) -> str:
+    """``R@10 in 1k`` for 1,000 tokens, ``R@10 in 0.5k`` for 500."""
+    return f"R@10 in {budget / 1000:g}k"
+
+
 def score_row(sc: Scores) -> dict[str, Any]:
-    """R@k and tokens@k averaged over the questions of one row."""
+    """R@k, tokens@k, P@10 and R@10 within each budget, averaged over the questions of a row."""
     n = len(sc.hits[KS[0]])
+
+    def mean(values: list[float] | list[int]) -> float:
+        return statistics.fmean(values) if values else 0.0
+
     return {
         "n": n,
-        **{f"R@{k}": statistics.fmean(sc.hits[k]) if n else 0.0 for k in KS},
-        **{f"tokens@{k}": statistics.fmean(sc.tokens[k]) if n else 0.0 for k in KS},
-        "R@10 in 1k": statistics.fmean(sc.budget) if sc.budget else 0.0,
+        **{f"R@{k}": mean(sc.hits[k]) for k in KS},
+        **{f"tokens@{k}": mean(sc.tokens[k]) for k in KS},
+        "P@10": mean(sc.precision),
+        **{budget_name(b): mean(sc.within[b]) for b in BUDGETS},
     }
+
+
+def budget_cells(row: dict[str, Any]) -> str:
+    """A row's R@10 within each budget, as table cells."""
+    return " | ".join(f"{row[budget_name(b)]:.3f}" for b in BUDGETS)
+
+
+BUDGET_HEADS = " | ".join(f"in {b / 1000:g}k" for b in BUDGETS)
 
 
 def markdown(results: dict[str, dict[str, Any]]) -> str:
@@ -168,13 +208,15 @@ def markdown(results: dict[str, dict[str, Any]]) -> str:
     for split in ("held-out", "dev"):
         which = "eight conversations" if split == "held-out" else "conv-26, conv-30"
         lines.append(f"\n**{split}** ({which})\n")
-        lines.append("| config | category | n | R@5 | R@10 | R@25 | tokens@10 | R@10 in 1k |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append(f"| config | category | n | R@5 | R@10 | R@25 | P@10 | tokens@10 | "
+                     f"{BUDGET_HEADS} |")
+        lines.append("|---|---|---|---|---|---|---|---|" + "---|" * len(BUDGETS))
         for name, res in results.items():
             for cat, row in res[split].items():
                 lines.append(
                     f"| {name} | {cat} | {row['n']} | {row['R@5']:.3f} | {row['R@10']:.3f} | "
-                    f"{row['R@25']:.3f} | {row['tokens@10']:.0f} | {row['R@10 in 1k']:.3f} |"
+                    f"{row['R@25']:.3f} | {row['P@10']:.3f} | {row['tokens@10']:.0f} | "
+                    f"{budget_cells(row)} |"
                 )
     lines.append("\n| config | recall p50 ms | p95 ms |")
     lines.append("|---|---|---|")
@@ -242,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = summarize(by, lat)
                 ho = results[name]["held-out"]["overall"]
                 print(f"{name}: held-out R@5 {ho['R@5']:.3f} R@10 {ho['R@10']:.3f} "
-                      f"R@25 {ho['R@25']:.3f}", file=sys.stderr)
+                      f"R@25 {ho['R@25']:.3f} P@10 {ho['P@10']:.3f}", file=sys.stderr)
         finally:
             for m, _ in stores.values():
                 m.close()

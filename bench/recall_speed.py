@@ -79,7 +79,7 @@ from bench.report import (
 )
 from bench.synthetic import SEED, TextGen, TmpDirs, make_queries
 from hmem.recall.ranking import CODES_FROM, rank
-from hmem.recall.request import RecallConfig, RecallQuery
+from hmem.recall.request import NO_BUDGET, RecallConfig, RecallQuery
 from projections.dense import DocVectors
 from projections.recall_index import NamespaceIndex
 from projections.text import tokenize
@@ -96,7 +96,8 @@ def recall_fn(projector: Any, cfg: RecallConfig, qvecs: dict[str, np.ndarray] | 
               now_us: int, as_of_seq: int | None = None) -> Callable[[str], Any]:
     def call(q: str) -> Any:
         return rank(projector, NAMESPACE, cfg, RecallQuery(
-            text=q, limit=cfg.limit, max_tokens=cfg.max_tokens, as_of_seq=as_of_seq,
+            text=q, limit=cfg.limit,
+            max_tokens=NO_BUDGET if cfg.max_tokens is None else cfg.max_tokens, as_of_seq=as_of_seq,
             valid_at_us=None, reference_us=now_us, subject=None,
             vector=None if qvecs is None else qvecs[q], model=None if qvecs is None else MODEL,
         ))

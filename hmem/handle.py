@@ -26,7 +26,7 @@ from hmem.args import check_namespace
 from hmem.embedders import Embedder, resolve_embedder
 from hmem.embedding.facts import check_dims, embed_pairs, worker_for
 from hmem.embedding.worker import EmbedWorker
-from hmem.errors import InvalidInput, StoreClosed
+from hmem.errors import EmbeddingFailed, InvalidInput, StoreClosed
 from hmem.notebook.sql import NamespaceCopy
 from hmem.recall.request import RecallConfig
 from hmem.storage.store import Store
@@ -139,17 +139,31 @@ class StoreHandle:
         return self._embedder
 
     def flush(self) -> None:
-        """Wait until every fact this Memory wrote has its embedding recorded.
+        """Wait until the facts written so far have their embeddings recorded.
 
         In ``embed_mode="background"`` writes return before their facts are embedded; this
-        waits for the worker (and, on a store just reopened, first queues the facts a crash
-        left unembedded: see :mod:`hmem.embedding.worker`). Raises
-        :class:`~hmem.errors.EmbeddingFailed` if embedding failed since the last flush: the
-        facts stay stored (found by their words) and queued; the next flush (or write) retries
-        them. A no-op without an embedder, in inline mode and on a read-only store."""
-        worker = self.embedding_worker()
-        if worker is not None:
-            worker.flush()
+        waits for the workers (and, on a store just reopened, first queues the facts a crash
+        left unembedded: see :mod:`hmem.embedding.worker`). The store's own handle (the Memory
+        that opened it) waits for every worker of the store, so for every view's queue too; a
+        view (:meth:`in_namespace`) waits for every worker of its namespace, whichever view of
+        it wrote (what its ``stats().embedding_backlog`` counts). Raises
+        :class:`~hmem.errors.EmbeddingFailed` if embedding failed since the last flush (the
+        first failure, after waiting for the other workers): the facts stay stored (found by
+        their words) and queued; the next flush (or write) retries them. A no-op without a
+        worker (no embedder, inline mode everywhere, a read-only store)."""
+        self.embedding_worker()  # queues what a crash left, on a store just reopened
+        store = self.store
+        with store.lock:
+            workers = [w for w in store.embed_workers
+                       if self.owns_store or w.namespace == self.namespace]
+        failed: EmbeddingFailed | None = None
+        for worker in workers:  # not under the lock: the workers need it to record
+            try:
+                worker.flush()
+            except EmbeddingFailed as e:
+                failed = failed or e
+        if failed is not None:
+            raise failed
 
     def sync(self) -> None:
         """Force everything appended so far to stable storage now: logged recalls (not fsynced

@@ -106,8 +106,12 @@ RequestId = Annotated[str | None, Field(
     "one when you retry a call that failed or timed out: the write is then made only once.",
 )]
 Limit = Annotated[int, Field(ge=1, le=50, description="At most this many facts."), NotBool]
+# The recall tool's default: the smallest budget that keeps ten hits' evidence recall on BEAM
+# (.263 at 1,000 tokens, .443 at 4,000) and LoCoMo (docs/reference.md, "Recall", step 6).
+RECALL_BUDGET = 4000
 MaxTokens = Annotated[int, Field(
-    ge=50, le=20000, description="Token budget for all returned facts (~4 characters a token).",
+    ge=50, le=20000, description="Token budget for all returned facts (~4 characters a token; "
+    "default 4,000: ten long conversation turns fit, 1,000 keeps one or two).",
 ), NotBool]
 Query = Annotated[str, Field(
     min_length=1, max_length=2000,
@@ -139,7 +143,7 @@ people, projects or past work and decisions, and before `remember` (to find a fa
 Returns current beliefs best first, each with its id [#n], when it was true, and the earlier
 versions it replaced. as_of asks what you believed at an earlier point of memory's timeline;
 valid_at what was true in the world on a date. No hits means nothing is stored: say so rather
-than guess.""",
+than guess. max_tokens (default 4,000) caps the text returned: ask for less to save context.""",
     "revise": """\
 Replace a stored fact with a new version when something changed or was wrong. Never forget and
 re-remember instead: revise keeps the history linked, so `why` and `diff` can explain it.
@@ -347,7 +351,7 @@ def build_server(
     def recall(
         query: Query,
         limit: Limit = 10,
-        max_tokens: MaxTokens = 1000,
+        max_tokens: MaxTokens = RECALL_BUDGET,
         subject: Annotated[str | None, Field(
             max_length=200, description="Only facts about this subject.")] = None,
         as_of: TxPoint = None,

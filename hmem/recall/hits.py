@@ -1,14 +1,20 @@
-"""What recall returns: hits in rank order, each with its history and (optionally) context."""
+"""What recall returns: hits in rank order, each with its history and (optionally) context,
+and how a ranked fact becomes one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import msgspec
+import numpy as np
 
+from projections.recall_index import NamespaceIndex
+from projections.records import Fact, Row
+from projections.timeutil import from_us, from_us_opt
 from replay.views import pretty_text
 
-__all__ = ["ContextTurn", "Hit", "PastVersion", "RecallResult"]
+__all__ = ["ContextTurn", "Hit", "PastVersion", "RecallResult", "context_of", "hit_of"]
 
 
 class PastVersion(msgspec.Struct, frozen=True):
@@ -106,3 +112,62 @@ class RecallResult(msgspec.Struct, frozen=True):
         return "\n".join(self.lines())
 
     _repr_pretty_ = pretty_text  # IPython / Jupyter show str()
+
+
+def context_of(
+    index: NamespaceIndex, facts: Mapping[int, Fact], fact_id: int, turns: int,
+    visible: Callable[[np.ndarray], np.ndarray],
+) -> tuple[ContextTurn, ...]:
+    """Up to ``turns`` visible neighbouring turns on each side of the hit ``fact_id``,
+    nearest first."""
+    out: list[ContextTurn] = []
+    doc0 = index.doc_at(fact_id)
+    for links, sign in ((index.prev_doc, -1), (index.next_doc, 1)):
+        doc = doc0
+        for step in range(1, turns + 1):
+            doc = links[doc]
+            if doc < 0:
+                break
+            if not visible(np.array([doc], dtype=np.int64))[0]:
+                continue
+            other = facts[index.fact_ids[doc]]
+            out.append(ContextTurn(other.id, other.text, other.subject, other.source_ref,
+                                   sign * step))
+    return tuple(sorted(out, key=lambda c: c.position))
+
+
+def hit_of(
+    facts: Mapping[int, Fact], fact: Fact, row: Row, score: float, seq: int,
+    explain: dict[str, float] | None = None,
+) -> Hit:
+    """The hit of ``fact`` (its ``row`` as the query sees it), with its revision chain as
+    believed at ``seq``."""
+    history = []
+    prev_id, kind = fact.supersedes, fact.revision
+    while prev_id is not None:
+        prev = facts[prev_id]
+        believed = [r for r in prev.rows if r.tx_from_seq <= seq]
+        shown = believed[-1] if believed else prev.rows[0]
+        history.append(
+            PastVersion(
+                prev.id, prev.text, from_us(shown.valid_from), from_us_opt(shown.valid_to),
+                kind or "world",
+            )
+        )
+        prev_id, kind = prev.supersedes, prev.revision
+    superseded_by = fact.superseded_by if not fact.is_head_at(seq) else None
+    return Hit(
+        id=fact.id,
+        text=fact.text,
+        subject=fact.subject,
+        score=round(score, 6),
+        valid_from=from_us(row.valid_from),
+        valid_to=from_us_opt(row.valid_to),
+        recorded_at=from_us(fact.created_at),
+        confidence=fact.confidence,
+        source_agent=fact.source_agent,
+        source_ref=fact.source_ref,
+        superseded_by=superseded_by,
+        history=tuple(history),
+        explain=explain,
+    )

@@ -166,9 +166,11 @@ def logged_recall(log: Log, namespace: str, seq: int) -> RecallServed:
 
 def logged_config(text: str) -> RecallConfig:
     """The RecallConfig a recall was served with. A recall logged before ``dense_search``
-    existed scanned every vector: it is replayed that way."""
+    existed scanned every vector, and one logged before ``require_evidence`` returned any
+    candidate: each is replayed that way."""
     fields = msgspec.json.decode(text)
     fields.setdefault("dense_search", "exact")
+    fields.setdefault("require_evidence", False)
     return msgspec.convert(fields, RecallConfig)
 
 

@@ -14,15 +14,15 @@ import msgspec
 import numpy as np
 
 from hmem.errors import InvalidInput
-from hmem.recall.hits import ContextTurn, Hit, PastVersion, RecallResult
+from hmem.recall.evidence import Cosines, evident
+from hmem.recall.hits import Hit, RecallResult, context_of, hit_of
 from hmem.recall.judgement import judgement_factor, pinned_docs
-from hmem.recall.loans import Bound, Lists, Loans, borrow, lend, own_words
+from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_words
 from projections.entities import extract_entities, normalize_entity
 from projections.projector import Projector, index_counts
 from projections.recall_index import NamespaceIndex
-from projections.records import Fact, Row, subject_key
+from projections.records import Fact, subject_key
 from projections.text import STOPWORDS, tokenize
-from projections.timeutil import from_us, from_us_opt
 
 __all__ = [
     "CODES_FROM", "DENSE_SEARCHES", "FUSIONS", "RecallConfig", "RecallQuery", "rank",
@@ -62,6 +62,11 @@ class RecallConfig:
     # the best ``dense_rerank`` (projections.dense); "auto" is "codes" from CODES_FROM vectors.
     dense_search: str = "auto"
     dense_rerank: int = 1000
+    # No hit without its own evidence (hmem.recall.evidence): a query word, a cosine of at
+    # least ``min_cosine``, or a neighbour with either lending it a match. False: any candidate
+    # the ranking reached may be returned (recalls logged before the rule replay that way).
+    require_evidence: bool = True
+    min_cosine: float = 0.45  # MiniLM and hash: see hmem.recall.evidence
     # What extraction judged (hmem.recall.judgement; all off: no benchmark carries judgements):
     importance_weight: float = 0.0  # x (1 + w * (importance - 5) / 5); no importance: x 1
     semantic_weight: float = 1.0  # a fact of this category scores times its weight
@@ -84,9 +89,9 @@ class RecallConfig:
                 ):
                     raise InvalidInput(f"RecallConfig.max_tokens must be None (no budget) or an "
                                        f"integer >= 1, not {value!r}")
-            elif f.name == "dense_neighbors":
+            elif f.name in ("dense_neighbors", "require_evidence"):
                 if not isinstance(value, bool):
-                    raise InvalidInput(f"RecallConfig.dense_neighbors must be True or False, "
+                    raise InvalidInput(f"RecallConfig.{f.name} must be True or False, "
                                        f"not {value!r}")
             elif f.type == "int":
                 low = 1 if f.name in _AT_LEAST_ONE else 0
@@ -116,6 +121,7 @@ _FLOAT_RANGES: dict[str, tuple[str, Callable[[float], bool]]] = {
     "chars_per_token": ("> 0", lambda x: x > 0),
     "recency_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),
     "importance_weight": ("from 0 to 1", lambda x: 0 <= x <= 1),
+    "min_cosine": ("from -1 to 1", lambda x: -1 <= x <= 1),
 }
 
 
@@ -134,8 +140,6 @@ class RecallQuery:
     model: str | None = None  # the embedder's model, when the query has a vector
     vector: np.ndarray | None = None
     explain: bool = False
-
-
 
 
 def rank(
@@ -175,6 +179,8 @@ def rank(
     n = len(index)
     alpha, beta = config.neighbor_weight, config.next_weight
     loans: Loans | None = None  # neighbours' and feedback's shares (see hmem.recall.loans)
+    words: Words | None = None
+    own_cosines: Cosines | None = None  # for hmem.recall.evidence
     if tokens:
         words = own_words(index, tokens)
         docs = np.flatnonzero(words.own)
@@ -195,9 +201,12 @@ def rank(
         docs, cosines = vectors.candidates(query_vector, n, visible(np.arange(n)),
                                            max(config.dense_rerank, depth))
         lists["dense"] = _top(docs, cosines, depth)
+        own_cosines = Cosines(n, docs, cosines, vectors, query_vector)
     elif query_vector is not None and vectors is not None:
         cosines, has = vectors.scores(query_vector, n)
         docs = np.flatnonzero(has)
+        own_cosines = Cosines(n, np.arange(n), np.where(has, cosines, -np.inf), vectors,
+                              query_vector)
         if lend_cosines:
             cosines[docs[~believed(docs)]] = 0  # only believed facts lend
             if loans is not None:
@@ -238,7 +247,12 @@ def rank(
     pinned_ids = {h.id for h in hits}
     shown: set[int] = set(np.flatnonzero(np.isin(ids, list(pinned_ids))).tolist())  # lenders too
     limit += len(hits)  # pinned facts lead, beyond the limit
-    for rank in ranked_order(score, ids, max(4 * limit, _MIN_TOP)):
+    returnable = np.arange(len(cand))
+    if config.require_evidence:  # no hit without its own evidence (hmem.recall.evidence)
+        returnable = returnable[evident(index, cand, words, own_cosines, config.min_cosine,
+                                        believed, alpha, beta)]
+    for at in ranked_order(score[returnable], ids[returnable], max(4 * limit, _MIN_TOP)):
+        rank = int(returnable[at])
         if len(hits) >= limit:
             break
         if int(ids[rank]) in pinned_ids:
@@ -259,10 +273,10 @@ def rank(
             )
             if lenders:
                 why["below"] = float(ids[lenders[0]])  # the fact id of a lender it ranks below
-        hit = _hit(state.facts, fact, row, float(score[rank]), seq, why)
+        hit = hit_of(state.facts, fact, row, float(score[rank]), seq, why)
         if config.context_turns:
             hit = msgspec.structs.replace(
-                hit, context=_context(index, state.facts, fact.id, config.context_turns, visible)
+                hit, context=context_of(index, state.facts, fact.id, config.context_turns, visible)
             )
         cost = math.ceil(len(hit.render()) / config.chars_per_token)
         if used + cost > max_tokens:
@@ -270,7 +284,7 @@ def rank(
         hits.append(hit)
         shown.add(rank)
         used += cost
-    omitted = len(cand) - len(hits) + len(pinned_ids - set(ids.tolist()))
+    omitted = int(np.count_nonzero(~np.isin(ids[returnable], [h.id for h in hits])))
     return RecallResult(query.text, tuple(hits), used, omitted)
 
 
@@ -286,7 +300,7 @@ def _pinned(
     for doc in pinned_docs(state, index, namespace, config.pin_procedural, visible):
         fact = state.facts[int(index.fact_ids[doc])]
         row = fact.visible_row(seq, query.valid_at_us) or fact.rows[-1]
-        hit = _hit(state.facts, fact, row, 0.0, seq, {"pinned": 1.0} if query.explain else None)
+        hit = hit_of(state.facts, fact, row, 0.0, seq, {"pinned": 1.0} if query.explain else None)
         cost = math.ceil(len(hit.render()) / config.chars_per_token)
         if used + cost <= query.max_tokens:
             hits.append(hit)
@@ -299,27 +313,6 @@ def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
     if lend_cosines or config.dense_search == "exact":
         return False
     return config.dense_search == "codes" or vectors >= CODES_FROM
-
-
-def _context(
-    index: NamespaceIndex, facts: Mapping[int, Fact], fact_id: int, turns: int,
-    visible: Callable[[np.ndarray], np.ndarray],
-) -> tuple[ContextTurn, ...]:
-    """Up to ``turns`` visible neighbouring turns on each side of a hit, nearest first."""
-    out: list[ContextTurn] = []
-    doc0 = index.doc_at(fact_id)
-    for links, sign in ((index.prev_doc, -1), (index.next_doc, 1)):
-        doc = doc0
-        for step in range(1, turns + 1):
-            doc = links[doc]
-            if doc < 0:
-                break
-            if not visible(np.array([doc], dtype=np.int64))[0]:
-                continue
-            other = facts[index.fact_ids[doc]]
-            out.append(ContextTurn(other.id, other.text, other.subject, other.source_ref,
-                                   sign * step))
-    return tuple(sorted(out, key=lambda c: c.position))
 
 
 def _feedback(
@@ -463,38 +456,3 @@ def ranked_order(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:
     yield from chosen[np.lexsort((-ids[chosen], neg[chosen]))].tolist()
     rest = np.flatnonzero(~first)
     yield from rest[np.lexsort((-ids[rest], neg[rest]))].tolist()
-
-
-def _hit(
-    facts: Mapping[int, Fact], fact: Fact, row: Row, score: float, seq: int,
-    explain: dict[str, float] | None = None,
-) -> Hit:
-    history = []
-    prev_id, kind = fact.supersedes, fact.revision
-    while prev_id is not None:
-        prev = facts[prev_id]
-        believed = [r for r in prev.rows if r.tx_from_seq <= seq]
-        shown = believed[-1] if believed else prev.rows[0]
-        history.append(
-            PastVersion(
-                prev.id, prev.text, from_us(shown.valid_from), from_us_opt(shown.valid_to),
-                kind or "world",
-            )
-        )
-        prev_id, kind = prev.supersedes, prev.revision
-    superseded_by = fact.superseded_by if not fact.is_head_at(seq) else None
-    return Hit(
-        id=fact.id,
-        text=fact.text,
-        subject=fact.subject,
-        score=round(score, 6),
-        valid_from=from_us(row.valid_from),
-        valid_to=from_us_opt(row.valid_to),
-        recorded_at=from_us(fact.created_at),
-        confidence=fact.confidence,
-        source_agent=fact.source_agent,
-        source_ref=fact.source_ref,
-        superseded_by=superseded_by,
-        history=tuple(history),
-        explain=explain,
-    )

@@ -221,6 +221,60 @@ def test_in_namespace_views_share_the_worker_and_the_owner_drains_them(tmp_path)
         assert r.in_namespace("work").stats().vectors == 2
 
 
+def test_flush_on_the_store_waits_for_every_views_queue_and_raises_its_failure(tmp_path):
+    emb = Gated()
+    emb.broken = True
+    emb.gate.set()
+    with Memory(tmp_path / "s", embedder=emb) as m:
+        work = m.in_namespace("work")
+        ids = [work.remember("tom", f"Tom fixes bug {i}") for i in range(150)]
+        worker = work.embedding_worker()
+        assert worker is not None and worker.wait_idle(timeout=60)  # paused by the failure
+        assert work.stats().embedding_backlog == 150
+        with pytest.raises(EmbeddingFailed, match="'work'"):
+            m.flush()  # the view's failure is the store's: not "nothing pending"
+        emb.broken = False
+        m.flush()  # retries the view's queue and waits for all of it
+        assert work.stats().embedding_backlog == 0 and work.stats().vectors == 150
+        assert vectors_by_fact(m) == Counter(ids)
+
+
+def test_flush_on_the_store_returns_only_when_every_view_has_its_vectors(tmp_path):
+    emb = Gated()
+    with Memory(tmp_path / "s", embedder=emb) as m:
+        views = [m.in_namespace("a"), m.in_namespace("b", source_agent="other")]
+        ids = [v.remember_many([{"subject": "s", "text": f"view {k} fact {i}"}
+                                for i in range(200)]) for k, v in enumerate(views)]
+        assert emb.entered.wait(timeout=60)  # a worker holds its first batch
+        emb.gate.set()
+        m.flush()  # the store's handle: its own queue (empty) and both views' (four batches)
+        assert [v.stats().embedding_backlog for v in views] == [0, 0]
+        assert vectors_by_fact(m) == Counter(i for group in ids for i in group)
+
+
+def test_flush_on_a_view_waits_for_its_namespace_and_not_for_others(tmp_path):
+    held, broken = Gated(), Gated()
+    broken.broken = True
+    broken.gate.set()
+    with Memory(tmp_path / "s", embedder=HashEmbedder(16)) as m:
+        other = m.in_namespace("other", embedder=held)
+        other.remember("tom", "Tom fixes the build")
+        work = m.in_namespace("work")
+        again = m.in_namespace("work", embedder=broken)  # another worker of "work"
+        a = work.remember("maya", "Maya likes tea")
+        b = again.remember("maya", "Maya likes jazz")
+        worker = again.embedding_worker()
+        assert worker is not None and worker is not work.embedding_worker()
+        assert worker.wait_idle(timeout=60)  # paused by the failure
+        with pytest.raises(EmbeddingFailed, match="model server is down"):
+            work.flush()  # a fact of its namespace is pending, whichever view wrote it
+        broken.broken = False
+        work.flush()  # both workers of "work"; "other" is still held by its embedder
+        assert work.stats().embedding_backlog == 0 and vectors_by_fact(m) == Counter([a, b])
+        assert other.stats().embedding_backlog == 1
+        held.gate.set()
+
+
 def test_a_reader_sees_the_vectors_after_the_writer_flushes(tmp_path):
     path = tmp_path / "s"
     with Memory(path, embedder=HashEmbedder(16)) as w:
