@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from typing import Any
 
 from bench.pg_server import PgServer
 from bench.pg_writers import pct, run_writers
+from bench.report import peak_rss_mib
 from bench.scale_workload import PER_USER, label_of, workload
 
 __all__ = ["main"]
@@ -173,7 +173,7 @@ def child(target: str, n: int, queries: int) -> None:
     out["recall_as_of"] = _timed(lambda i: big.recall(words[i], as_of=seq), queries)
     if target.startswith("postgresql"):
         out["sql_as_of"] = _sql_as_of(m, spaces, seq, queries)
-    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["rss_mb"] = peak_rss_mib()  # not ru_maxrss: it carries the parent's peak over exec
     m.close()
     print(json.dumps(out))
 

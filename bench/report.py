@@ -17,7 +17,8 @@ import numpy as np
 
 __all__ = [
     "OtherLoad", "cpu_seconds", "fmt_ms", "fmt_rate", "lat_summary", "line", "machine_info",
-    "ms", "parse_size", "pct", "rss_mib", "section", "size_label", "store_bytes", "time_calls",
+    "ms", "parse_size", "pct",
+    "peak_rss_mib", "rss_mib", "section", "size_label", "store_bytes", "time_calls",
     "timed",
 ]
 
@@ -70,6 +71,19 @@ def rss_mib() -> float:
     try:
         for raw in Path("/proc/self/status").read_text().splitlines():
             if raw.startswith("VmRSS:"):
+                return int(raw.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size (Linux VmHWM), MiB; 0 if unknown. Not
+    ``ru_maxrss``: Linux carries that over exec, so a child started by a large parent reports
+    the parent's peak."""
+    try:
+        for raw in Path("/proc/self/status").read_text().splitlines():
+            if raw.startswith("VmHWM:"):
                 return int(raw.split()[1]) / 1024
     except OSError:
         pass

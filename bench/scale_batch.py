@@ -37,14 +37,14 @@ __all__ = ["bench_batch"]
 SMALL = "u00000"  # a namespace of 200 facts in every size's store
 
 _SMALL_READER = """
-import json, resource, sys, time
+import json, sys, time
+from bench.report import peak_rss_mib
 from hmem.memory import Memory
 t0 = time.perf_counter()
 m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=True, embedder=None)
 hits = m.recall(sys.argv[3])
 done = time.perf_counter()
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print("SMALL " + json.dumps({"open_recall_s": done - t0, "peak_rss_mib": rss,
+print("SMALL " + json.dumps({"open_recall_s": done - t0, "peak_rss_mib": peak_rss_mib(),
                              "hits": len(hits)}))
 m.close()
 """

@@ -52,6 +52,11 @@ MAGIC = b"HMEMLOG\x00"
 FORMAT_VERSION = 1
 ZERO_CHAIN = bytes(16)
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+# A segment file ends once it holds this many bytes. A reader opens a log by scanning only its
+# last segment (the others are taken from their headers), so this bounds a reader's open: 8 MiB
+# is about 17,000 text facts, scanned in some 40 ms (at 64 MiB the scan of a 100k-fact store's
+# one segment took a reader 240 of its 300 ms open).
+SEGMENT_BYTES = 8 * 1024 * 1024
 
 _SEG = struct.Struct("<8sHHIQ16s")
 _SEG_CRC = struct.Struct("<I")

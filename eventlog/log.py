@@ -74,7 +74,7 @@ class EventLog:
         *,
         read_only: bool = False,
         fsync: FsyncPolicy = "always",
-        segment_bytes: int = 64 * 1024 * 1024,
+        segment_bytes: int = fmt.SEGMENT_BYTES,
         batch_events: int = 1000,
         batch_interval: float = 1.0,
         lock_label: str | None = None,
@@ -91,7 +91,7 @@ class EventLog:
         if segment_bytes <= fmt.SEGMENT_HEADER_SIZE:
             raise ValueError(
                 f"segment_bytes must exceed a segment's {fmt.SEGMENT_HEADER_SIZE}-byte header "
-                f"(the default is {64 * 1024 * 1024:,}), not {segment_bytes!r}"
+                f"(the default is {fmt.SEGMENT_BYTES:,}), not {segment_bytes!r}"
             )
         self.directory = Path(directory)
         self.read_only = read_only

@@ -23,6 +23,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from eventlog.fileio import OS, FileIO
+from eventlog.format import SEGMENT_BYTES
 from eventlog.lock import ReaderMark, readers_excluded
 from eventlog.log import EventLog, FsyncPolicy
 from eventlog.protocol import Then
@@ -56,7 +57,7 @@ class FileBackend:
         read_only: bool,
         shared: bool,
         fsync: FsyncPolicy = "always",
-        segment_bytes: int = 64 * 1024 * 1024,
+        segment_bytes: int = SEGMENT_BYTES,
         io: FileIO | None = None,
         key_file: str | os.PathLike[str] | None = None,
         seal: bool = True,

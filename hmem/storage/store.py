@@ -30,6 +30,7 @@ from eventlog.events import (
     FactRevised,
 )
 from eventlog.fileio import OS, FileIO
+from eventlog.format import SEGMENT_BYTES
 from eventlog.log import FsyncPolicy
 from hmem.embedding.worker import EmbedWorker
 from hmem.errors import EmbeddingFailed, InvalidInput, RecordRejected
@@ -64,7 +65,7 @@ class Store:
         read_only: bool = False,
         fsync: FsyncPolicy = "always",
         flush_every: int = 256,
-        segment_bytes: int = 64 * 1024 * 1024,
+        segment_bytes: int = SEGMENT_BYTES,
         io: FileIO = OS,
         checkpoint_every: int = 1000,
         key_file: str | os.PathLike[str] | None = None,

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from eventlog.fileio import FileIO
+from eventlog.format import SEGMENT_BYTES
 from eventlog.log import FsyncPolicy
 from eventlog.pg_log import is_server_url, redacted
 from eventlog.repair import RepairReport, VerifyReport
@@ -100,7 +101,7 @@ def open_backend(
     read_only: bool,
     shared: bool,
     fsync: FsyncPolicy = "always",
-    segment_bytes: int = 64 * 1024 * 1024,
+    segment_bytes: int = SEGMENT_BYTES,
     io: FileIO | None = None,
     key_file: str | os.PathLike[str] | None = None,
     seal: bool = True,
