@@ -203,9 +203,17 @@ class TextIndex:
             weights = dict.fromkeys(query_tokens, 1.0)
         found = [(self.postings(t), w) for t, w in weights.items()]
         postings = [(p, w) for p, w in found if p is not None]
-        scores = np.zeros(n, dtype=np.float32) if base is None else base.copy()
         if not n or not (postings or base is not None):
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        if base is None:  # only the documents the postings name: no pass over all n
+            parts = [self._contribution(p, weight, n) for p, weight in postings]
+            hit = np.unique(np.concatenate([docs for docs, _ in parts]))
+            found_scores = np.zeros(len(hit), dtype=np.float32)
+            for docs, contribution in parts:  # term by term, in float32, as over all n
+                found_scores[np.searchsorted(hit, docs)] += contribution
+            keep = np.flatnonzero(found_scores)
+            return hit[keep].astype(np.int64), found_scores[keep]
+        scores = base.copy()
         for p, weight in postings:
             docs, contribution = self._contribution(p, weight, n)
             scores[docs] += contribution

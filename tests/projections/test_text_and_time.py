@@ -137,6 +137,26 @@ def test_term_scores_is_score_of_one_term_bit_for_bit(docs, term):
     assert got[1].tobytes() == want[1].tobytes()
 
 
+@given(
+    docs=st.lists(st.lists(st.sampled_from("abcdefg"), max_size=12), min_size=1, max_size=40),
+    query=st.dictionaries(st.sampled_from("abcdefgh"),
+                          st.sampled_from([1.0, 0.5, 0.0, -0.25, 0.3333]), max_size=6),
+)
+def test_a_query_scores_its_postings_bit_for_bit_as_a_pass_over_every_document(docs, query):
+    """``score`` reads only the documents the query's postings name; each document's score is
+    what adding every term's contribution to a zero per document gives, bit for bit, and the
+    documents scoring 0 are left out."""
+    index = TextIndex()
+    for tokens in docs:
+        index.add(tokens)
+    got_docs, got_scores = index.score(query)
+    base = np.zeros(len(docs), dtype=np.float32)
+    want_docs, want_scores = index.score(query, base=base)  # the pass over every document
+    assert got_docs.tolist() == want_docs.tolist()
+    assert got_scores.dtype == np.float32
+    assert got_scores.tobytes() == want_scores.tobytes()
+
+
 _WORDS = st.text(
     st.characters(categories=("Ll", "Lu", "Nd"), max_codepoint=0x24F) | st.sampled_from("'-"),
     min_size=1, max_size=24,
