@@ -29,6 +29,7 @@ import numpy as np
 
 from bench.synthetic import TextGen
 from hmem.memory import Memory
+from projections.arrays import Strings
 from projections.entities import fact_entities
 from projections.projector import index_counts
 from projections.recall_index import NamespaceIndex
@@ -108,6 +109,7 @@ class StubEmbedder:
 class _State:
     def __init__(self, facts: dict[int, Fact]) -> None:
         self.facts = facts
+        self.labels = Strings()  # no fact carries a category (none is procedural)
 
 
 class IndexOnly:
