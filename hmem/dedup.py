@@ -53,14 +53,11 @@ def dedup_key(
     )
 
 
-def duplicate_of(
-    projector: Projector, namespace: str, subject: str, text: str, key: DedupKey, now_us: int
-) -> int | None:
-    """The id of the current fact of ``namespace`` that a new fact (``subject``, ``text``,
-    with :func:`dedup_key` ``key``, written at ``now_us``) repeats, the newest if several; None
-    if there is none. Without a ``valid_from`` the new fact says it is true now: a fact that
-    becomes true only later is no repeat of it."""
-    del subject, text  # the key holds what is compared
+def duplicate_of(projector: Projector, namespace: str, key: DedupKey, now_us: int) -> int | None:
+    """The id of the current fact of ``namespace`` that a new fact (its :func:`dedup_key`
+    ``key``, written at ``now_us``) repeats, the newest if several; None if there is none.
+    Without a ``valid_from`` the new fact says it is true now: a fact that becomes true only
+    later is no repeat of it."""
     want_subject, want_text, valid_from, valid_to = key
     cols = projector.state
     keys = _KEYS.setdefault(projector, {}).get(namespace)

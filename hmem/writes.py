@@ -140,8 +140,7 @@ class WriteMethods(StoreHandle):
         key = dedup_key(event.subject, event.text, event.valid_from, event.valid_to)
         with self.reading() as store:
             now = to_us(transaction_time(self.clock, store.log))
-            return duplicate_of(store.projector, self.namespace, event.subject, event.text,
-                                key, now)
+            return duplicate_of(store.projector, self.namespace, key, now)
 
     def _append_facts(
         self, events: list[FactRemembered], *, dedup: bool, request_id: str | None = None
@@ -204,8 +203,8 @@ class WriteMethods(StoreHandle):
             return [None] * len(events)
         with self.reading() as store:
             now_us = to_us(now or transaction_time(self.clock, store.log))
-            return _batch_repeats(events, now_us, lambda ev, key: duplicate_of(
-                store.projector, self.namespace, ev.subject, ev.text, key, now_us
+            return _batch_repeats(events, now_us, lambda key: duplicate_of(
+                store.projector, self.namespace, key, now_us
             ))
 
     def _vectors(self, events: Sequence[FactRemembered], which: list[int]) -> dict[int, np.ndarray]:
@@ -460,9 +459,9 @@ Repeat = int | tuple[str, int] | None
 
 def _batch_repeats(
     events: Sequence[FactRemembered], now_us: int,
-    existing: Callable[[FactRemembered, DedupKey], int | None],
+    existing: Callable[[DedupKey], int | None],
 ) -> list[Repeat]:
-    """Which events repeat a current fact (``existing(event, its dedup key)``: its id) or an
+    """Which events repeat a current fact (``existing(its dedup key)``: its id) or an
     earlier event of the batch, by the rule ``duplicate_of`` applies to stored facts (the batch
     is written at ``now_us``)."""
     new: dict[tuple[str, str, int | None], list[tuple[int, int]]] = {}  # -> (start, item)
@@ -477,7 +476,7 @@ def _batch_repeats(
         if earlier:
             out.append(("batch", earlier[-1]))
             continue
-        old = existing(ev, key)
+        old = existing(key)
         if old is None:
             same.append((now_us if valid_from is None else valid_from, i))
         out.append(old)
