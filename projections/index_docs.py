@@ -28,27 +28,14 @@ def index_text(subject: str, text: str) -> str:
     return text
 
 
-# The last documents made, so that a write which asks first whether a fact repeats a current
-# one (dedup) and then folds it tokenizes its text once.
-_RECENT: dict[tuple[str, str], dict[str, int]] = {}
-_RECENT_MAX = 64
-
-
 def index_counts(subject: str, text: str) -> dict[str, int]:
     """Token counts of ``index_text(subject, text)`` (the document's postings), in order of
-    first occurrence; a new dict on every call."""
-    key = (subject, text)
-    got = _RECENT.get(key)
-    if got is None:
-        tokens = tokenize(text)
-        subject_tokens = _subject_tokens(subject)
-        if subject_tokens and not subject_tokens[1] <= set(tokens):
-            tokens = subject_tokens[0] + tokens
-        got = dict(Counter(tokens))
-        if len(_RECENT) >= _RECENT_MAX:
-            del _RECENT[next(iter(_RECENT))]
-        _RECENT[key] = got
-    return dict(got)
+    first occurrence."""
+    tokens = tokenize(text)
+    subject_tokens = _subject_tokens(subject)
+    if subject_tokens and not subject_tokens[1] <= set(tokens):
+        tokens = subject_tokens[0] + tokens
+    return Counter(tokens)
 
 
 _SUBJECTS: dict[str, tuple[list[str], frozenset[str]]] = {}
