@@ -76,6 +76,7 @@ class Scores:
         default_factory=lambda: {b: [] for b in BUDGETS})
 
     def extend(self, other: Scores) -> None:
+        """Add ``other``'s questions to these."""
         for k in KS:
             self.hits[k] += other.hits[k]
             self.tokens[k] += other.tokens[k]
@@ -185,12 +186,7 @@ def score_rows(groups: dict[str, Scores]) -> dict[str, Any]:
     every = Scores()
     for name, sc in groups.items():
         rows[name] = score_row(sc)
-        for k in KS:
-            every.hits[k] += sc.hits[k]
-            every.tokens[k] += sc.tokens[k]
-        every.precision += sc.precision
-        for b in BUDGETS:
-            every.within[b] += sc.within[b]
+        every.extend(sc)
     rows["overall"] = score_row(every)
     return rows
 

@@ -3,9 +3,13 @@ other processes, RSS, the machine, and the number formats and lines of their rep
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,8 +20,8 @@ import msgspec
 import numpy as np
 
 __all__ = [
-    "OtherLoad", "cpu_seconds", "fmt_ms", "fmt_rate", "lat_summary", "line", "machine_info",
-    "ms", "parse_size", "pct",
+    "OtherLoad", "child_json", "cpu_seconds", "fmt_ms", "fmt_rate", "lat_summary", "line",
+    "machine_info", "ms", "parse_size", "pct",
     "peak_rss_mib", "rss_mib", "section", "size_label", "store_bytes", "time_calls",
     "timed",
 ]
@@ -68,26 +72,38 @@ def time_calls(fn: Callable[[Any], Any], args: list[Any], warm: int) -> list[flo
 
 def rss_mib() -> float:
     """Resident set size of this process now (Linux), MiB; 0 if unknown."""
-    try:
-        for raw in Path("/proc/self/status").read_text().splitlines():
-            if raw.startswith("VmRSS:"):
-                return int(raw.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return _status_mib("VmRSS")
 
 
 def peak_rss_mib() -> float:
     """This process's peak resident set size (Linux VmHWM), MiB; 0 if unknown. Not
     ``ru_maxrss``: Linux carries that over exec, so a child started by a large parent reports
     the parent's peak."""
+    return _status_mib("VmHWM")
+
+
+def _status_mib(field: str) -> float:
     try:
         for raw in Path("/proc/self/status").read_text().splitlines():
-            if raw.startswith("VmHWM:"):
+            if raw.startswith(f"{field}:"):
                 return int(raw.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def child_json(code: str, args: list[str], mark: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh Python process (this checkout importable) with ``args`` and
+    return the JSON object it printed after ``mark`` (stdout may hold progress output too)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    found = re.search(rf"{mark} (\{{.*\}})", done.stdout)
+    if found is None:
+        raise RuntimeError(f"the child printed no result: {done.stdout[-500:]!r}")
+    out: dict[str, Any] = json.loads(found.group(1))
+    return out
 
 
 def store_bytes(root: Path, n_facts: int) -> dict[str, float]:

@@ -41,7 +41,6 @@ import gc
 import json
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ from bench.recall_workload import make_facts
 from bench.remember_latency import run_mode
 from bench.report import (
     OtherLoad,
+    child_json,
     cpu_seconds,
     fmt_ms,
     fmt_rate,
@@ -201,16 +201,7 @@ def bench_reader(root: Path, query: str, role: str = "reader") -> dict[str, Any]
     page cache warm): the time to open (a reader from the writer's checkpoint, the writer from
     its checkpoint), the first recall (it builds the namespace's indexes)
     and the process's RSS."""
-    done = subprocess.run(
-        [sys.executable, "-c", _READER, str(root), BIG, query, role], capture_output=True,
-        text=True, check=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-    )
-    # stdout may hold progress output (carriage returns included): take the marked line
-    found = re.search(r"READER (\{.*\})", done.stdout)
-    if found is None:
-        raise RuntimeError(f"the reader printed no result: {done.stdout[-500:]!r}")
-    out: dict[str, Any] = json.loads(found.group(1))
+    out = child_json(_READER, [str(root), BIG, query, role], "READER")
     what = (f"read-only open (checkpoint seq {out['checkpoint_seq']:,} of {out['last_seq']:,})"
             if role == "reader" else "writer open (from its checkpoint)")
     line(f"{what}, fresh process", f"{out['open_s']:.2f} s, first recall "

@@ -17,16 +17,11 @@ Prints numbers and never asserts.
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.report import fmt_rate, line
+from bench.report import child_json, fmt_rate, line
 from bench.scale_workload import workload
 from bench.synthetic import TmpDirs
 from hmem.memory import Memory
@@ -84,15 +79,7 @@ def bench_copy(tmp: TmpDirs, root: Path) -> dict[str, Any]:
 
 
 def bench_small_reader(root: Path, query: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", _SMALL_READER, str(root), SMALL, query], capture_output=True,
-        text=True, check=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-    )
-    found = re.search(r"SMALL (\{.*\})", done.stdout)
-    if found is None:
-        raise RuntimeError(f"the reader printed no result: {done.stdout[-500:]!r}")
-    out: dict[str, Any] = json.loads(found.group(1))
+    out = child_json(_SMALL_READER, [str(root), SMALL, query], "SMALL")
     line(f"fresh process, one {SMALL} namespace of 200: open + first recall",
          f"{1000 * out['open_recall_s']:.0f} ms, peak RSS {out['peak_rss_mib']:,.0f} MiB")
     return out
