@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,14 @@ import pytest
 
 from hmem import Memory, errors
 from hmem.storage.copy import copy_store
-from tests.support.backends import new_store
+from tests.support.backends import new_store, second_clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _clock() -> Any:
-    ticks = iter(range(10**6))
-    return lambda: datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=next(ticks))
-
-
 def _fill(where: str) -> dict[str, Any]:
     """Every kind of event, an erasure among them; returns what a reader should see."""
-    with Memory(where, embedder="hash-8", embed_mode="inline", clock=_clock(),
+    with Memory(where, embedder="hash-8", embed_mode="inline", clock=second_clock(),
                 log_recalls=True) as m:
         a = m.remember("maya", "Maya lives in London", valid_from="2024-01-01",
                        request_id="r-1", source_agent="chat", source_ref="s1:3")

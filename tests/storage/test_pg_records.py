@@ -5,7 +5,6 @@ them is found), walled by namespace, and made and filled once for a store made b
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -15,17 +14,13 @@ from hmem import Memory, errors
 from projections import server_records
 from projections.server_records import RECORD_TABLES, embedded_records
 from projections.server_tables import grant_namespace
+from tests.support.backends import second_clock
 from tests.support.pg_support import READER_ROLES, as_role, fresh_store_url, psycopg
 
 
 @pytest.fixture
 def url() -> str:
     return fresh_store_url()
-
-
-def _clock() -> Any:
-    ticks = iter(range(10**6))
-    return lambda: datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=next(ticks))
 
 
 def fill(m: Memory, namespace: str, word: str) -> None:
@@ -48,7 +43,7 @@ def counts(url: str) -> dict[str, int]:
 
 def test_episodes_recalls_hits_and_vectors_are_the_states_rows(url: str) -> None:
     with Memory(url, embedder="hash-8", embed_mode="inline", log_recalls=True,
-                clock=_clock()) as m:
+                clock=second_clock()) as m:
         fill(m, "default", "Paris")
         fill(m, "hr", "Rome")
         assert m.verify().ok

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 
 from eventlog.pg_log import PgLog
 from hmem import Memory, errors
+from tests.support.backends import second_clock
 from tests.support.pg_support import fresh_store_url, pg_server, psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,11 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def url() -> str:
     return fresh_store_url()
-
-
-def _clock() -> Any:
-    ticks = iter(range(10**6))
-    return lambda: datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=next(ticks))
 
 
 def _count(url: str, query: str) -> int:
@@ -40,7 +36,7 @@ def test_a_store_on_the_server_answers_as_the_embedded_one(url: str, tmp_path: P
     """The same writes on both backends give the same answers through every read."""
     answers = []
     for where in (str(tmp_path / "s"), url):
-        with Memory(where, embedder="hash-8", embed_mode="inline", clock=_clock()) as m:
+        with Memory(where, embedder="hash-8", embed_mode="inline", clock=second_clock()) as m:
             a = m.remember("maya", "Maya lives in London", valid_from="2024-01-01")
             b = m.revise(a, "Maya lives in Paris", valid_from="2025-05-01", reason="moved")
             c = m.remember("tom", "Tom likes tea")
@@ -264,7 +260,6 @@ def test_a_process_on_another_host_starts_from_the_servers_checkpoint(
 def test_tables_behind_the_log_are_written_again(url: str) -> None:
     """A log appended by something that did not keep the tables (a bare PgLog) is met by the
     next writer, which writes the tables whole."""
-    from datetime import datetime, timezone
 
     from eventlog.events import FactRemembered
 

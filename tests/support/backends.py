@@ -9,9 +9,12 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-__all__ = ["BACKENDS", "new_store"]
+from hmem.adapters.demo import StepClock
+
+__all__ = ["BACKENDS", "new_store", "second_clock"]
 
 BACKENDS = ["file", "postgres"]
 
@@ -30,3 +33,9 @@ def new_store(backend: str) -> Iterator[str]:
         yield url
     finally:
         drop_store(url)
+
+
+def second_clock() -> StepClock:
+    """A store clock that reads 2026-01-01 00:00:00 UTC first, then one second later each time."""
+    step = timedelta(seconds=1)
+    return StepClock(datetime(2026, 1, 1, tzinfo=timezone.utc) - step, step)
