@@ -10,7 +10,7 @@ from typing import Any
 
 from hmem.adapters.cli_commands import arg_namespace, fail, open_memory, say
 from hmem.adapters.cli_parsers import add_command
-from hmem.adapters.listening import is_loopback
+from hmem.adapters.listening import add_listen_arguments, is_loopback
 from hmem.errors import InvalidInput
 
 __all__ = ["serve_commands"]
@@ -30,9 +30,7 @@ def serve_commands(sub: argparse._SubParsersAction[Any]) -> None:
                     "--tokens is given; on any other address --tokens is required, and a token "
                     "reaches only the namespaces it is bound to. Needs pip install '.[mcp]' "
                     "(mcp >= 2).", writes=True)
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
-                   "127.0.0.1, this host only)")
-    p.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    add_listen_arguments(p, 8765)
     p.add_argument("--tokens", metavar="FILE", default=os.environ.get("HMEM_TOKENS"),
                    help="the tokens file (hmem token); also $HMEM_TOKENS. Every namespace a "
                         "token is bound to is served")

@@ -8,7 +8,7 @@ from typing import Any
 
 from hmem.adapters.cli_commands import fail, open_memory, say
 from hmem.adapters.cli_parsers import add_command
-from hmem.adapters.listening import is_loopback
+from hmem.adapters.listening import add_listen_arguments, is_loopback
 from hmem.errors import InvalidInput
 
 __all__ = ["ui_commands"]
@@ -27,9 +27,7 @@ def ui_commands(sub: argparse._SubParsersAction[Any]) -> None:
                     "This host only (127.0.0.1) unless --host names another address and "
                     "--allow-remote is given: the page has no authentication. Needs pip install "
                     "'.[mcp]' (starlette and uvicorn).")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
-                   "127.0.0.1, this host only)")
-    p.add_argument("--port", type=int, default=8766, help="port (default: 8766)")
+    add_listen_arguments(p, 8766)
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a --host other than loopback: anyone who reaches it reads every "
                         "namespace of the store, with no authentication")
