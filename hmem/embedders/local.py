@@ -32,6 +32,7 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -195,18 +196,18 @@ class LocalEmbedder:
 
             parallel = threads > 1 and len(groups) > 1
             small = len(groups) == 1 and sum(len(ids[i]) for i in groups[0]) <= _SMALL_TOKENS
-            if parallel or behind or small:
-                # BLAS on one thread (hmem/embedders/blas.py); several batches then run one
-                # per worker thread, so that numpy's elementwise work (GELU, softmax,
-                # LayerNorm), which runs on one core, runs on several too.
-                with one_blas_thread(), ThreadPoolExecutor(
-                    max(1, min(threads, len(groups)))
-                ) as pool:
-                    for rows, vectors in zip(groups, pool.map(run, groups), strict=True):
-                        out[rows] = vectors
-            else:
-                for rows in groups:
-                    out[rows] = run(rows)
+            # BLAS on one thread (hmem/embedders/blas.py) for a query, the background worker
+            # and several batches; these then run one per worker thread, so that numpy's
+            # elementwise work (GELU, softmax, LayerNorm), which runs on one core, runs on
+            # several too.
+            with one_blas_thread() if parallel or behind or small else nullcontext():
+                if parallel:
+                    with ThreadPoolExecutor(min(threads, len(groups))) as pool:
+                        for rows, vectors in zip(groups, pool.map(run, groups), strict=True):
+                            out[rows] = vectors
+                else:
+                    for rows in groups:
+                        out[rows] = run(rows)
         return check_output(self, texts, out)
 
 
