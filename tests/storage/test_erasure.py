@@ -132,11 +132,11 @@ def carols_session(m: Memory) -> tuple[int, int, int]:
     (the first turn's seq, the second's, the derived fact's)."""
     with m.transaction() as txn:
         txn.append(EpisodeRecorded(session_id="s1", turn=0, role="user",
-                                   text="my pin is 9931 says carol"))
+                                   text="my pin is zq9931 says carol"))
         txn.append(EpisodeRecorded(session_id="s1", turn=1, role="user", text="hello there"))
     first, second = (e.seq for e in m.episodes("s1"))
     with m.transaction() as txn:
-        txn.append(FactRemembered(subject="carol", text="Carol's pin is 9931",
+        txn.append(FactRemembered(subject="carol", text="Carol's pin is zq9931",
                                   derived_from=(first,)))
     return first, second, m.last_seq
 
@@ -149,7 +149,7 @@ def test_erasing_an_episode_erases_the_facts_derived_from_it(tmp_path):
         assert receipt.episode_ids == (ep, ep + 1) and receipt.facts == 1
         assert [e.text for e in m.episodes("s1")] == ["", ""]
         assert m.get(kept).text == "Dave likes chess"
-    assert files_holding([tmp_path / "s"], b"9931") == []
+    assert files_holding([tmp_path / "s"], b"zq9931") == []
 
 
 def test_erasing_a_namespace_takes_its_logged_recalls_and_nothing_of_another(store):

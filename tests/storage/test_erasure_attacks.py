@@ -125,7 +125,7 @@ def test_the_mcp_tool_shows_then_erases_with_a_receipt(tmp_path):
 
     async def body() -> None:
         async with serve(store) as c:
-            await c.ok("remember", subject="alice", text="Alice's pin is 5521")
+            await c.ok("remember", subject="alice", text="Alice's pin is zq5521")
             await c.ok("remember", subject="bob", text="Bob likes tea")
             shown = await c.ok("erase", subject="alice")
             assert "would erase" in shown["text"] and shown["structuredContent"]["seq"] == 0
@@ -135,10 +135,10 @@ def test_the_mcp_tool_shows_then_erases_with_a_receipt(tmp_path):
             again = await c.call("erase", subject="alice", confirm=True)
             assert again["isError"] and "erased before" in again["text"]
             recalled = await c.ok("recall", query="pin")
-            assert "5521" not in recalled["text"]
+            assert "zq5521" not in recalled["text"]
 
     run(body)
-    assert files_holding([store], b"5521") == []
+    assert files_holding([store], b"zq5521") == []
 
 
 def test_exports_cut_short_by_a_crash_are_written_again_at_the_next_open(tmp_path, monkeypatch):
@@ -182,7 +182,7 @@ def test_a_replayed_recall_says_what_an_erasure_took(tmp_path):
 def test_a_hand_edited_export_list(tmp_path):
     root = tmp_path / "s"
     with Memory(root, embedder=None, clock=clock()) as m:
-        m.remember("alice", "Alice hums 777")
+        m.remember("alice", "Alice hums zq777")
         m.remember("bob", "Bob likes tea")
     with open(root / "exports.jsonl", "a") as f:
         f.write('{"kind": "snapshot", "path": "x", "namespace": "default"}\n')
@@ -200,7 +200,7 @@ def test_a_planted_export_line_is_never_written_to(tmp_path, kind):
     root, mine, theirs = tmp_path / "s", tmp_path / "mine.jsonl", tmp_path / "theirs"
     theirs.mkdir() if kind == "parquet" else theirs.write_text("bait")
     with Memory(root, embedder=None, clock=clock()) as m:
-        m.remember("alice", "Alice hums 777")
+        m.remember("alice", "Alice hums zq777")
         m.remember("bob", "Bob likes tea")
         export_jsonl(m, mine)
     entry = {"kind": kind, "path": str(theirs), "namespace": "default"}
@@ -219,7 +219,7 @@ def test_a_planted_export_line_is_never_written_to(tmp_path, kind):
         assert list(theirs.iterdir()) == []
     else:
         assert theirs.read_text() == "bait"
-    assert files_holding([mine], b"Bob likes tea") and not files_holding([mine], b"777")
+    assert files_holding([mine], b"Bob likes tea") and not files_holding([mine], b"zq777")
 
 
 def test_exports_are_never_readable_by_others_whatever_the_umask(tmp_path):
