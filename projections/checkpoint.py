@@ -55,8 +55,9 @@ __all__ = [
 CHECKPOINT_FILE = "checkpoint.columns"
 MAGIC = b"HMEMCOLS"
 # 2: index tokens and terms; 3: the event columns, logged recalls, vector columns;
-# 4: authenticated (column SHA-256s, the manifest's MAC, the erasure record)
-VERSION = 4
+# 4: authenticated (column SHA-256s, the manifest's MAC, the erasure record); 5: each event
+# row's seq
+VERSION = 5
 _HEAD = struct.Struct("<8sIQ32s")
 _ALIGN = 64
 
@@ -370,13 +371,15 @@ def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
 def _derive(facts: FactColumns, events: EventColumns) -> None:
     """The columns a checkpoint does not keep (compact_columns.py): the times, from each
     event's tx time; the seq -> slot map; where each fact's index tokens end."""
-    tx = events.column("tx")
+    tx, seqs = events.column("tx"), events.column("seq")
+    if len(seqs) > 1 and not bool((seqs[1:] > seqs[:-1]).all()):
+        raise ValueError("the event rows are not in seq order")
     f, r = facts.table, facts.rows
-    f.created_at = derive_times(tx, f.ids)
-    f.superseded_at = derive_times(tx, f.superseded_by)
-    f.forgotten_at = derive_times(tx, f.forgotten_seq)
-    r.tx_from = derive_times(tx, r.tx_from_seq)
-    r.tx_to = derive_times(tx, r.tx_to_seq)
+    f.created_at = derive_times(tx, seqs, f.ids)
+    f.superseded_at = derive_times(tx, seqs, f.superseded_by)
+    f.forgotten_at = derive_times(tx, seqs, f.forgotten_seq)
+    r.tx_from = derive_times(tx, seqs, r.tx_from_seq)
+    r.tx_to = derive_times(tx, seqs, r.tx_to_seq)
     ids = f.ids[: f.n]
     if len(ids) and (int(ids.min()) < 1 or int(ids.max()) > facts.last_seq):
         raise ValueError("a fact's id is outside the stamp's seqs")

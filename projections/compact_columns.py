@@ -98,14 +98,22 @@ def _mostly(arr: npt.NDArray[Any]) -> int | None:
 
 
 def derive_times(
-    tx: npt.NDArray[np.int64], seqs: npt.NDArray[np.int64]
+    tx: npt.NDArray[np.int64], event_seqs: npt.NDArray[np.int64], seqs: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
-    """The tx time of each event ``seqs`` names (NONE where it names none)."""
+    """The tx time of each event ``seqs`` names (NONE where it names none), from the event
+    rows' tx times ``tx`` and seqs ``event_seqs`` (increasing)."""
     out = np.full(len(seqs), NONE, dtype=np.int64)
     known = seqs != NONE
     if known.any():
-        at = seqs[known] - 1
-        if int(at.min()) < 0 or int(at.max()) >= len(tx):
-            raise ValueError("a seq the state names is outside its events")
+        wanted = seqs[known]
+        n = len(event_seqs)
+        if n and int(event_seqs[-1]) == n:  # every seq from 1: row = seq - 1
+            at = wanted - 1
+            if int(at.min()) < 0 or int(at.max()) >= n:
+                raise ValueError("a seq the state names is not among its events")
+        else:
+            at = np.searchsorted(event_seqs, wanted)
+            if int(at.max()) >= n or not np.array_equal(event_seqs[at], wanted):
+                raise ValueError("a seq the state names is not among its events")
         out[known] = tx[at]
     return out

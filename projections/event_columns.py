@@ -1,12 +1,15 @@
-"""What the log says of each event besides its texts, by seq - 1, and every logged recall.
+"""What the log says of each event besides its texts, one row per event, and every logged recall.
 
 The fold (projections/fold.py) keeps the state of facts; this keeps one row per event: its
-kind, tx time, namespace, the fact it is about, provenance, reason and request, so that time
+seq, kind, tx time, namespace, the fact it is about, provenance, reason and request, so that time
 travel by time, ``diff``, ``why``, ``events()`` and the SQL tables are answered from memory, and
 a retried write is found by its request key (projections/request_keys.py). Logged recalls
 (``RecallServed``: reads, not beliefs, so the fold leaves them) are kept whole here, without
 their query vector. String columns are codes into the fact columns' string tables (namespaces,
 agents, reasons), so the two are saved and loaded together (projections/checkpoint.py).
+
+Rows are in seq order and found by seq (:meth:`EventColumns.rows`), never by position: the
+columns of a state that holds some namespaces hold only their events.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from eventlog.events import (
 )
 from projections.arrays import NONE, UniqueStrings
 from projections.fold_state import FactColumns
-from projections.request_keys import event_request_key, request_key, request_seqs
+from projections.request_keys import event_request_key, key_rows, request_key
 
 __all__ = ["EventColumns", "KIND_CODES", "event_fields"]
 
@@ -52,15 +55,16 @@ def event_fields(ev: Event) -> tuple[int, int, str | None]:
 
 
 class EventColumns:
-    """One row per event, by seq - 1 (see the module docstring)."""
+    """One row per event, in seq order (see the module docstring)."""
 
     ARRAYS = {  # name -> array typecode
-        "tx": "q", "namespace": "i", "request_key": "q", "kind": "b", "fact": "q",
+        "seq": "q", "tx": "q", "namespace": "i", "request_key": "q", "kind": "b", "fact": "q",
         "target": "q", "agent": "i", "ref": "i", "reason": "i", "request": "i",
     }
 
     def __init__(self, facts: FactColumns) -> None:
         self.facts = facts  # whose string tables the codes point into
+        self.seq = array("q")  # each row's seq, increasing
         self.tx = array("q")  # tx time, microseconds
         self.namespace = array("i")  # codes into facts.namespaces
         self.request_key = array("q")  # projections/request_keys.py; 0 for none
@@ -82,10 +86,12 @@ class EventColumns:
         """Rows for ``events`` (the log's next ones, ``txs`` their tx times)."""
         if not events:
             return
-        if events[0].seq != len(self.tx) + 1:
-            raise ValueError(f"event {events[0].seq} recorded after {len(self.tx)}")
+        last = self.seq[-1] if self.seq else 0
+        if events[0].seq <= last:
+            raise ValueError(f"event {events[0].seq} recorded after {last}")
         facts = self.facts
         fields = [event_fields(ev) for ev in events]
+        self.seq.extend(ev.seq for ev in events)
         self.tx.extend(txs)
         self.namespace.frombytes(facts.namespaces.encode([ev.namespace for ev in events]).tobytes())
         self.request_key.extend(map(event_request_key, events))
@@ -104,10 +110,30 @@ class EventColumns:
     # ------------------------------------------------------------------ reads
 
     def column(self, name: str) -> npt.NDArray[np.int64]:
-        """A column as a numpy array (no copy), by seq - 1."""
+        """A column as a numpy array (no copy), by row (:meth:`rows`)."""
         dtype = _DTYPES[self.ARRAYS[name]]
         arr: npt.NDArray[np.int64] = np.frombuffer(getattr(self, name), dtype=dtype)
         return arr
+
+    def rows(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The rows of the events ``seqs``; KeyError names a seq this holds no row for."""
+        column = self.column("seq")
+        at = np.minimum(np.searchsorted(column, seqs), max(len(column) - 1, 0))
+        wrong = np.flatnonzero(column[at] != seqs) if len(column) else np.arange(len(seqs))
+        if len(wrong):
+            raise KeyError(f"no event row for seq {int(np.asarray(seqs)[wrong[0]])}")
+        return at.astype(np.int64)
+
+    def row(self, seq: int) -> int:
+        """The row of event ``seq`` (:meth:`rows` of one)."""
+        return int(self.rows(np.array([seq], dtype=np.int64))[0])
+
+    def _bounds(self, since: int, until: int | None) -> tuple[int, int]:
+        """The rows of the events with ``since < seq <= until``, as a range."""
+        column = self.column("seq")
+        lo = int(np.searchsorted(column, since, side="right"))
+        hi = len(column) if until is None else int(np.searchsorted(column, until, side="right"))
+        return lo, hi
 
     def namespace_code(self, namespace: str) -> int:
         """The namespace's code (-2: a namespace without events)."""
@@ -116,19 +142,23 @@ class EventColumns:
     def seqs_in(self, namespace: str, since: int = 0, until: int | None = None,
                 kinds: Iterable[str] = ()) -> npt.NDArray[np.int64]:
         """Seqs of the namespace's events with ``since < seq <= until``, of ``kinds`` if given."""
-        until = len(self.tx) if until is None else min(until, len(self.tx))
-        lo = max(since, 0)
-        if until <= lo:
+        lo, hi = self._bounds(since, until)
+        if hi <= lo:
             return np.zeros(0, dtype=np.int64)
-        mine = self.column("namespace")[lo:until] == self.namespace_code(namespace)
+        mine = self.column("namespace")[lo:hi] == self.namespace_code(namespace)
         wanted = [KIND_CODES[k] for k in kinds]
         if wanted:
-            mine &= np.isin(self.column("kind")[lo:until], wanted)
-        return np.flatnonzero(mine).astype(np.int64) + lo + 1
+            mine &= np.isin(self.column("kind")[lo:hi], wanted)
+        return self.column("seq")[lo:hi][mine].astype(np.int64)
 
     def seqs_of(self, kind: str) -> list[int]:
         """Seqs of every event of ``kind`` (a tag of EVENT_TAGS), in order."""
-        return (np.flatnonzero(self.column("kind") == KIND_CODES[kind]) + 1).tolist()
+        seqs: list[int] = self.column("seq")[self.column("kind") == KIND_CODES[kind]].tolist()
+        return seqs
+
+    def namespace_of(self, seq: int) -> str:
+        """The namespace of event ``seq``."""
+        return self.facts.namespaces.values[self.namespace[self.row(seq)]]
 
     def namespace_events(self, namespace: str) -> tuple[int, int | None, int | None]:
         """(events in ``namespace``, the first one's and the last one's tx time in
@@ -142,7 +172,9 @@ class EventColumns:
     def request_seqs(self, namespace: str, request_id: str) -> list[int]:
         """Seqs of the events that may carry ``request_id`` in ``namespace`` (read them back to
         be sure: keys are hashes)."""
-        return request_seqs(self.request_key, request_key(namespace, request_id))
+        seqs: list[int] = self.column("seq")[
+            key_rows(self.request_key, request_key(namespace, request_id))].tolist()
+        return seqs
 
     def recalls_in(self, namespace: str) -> list[RecallServed]:
         """The namespace's logged recalls, oldest first."""

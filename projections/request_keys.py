@@ -1,7 +1,7 @@
 """Client request ids: each event's key, so a retried write is found without reading the log.
 
-A write's events carry the client's ``request_id``; the projection keeps, by seq - 1, a 64-bit
-key of (namespace, request id) per event (0 for none). A key found names candidate seqs; the
+A write's events carry the client's ``request_id``; the projection keeps, a 64-bit key
+of (namespace, request id) per event row (0 for none). A key found names candidate seqs; the
 caller reads those events back and compares the ids themselves, so a hash collision is harmless.
 """
 
@@ -11,10 +11,11 @@ from array import array
 from hashlib import blake2b
 
 import numpy as np
+import numpy.typing as npt
 
 from eventlog.events import Event
 
-__all__ = ["event_request_key", "request_key", "request_seqs"]
+__all__ = ["event_request_key", "key_rows", "request_key"]
 
 
 def request_key(namespace: str, request_id: str) -> int:
@@ -30,7 +31,6 @@ def event_request_key(ev: Event) -> int:
     return 0 if request_id is None else request_key(ev.namespace, request_id)
 
 
-def request_seqs(keys: array[int], key: int) -> list[int]:
-    """Seqs of the events whose key (``keys``, by seq - 1) is ``key``, in order."""
-    found = np.flatnonzero(np.frombuffer(keys, dtype=np.int64) == key)
-    return (found + 1).tolist()
+def key_rows(keys: array[int], key: int) -> npt.NDArray[np.intp]:
+    """Positions in ``keys`` (one key per event row) that hold ``key``, in order."""
+    return np.flatnonzero(np.frombuffer(keys, dtype=np.int64) == key)

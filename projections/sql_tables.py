@@ -120,7 +120,8 @@ def namespace_rows(
     seqs = events.seqs_in(namespace, since)
     if since:
         fact_col, target_col = events.column("fact"), events.column("target")
-        touched = set(fact_col[seqs - 1].tolist()) | set(target_col[seqs - 1].tolist())
+        at = events.rows(seqs)
+        touched = set(fact_col[at].tolist()) | set(target_col[at].tolist())
         touched.discard(NONE)
         ids = [i for i in sorted(touched) if facts.slot(i) >= 0]
         new = [i for i in ids if i > since]
@@ -267,7 +268,7 @@ def entity_rows(cols: FactColumns, ids: Sequence[int]) -> Columns:
 
 def event_rows(events: EventColumns, seqs: npt.NDArray[np.int64]) -> Columns:
     """The ``events`` rows of the events ``seqs``."""
-    at = seqs - 1
+    at = events.rows(seqs)
     facts = events.facts
     return {
         "seq": seqs.astype(np.int64),

@@ -19,7 +19,7 @@ _CHANGES = ("remembered", "revised", "forgotten", "erased")
 def diff(state: FactColumns, events: EventColumns, namespace: str, since: int, until: int) -> Diff:
     """Fact views show each fact as it stands now (its versions say what happened when)."""
     seqs = events.seqs_in(namespace, since, until, kinds=_CHANGES)
-    at = seqs - 1
+    at = events.rows(seqs)
     kinds = events.column("kind")[at].tolist()
     facts = events.column("fact")[at].tolist()
     targets = events.column("target")[at].tolist()
@@ -42,7 +42,7 @@ def diff(state: FactColumns, events: EventColumns, namespace: str, since: int, u
         """When this namespace last changed at or before ``seq`` (another namespace's
         events are not its to date)."""
         own = events.seqs_in(namespace, 0, seq)
-        return None if not len(own) else from_us(events.tx[int(own[-1]) - 1])
+        return None if not len(own) else from_us(events.tx[events.row(int(own[-1]))])
 
     return Diff(since, until, tx(since), tx(until), tuple(added), tuple(revised), tuple(forgotten),
                 tuple(erased))

@@ -21,7 +21,7 @@ def why(state: FactColumns, events: EventColumns, log: Log, namespace: str, fact
         chain.insert(0, state.facts[chain[0].supersedes])
     ids = sorted(f.id for f in chain)
     mine = events.seqs_in(namespace)
-    about = mine[np.isin(events.column("fact")[mine - 1], ids)].tolist()
+    about = mine[np.isin(events.column("fact")[events.rows(mine)], ids)].tolist()
     receipts = events.seqs_in(namespace, kinds=("erased",)).tolist()
     about += [s for s in receipts if set(getattr(log.get(s), "fact_ids", ())) & set(ids)]
     logged = tuple(log.get(s) for s in sorted(set(about)))

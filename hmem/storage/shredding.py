@@ -151,7 +151,7 @@ class Shredding:
     def _kind_of(self, seq: int) -> tuple[str, str]:
         projector = self.store.projector
         state, events = projector.state, projector.events
-        namespace = state.namespaces.values[events.namespace[seq - 1]]
+        namespace = events.namespace_of(seq)
         if state.slot(seq) >= 0:
             return "fact", namespace
         return ("episode" if seq in state.episodes else "recall"), namespace
