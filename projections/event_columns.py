@@ -149,7 +149,8 @@ class EventColumns:
         wanted = [KIND_CODES[k] for k in kinds]
         if wanted:
             mine &= np.isin(self.column("kind")[lo:hi], wanted)
-        return self.column("seq")[lo:hi][mine].astype(np.int64)
+        seqs: npt.NDArray[np.int64] = self.column("seq")[lo:hi][mine]
+        return seqs
 
     def seqs_of(self, kind: str) -> list[int]:
         """Seqs of every event of ``kind`` (a tag of EVENT_TAGS), in order."""
