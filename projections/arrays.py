@@ -3,9 +3,9 @@ tables, and the fact and version-row tables.
 
 * A fact has a dense *slot* (0, 1, 2, ... in order of creation, so in order of id); every fact
   column is a numpy array indexed by slot, over-allocated and grown by doubling (the first ``n``
-  entries are the facts). ``slot_of`` maps a seq to its fact's slot (-1: not a fact); fact ids
-  are seqs, so this is an int32 array of one entry per event (4 bytes), not a dict (~100 bytes
-  an entry).
+  entries are the facts). Fact ids are seqs, so the ids column is increasing and a fact's slot
+  is found by a binary search of it (no map of one entry per event: a state may hold only some
+  namespaces' facts of a long log).
 * Optional integers (times, seqs) use :data:`NONE` (the largest int64) for None, so "open" and
   "not yet" compare as +infinity: ``seq < tx_to_seq`` and ``superseded_by > seq`` work as they
   are. Optional strings are codes into a :class:`Strings` table, -1 for None.

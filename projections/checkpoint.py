@@ -297,7 +297,7 @@ def _vectors(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> None:
 _EVENT_TEXTS = ("refs", "requests")
 # fold columns made again at load from the others (_derive)
 _DERIVED_COLUMNS = ("table.created_at", "table.superseded_at", "table.forgotten_at",
-                    "table.tokens_end", "rows.tx_from", "rows.tx_to", "slot_of")
+                    "table.tokens_end", "rows.tx_from", "rows.tx_to")
 _DERIVED = ("request_key",)  # event columns made again at load, not saved
 _DTYPES = {"q": "<i8", "i": "<i4", "b": "i1"}  # array typecodes as numpy dtypes
 
@@ -306,7 +306,6 @@ def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
     out: list[tuple[str, npt.NDArray[Any]]] = []
     for prefix, table in (("table", cols.table), ("rows", cols.rows)):
         out += [(f"{prefix}.{c}", getattr(table, c)[: table.n]) for c in table.COLUMNS]
-    out.append(("slot_of", cols.slot_of[: cols.last_seq + 1]))
     for name in _TEXTS:
         out += _text_arrays(name, getattr(cols, name)).items()
     for name in _STRING_TABLES:
@@ -370,7 +369,7 @@ def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
 
 def _derive(facts: FactColumns, events: EventColumns) -> None:
     """The columns a checkpoint does not keep (compact_columns.py): the times, from each
-    event's tx time; the seq -> slot map; where each fact's index tokens end."""
+    event's tx time; where each fact's index tokens end."""
     tx, seqs = events.column("tx"), events.column("seq")
     if len(seqs) > 1 and not bool((seqs[1:] > seqs[:-1]).all()):
         raise ValueError("the event rows are not in seq order")
@@ -381,10 +380,9 @@ def _derive(facts: FactColumns, events: EventColumns) -> None:
     r.tx_from = derive_times(tx, seqs, r.tx_from_seq)
     r.tx_to = derive_times(tx, seqs, r.tx_to_seq)
     ids = f.ids[: f.n]
-    if len(ids) and (int(ids.min()) < 1 or int(ids.max()) > facts.last_seq):
-        raise ValueError("a fact's id is outside the stamp's seqs")
-    facts.slot_of = np.full(facts.last_seq + 1, -1, dtype=np.int32)
-    facts.slot_of[ids] = np.arange(f.n, dtype=np.int32)
+    if len(ids) and (int(ids[0]) < 1 or int(ids[-1]) > facts.last_seq
+                     or not bool((ids[1:] > ids[:-1]).all())):
+        raise ValueError("the facts' ids are not increasing seqs of the stamp's")
     ends = np.zeros(f.n, dtype=np.int64)
     ends[: facts.tokened] = np.cumsum(f.doc_len[: facts.tokened])
     f.tokens_end = ends

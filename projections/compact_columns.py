@@ -8,7 +8,7 @@ a column is stored as the positions and values that differ (:func:`pack`, :func:
 Codes into a small table (namespaces, terms) fit in fewer bytes than their column's type.
 The times of a fact's creation, supersession and forgetting and of its rows' belief periods are
 the tx times of the events that made them, so they are made again from the event columns
-(:func:`derive_times`), as are the seq -> slot map and where each fact's index tokens end.
+(:func:`derive_times`), as is where each fact's index tokens end.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ from eventlog.events import (
     FactsErased,
     RecallServed,
 )
-from projections.arrays import NONE, grown
+from projections.arrays import NONE
 from projections.checks import (
     check_derived_from,
     check_erasable,
@@ -179,10 +179,10 @@ class _Bulk:
         self.txs = [(e.tx_at - epoch) // us for e in events]
         made = [i for i, e in enumerate(events) if isinstance(e, (FactRemembered, FactRevised))]
         self.made = made
-        # the room after last_seq is all -1 (a lookup of a seq this batch folds relies on it:
-        # one that made no fact reads -1): written here, and set back if an event is refused
-        self.slot_of = grown(cols.slot_of, self.base_seq + n + 1, -1)
-        self.slot_of[seqs[made]] = np.arange(self.base_slot, self.base_slot + len(made))
+        # the slots of the facts this batch makes, by seq - base_seq - 1 (-1: made none)
+        self.new_slot = np.full(int(seqs.max()) - self.base_seq, -1, dtype=np.int64)
+        self.new_slot[seqs[made] - self.base_seq - 1] = np.arange(
+            self.base_slot, self.base_slot + len(made))
         self.new_ids = seqs[made]
         fields = list(zip(*map(_CREATED, (events[i] for i in made)), strict=True)) or [()] * 15
         (_, namespaces, subjects, self.texts, self.confidence, self.agents_, self.refs_,
@@ -211,10 +211,8 @@ class _Bulk:
             try:
                 self.step(i, ev)
             except _REFUSALS as e:
-                self.slot_of[self.base_seq + 1:] = -1
                 return i, e
         if not commit:
-            self.slot_of[self.base_seq + 1:] = -1
             return None
         self.commit()
         return None
@@ -225,10 +223,16 @@ class _Bulk:
         last = self.base_seq if self.isolated else seq - 1
         if not isinstance(fact_id, int) or not 0 < fact_id <= last:
             raise FactNotFound(fact_id, namespace)
-        slot = int(self.slot_of[int(fact_id)])
+        slot = self._slot_of(int(fact_id))
         if slot < 0 or self._namespace_code(slot) != self.cols.namespaces.codes.get(namespace):
             raise FactNotFound(fact_id, namespace)
         return slot
+
+    def _slot_of(self, fact_id: int) -> int:
+        """The slot of fact ``fact_id`` (made before this batch or by it), -1 for none."""
+        if fact_id > self.base_seq:
+            return int(self.new_slot[fact_id - self.base_seq - 1])
+        return self.cols.slot(fact_id)
 
     def _namespace_code(self, slot: int) -> int:
         if slot < self.base_slot:
@@ -274,7 +278,7 @@ class _Bulk:
 
     def _head_of(self, fact_id: int) -> int:
         while True:
-            slot = int(self.slot_of[fact_id])
+            slot = self._slot_of(fact_id)
             nxt = self.sup[slot][0] if slot in self.sup else (
                 int(self.cols.table.superseded_by[slot]) if slot < self.base_slot else NONE
             )
@@ -330,7 +334,7 @@ class _Bulk:
             check_erasable(ev, lambda i, kind: self._has(i, kind, ev.namespace, seq))
             why = erased_reason(ev)
             for fid in ev.fact_ids:
-                slot = int(self.slot_of[fid])
+                slot = self._slot_of(fid)
                 row = self._open_row(slot)
                 if row >= 0:
                     self.closes.append((row, seq, tx))
@@ -348,7 +352,7 @@ class _Bulk:
             ev, ev.fact_id, forgotten=self._is_forgotten(old),
             superseded=self._superseded(old), head_of=self._head_of, open_valid_from=vf,
         )
-        new = int(self.slot_of[seq])
+        new = self._slot_of(seq)
         j = new - self.base_slot
         self.closes.append((row, seq, tx))
         self.sup[old] = (seq, tx)
@@ -434,7 +438,6 @@ class _Bulk:
         for slot, (seq, tx, why) in self.forgotten.items():
             f.forgotten_seq[slot], f.forgotten_at[slot] = seq, tx
             f.forget_reason[slot] = cols.reasons.code(why)
-        cols.slot_of = self.slot_of
         cols.last_seq = self.base_seq + len(self.events)
         for vec in self.vectors:
             cols.add_vector(vec)

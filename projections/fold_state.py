@@ -52,7 +52,6 @@ class FactColumns:
     def __init__(self) -> None:
         self.table = FactTable()
         self.rows = RowTable()
-        self.slot_of: npt.NDArray[np.int32] = np.full(16, -1, dtype=np.int32)  # seq -> slot
         self.texts = Texts()
         self.namespaces = Strings()
         self.subjects = Strings()
@@ -84,10 +83,24 @@ class FactColumns:
     # ------------------------------------------------------------------ lookup
 
     def slot(self, fact_id: object) -> int:
-        """The slot of fact ``fact_id``, -1 if there is no such fact."""
+        """The slot of fact ``fact_id``, -1 if there is no such fact (slots are in id order:
+        found by a search of the ids)."""
         if not isinstance(fact_id, int) or not 0 < fact_id <= self.last_seq:
             return -1
-        return int(self.slot_of[int(fact_id)])
+        ids = self.table.ids[: self.table.n]
+        at = int(ids.searchsorted(fact_id))
+        return at if at < len(ids) and int(ids[at]) == fact_id else -1
+
+    def slots(self, ids: object) -> npt.NDArray[np.int64]:
+        """The slots of the facts ``ids`` (an array or sequence of ints; -1 for an id that is
+        no fact)."""
+        wanted = np.asarray(ids, dtype=np.int64)
+        held = self.table.ids[: self.table.n]
+        if not len(held):
+            return np.full(len(wanted), -1, dtype=np.int64)
+        at = np.searchsorted(held, wanted).astype(np.int64)
+        found = held[np.minimum(at, len(held) - 1)] == wanted
+        return np.where(found, at, -1)
 
     def slot_in(self, fact_id: int, namespace: str) -> int:
         """The slot of the fact with this id in this namespace; foreign ids are not found."""
@@ -257,7 +270,7 @@ class FactColumns:
     def nbytes(self) -> int:
         """Bytes of the fact and row columns (texts and string tables not counted)."""
         return (
-            self.table.nbytes() + self.rows.nbytes() + self.slot_of[: self.last_seq + 1].nbytes
+            self.table.nbytes() + self.rows.nbytes()
             + self.entities.values[: self.entities.n].nbytes
             + self.derived.values[: self.derived.n].nbytes
             + self.tokens.values[: self.tokens.n].nbytes

@@ -370,7 +370,7 @@ def _ints(values: Sequence[int | None]) -> np.ndarray:
 
 
 def _slots(cols: FactColumns, ids: Sequence[int]) -> npt.NDArray[np.int64]:
-    return cols.slot_of[np.asarray(ids, dtype=np.int64)].astype(np.int64)
+    return cols.slots(ids)
 
 
 def _strings(strings: Strings | UniqueStrings, codes: npt.NDArray[Any]) -> np.ndarray:

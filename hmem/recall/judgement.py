@@ -27,7 +27,7 @@ def judgement_factor(
 ) -> np.ndarray:
     """Per fact id: ``1 + importance_weight * (importance - 5) / 5`` (importance clipped to
     1-10; none: 1) times its category's weight (none, or a category not named: 1)."""
-    slots = cols.slot_of[np.asarray(ids, dtype=np.int64)].astype(np.int64)
+    slots = cols.slots(ids)
     code = cols.table.importance[slots].astype(np.float64)
     for i in np.flatnonzero(code < 0).tolist():  # kept beside the int8 column
         code[i] = cols.odd[int(slots[i])]
