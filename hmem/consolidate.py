@@ -93,7 +93,7 @@ def propose(
 ) -> tuple[Proposal, ...]:
     """Every proposal for ``namespace`` now (``served_us``: fact id -> when a logged recall last
     served it)."""
-    facts = [f for f in projector.state.in_namespace(namespace)
+    facts = [f for f in projector.space(namespace).state.in_namespace(namespace)
              if f.superseded_by is None and f.forgotten_seq is None]
     by_subject: dict[str, list[Fact]] = defaultdict(list)
     for fact in facts:
@@ -292,7 +292,7 @@ def _replacement(x: _Seen, by_sketch: dict[_Sketch, list[_Seen]]) -> Proposal | 
 def _vectors(projector: Projector, namespace: str) -> dict[int, np.ndarray]:
     """Fact id -> its latest vector from the namespace's most used model."""
     by_model: dict[str, dict[int, np.ndarray]] = defaultdict(dict)
-    for vec in projector.state.vectors:
+    for vec in projector.space(namespace).state.vectors:
         if vec.namespace == namespace:
             by_model[vec.model][vec.fact_id] = np.frombuffer(vec.vector, dtype="<f4")
     if not by_model:

@@ -59,10 +59,10 @@ def duplicate_of(projector: Projector, namespace: str, key: DedupKey, now_us: in
     Without a ``valid_from`` the new fact says it is true now: a fact that becomes true only
     later is no repeat of it."""
     want_subject, want_text, valid_from, valid_to = key
-    cols = projector.state
-    keys = _KEYS.setdefault(projector, {}).get(namespace)
+    cols = projector.space(namespace).state
+    keys = _KEYS.get(cols)
     if keys is None:
-        keys = _KEYS[projector][namespace] = _Keys(namespace)
+        keys = _KEYS[cols] = _Keys(namespace)
     keys.sync(cols)
     f, rows, subjects = cols.table, cols.rows, cols.subjects.values
     for fid in sorted(keys.candidates(hash((want_subject, want_text))), reverse=True):
@@ -121,6 +121,6 @@ class _Keys:
         self.hashes, self.ids, self.recent = hashes[order], ids[order], {}
 
 
-# Each projector's namespaces' keys (a projector replaced, by a rebuild or an erasure, takes its
-# keys with it)
-_KEYS: weakref.WeakKeyDictionary[Projector, dict[str, _Keys]] = weakref.WeakKeyDictionary()
+# Each namespace's keys, by its fold state (a state replaced, by a rebuild or an erasure, takes
+# its keys with it)
+_KEYS: weakref.WeakKeyDictionary[FactColumns, _Keys] = weakref.WeakKeyDictionary()

@@ -93,7 +93,7 @@ class LifecycleMethods(StoreHandle):
                     f"current ids)"
                 )
             chosen = report.proposals if apply else [by_id[i] for i in dict.fromkeys(wanted)]
-            facts = self.store.projector.state.facts
+            facts = self.store.projector.space(self.namespace).state.facts
             positions = [txn.append(_event(p, facts[p.fact_id])) for p in chosen]
             txn.commit()
             applied = tuple(txn.seq(position) for position in positions)
@@ -138,7 +138,8 @@ class LifecycleMethods(StoreHandle):
         keys = store.shredding.keys()
         with store.lock, store.backend.excluding_readers("an erasure"), store.log.writing():
             store.catch_up()  # a shared writer: what the others appended first
-            events = store.projector.events
+            space = store.projector.space(self.namespace)
+            events = space.events
             named = subject_key(subject) if isinstance(subject, str) else None
             digest = "" if named is None else keys.digest(named)
             # receipts logged before key files had a secret: keyed with the file's id
@@ -151,7 +152,7 @@ class LifecycleMethods(StoreHandle):
                 return None
 
             fact_ids, episode_ids, recall_ids, chains = plan_erasure(
-                store.projector.state, events, self.namespace, scope, keys.receipt, earlier
+                space.state, events, self.namespace, scope, keys.receipt, earlier
             )
             receipt = FactsErased(
                 namespace=self.namespace, scope=scope.kind, fact_ids=fact_ids,
@@ -190,7 +191,7 @@ class LifecycleMethods(StoreHandle):
     def _served(self, store: Store) -> dict[int, int]:
         """Fact id -> when a logged recall last served it (microseconds)."""
         served: dict[int, int] = {}
-        for r in store.projector.events.recalls_in(self.namespace):
+        for r in store.projector.space(self.namespace).events.recalls_in(self.namespace):
             at = to_us(r.tx_at)
             for fid in r.hits:
                 served[fid] = max(served.get(fid, at), at)

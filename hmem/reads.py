@@ -107,7 +107,8 @@ class ReadMethods(StoreHandle):
             low = 0 if since is None else store.tx_seq(since, "since", self.clock)
             high = store.tx_seq_or_now(until, "until", self.clock)
             seqs = [
-                r.seq for r in store.projector.events.recalls_in(self.namespace)
+                r.seq for r in
+                store.projector.space(self.namespace).events.recalls_in(self.namespace)
                 if low < r.seq <= high and (source_ref is None or r.source_ref == source_ref)
             ]
             return [recall_view(store.log.get(s)) for s in seqs]  # type: ignore[arg-type]
@@ -124,13 +125,14 @@ class ReadMethods(StoreHandle):
         """One fact with its provenance and every version row."""
         fid = _fact_id(fact_id)
         with self.reading() as store:
-            return fact_view(store.projector.state.lookup(fid, self.namespace))
+            state = store.projector.space(self.namespace).state
+            return fact_view(state.lookup(fid, self.namespace))
 
     def why(self, fact_id: int) -> Why:
         """How we came to believe this: source, the revision chain (oldest first), the events."""
         fid = _fact_id(fact_id)
         with self.reading() as store:
-            p = store.projector
+            p = store.projector.space(self.namespace)
             return why_of(p.state, p.events, store.log, self.namespace, fid)
 
     def episodes(self, session_id: str | None = None) -> list[EpisodeView]:
@@ -138,14 +140,14 @@ class ReadMethods(StoreHandle):
         in the order they were recorded. Episodes are not facts: recall never returns them."""
         name_arg(session_id, "session_id")
         with self.reading() as store:
-            state = store.projector.state
+            state = store.projector.space(self.namespace).state
             return [episode_view(e) for e in state.episodes_in(self.namespace, session_id)]
 
     def history(self, subject: str) -> list[FactView]:
         """Every fact ever stored about ``subject`` (case-insensitive), oldest first."""
         key = subject_key(text_arg(subject, "subject"))
         with self.reading() as store:
-            facts = store.projector.state.in_namespace(self.namespace)
+            facts = store.projector.space(self.namespace).state.in_namespace(self.namespace)
             return [fact_view(f) for f in facts if f.subject_key == key]
 
     def as_of(self, tx: TxPoint | None = None, *, valid_at: TimeLike | None = None) -> list[Belief]:
@@ -156,7 +158,7 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             seq = store.tx_seq_or_now(tx, "as_of", self.clock)
             return beliefs_as_of(
-                store.projector.state, self.namespace, seq,
+                store.projector.space(self.namespace).state, self.namespace, seq,
                 None if valid is None else to_us(valid),
             )
 
@@ -182,7 +184,7 @@ class ReadMethods(StoreHandle):
         with self.reading() as store:
             seq = store.tx_seq_or_now(as_of, "as_of", self.clock)
             rel = snapshot_query(
-                store.projector.state, self.namespace, seq,
+                store.projector.space(self.namespace).state, self.namespace, seq,
                 None if valid is None else to_us(valid),
             )
             if parquet is not None:
@@ -202,13 +204,13 @@ class ReadMethods(StoreHandle):
             hi = store.tx_seq_or_now(until, "until", self.clock)
             if hi < lo:
                 raise InvalidTime("until is before since; swap them")
-            p = store.projector
+            p = store.projector.space(self.namespace)
             return diff_between(p.state, p.events, self.namespace, lo, hi)
 
     def stats(self) -> Stats:
         """Counts for this namespace and the state of the log and projection."""
         with self.reading() as store:
-            state = store.projector.state
+            state = store.projector.space(self.namespace).state
             counts = state.counts(self.namespace)
             workers = [w for w in store.embed_workers if w.namespace == self.namespace]
             head = store.log.head()

@@ -266,7 +266,7 @@ class WriteMethods(StoreHandle):
         subject = None if subject is None else text_arg(subject, "subject")
         names = entity_names(entities)
         with self.reading() as store:
-            old = store.projector.state.lookup(fid, self.namespace)
+            old = store.projector.space(self.namespace).state.lookup(fid, self.namespace)
             old_subject, old_agent = old.subject, old.source_agent
         event = FactRevised(
             namespace=self.namespace, fact_id=fid, text=text, subject=subject, valid_from=vf,
@@ -356,7 +356,7 @@ class WriteMethods(StoreHandle):
             )
         self.flush()  # what the background worker has queued is not embedded twice
         with self.reading() as store:
-            state = store.projector.state
+            state = store.projector.space(self.namespace).state
             have = {v.fact_id for v in state.vectors if v.model == embedder.model}
             todo = [
                 (f.id, f.subject, f.text)

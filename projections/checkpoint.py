@@ -1,28 +1,34 @@
-"""The checkpoint: the state derived from the log, saved in one file at a point of the log.
+"""The checkpoint: the state derived from the log, saved at a point of the log.
 
 The one persisted form of derived state. Its writer is the store's writer (the lifetime
 writer, or a shared one under the log's writer lock: hmem/storage/checkpoints.py); every
-process that opens the store loads it and folds only the log's tail after it. It holds the
-fold's columns (projections/fold_state.py, with each fact's index tokens) and the event
-columns (projections/event_columns.py) as they are in memory, so a load is a read per column;
-the recall indexes and the SQL tables are made from them when first used.
+process that opens the store loads it and folds only the log's tail after it. The recall
+indexes and the SQL tables are made from the loaded state when first used.
+
+Files, in the store's directory: the manifest ``checkpoint.columns`` and one part per namespace,
+``checkpoint.columns.<digest of the name>-<seq>.part`` (projections/checkpoint_part.py). The
+manifest names the point of the log it holds (seq and chain), the key file's erasure record
+when it was written, every event's tx time (8 bytes an event: time travel turns a time into a
+seq of the log) and each namespace's part, by its seq and digest. A publish writes the parts of
+the namespaces with events since the last one only (a part's name holds its seq, so an
+unchanged part keeps its file), then the manifest, then deletes the parts it no longer names;
+a reader can load the parts of the namespaces it serves alone.
 
 It is used only when it is authentic, names a point of the log it is opened with, and is as
 new as the key file's erasure record; otherwise it is refused (:class:`Refused` says why), the
 log is replayed, and the next publish replaces it. Deleting it loses nothing.
 
-Authentic: the manifest holds each column's SHA-256 and the header the manifest's MAC, keyed
-from the store's key file (:class:`Seal`), so that no one without the key file can make a file
-that is used, however they change it. A store in the clear has no secret: its file carries an
-unkeyed SHA-256, which finds damage but not a forgery (see docs/guarantees.md). The manifest
-also records how far the key file's erasures had gone when it was written (``erased_through``):
-a checkpoint written before the last erasure may hold the erased texts, and is never used.
+Authentic: the manifest holds the digest of each part (which holds its columns' SHA-256s) and
+of the tx times, and the header the manifest's MAC, keyed from the store's key file
+(:class:`Seal`), so that no one without the key file can make files that are used, however they
+change them. A store in the clear has no secret: its manifest carries an unkeyed SHA-256, which
+finds damage but not a forgery (see docs/guarantees.md). ``erased_through`` records how far the
+key file's erasures had gone when it was written: a checkpoint written before the last erasure
+may hold the erased texts, and is never used.
 
-Layout: ``MAGIC | u32 version | u64 manifest length | 32-byte MAC | manifest (msgpack) |
-columns``. The manifest holds the stamp, each column's (name, dtype, count, offset, sha256)
-and the pieces kept as objects (episodes, logged recalls, odd importances, the vectors' models)
-as one msgpack blob; each column is its bytes, 64-byte aligned. Written to ``.tmp``, fsynced
-and renamed over the last one, so a reader finds the old file or the new one, never a part.
+Layout of the manifest file: ``MAGIC | u32 version | u64 manifest length | 32-byte MAC |
+manifest (msgpack) | tx times (int64 each)``. Written to ``.tmp``, fsynced and renamed over the
+last one, so a reader finds the old checkpoint or the new one, never a part of one.
 """
 
 from __future__ import annotations
@@ -32,34 +38,32 @@ import hmac
 import os
 import struct
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
-import numpy.typing as npt
 
-from eventlog.events import RecallServed
-from projections.arrays import Ragged, Strings, Table, Texts
-from projections.compact_columns import Sparse, derive_times, pack, unpack
+from projections import checkpoint_part
+from projections.checkpoint_part import Refused
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
-from projections.records import Episode, Vector
-from projections.request_keys import request_key
+from projections.projector import Loaded, Projector
 
 __all__ = [
-    "CHECKPOINT_FILE", "Refused", "Seal", "Stamp", "from_log", "load", "read_stamp", "save"
+    "CHECKPOINT_FILE", "Refused", "Seal", "Stamp", "from_log", "load", "part_files", "read_stamp",
+    "save",
 ]
 
 CHECKPOINT_FILE = "checkpoint.columns"
 MAGIC = b"HMEMCOLS"
 # 2: index tokens and terms; 3: the event columns, logged recalls, vector columns;
-# 4: authenticated (column SHA-256s, the manifest's MAC, the erasure record); 5: each event
-# row's seq
+# 4: authenticated (column SHA-256s, the manifest's MAC, the erasure record); 5: a part per
+# namespace (projections/checkpoint_part.py) and every event's tx time
 VERSION = 5
 _HEAD = struct.Struct("<8sIQ32s")
-_ALIGN = 64
 
 Stamp = tuple[int, str]  # (the seq it holds, hex of the log's chain at that seq)
 
@@ -73,42 +77,19 @@ class Seal(NamedTuple):
     erased_through: int = 0
 
 
-class Refused(Exception):
-    """The checkpoint cannot be used; the message says why (the log is replayed instead)."""
-
-
-_STRING_TABLES = (
-    "namespaces", "subjects", "agents", "labels", "reasons", "entity_names", "terms"
-)
-_RAGGED = ("entities", "derived", "tokens")
-_TEXTS = ("texts", "refs")
-
-
-class _Column(msgspec.Struct, array_like=True):
-    name: str
-    dtype: str
-    count: int
-    offset: int
-    sha256: bytes
-
-
-class _Extra(msgspec.Struct):
-    last_seq: int
-    tokened: int
-    odd: dict[int, int]
-    models: list[str]  # the vectors' models, by code
-    episodes: list[Episode]
-    recalls: list[RecallServed]
+class _Part(msgspec.Struct, array_like=True):
+    namespace: str
+    seq: int  # the namespace's last event in it
+    file: str
+    digest: bytes  # the SHA-256 of the part's manifest
 
 
 class _Manifest(msgspec.Struct):
     seq: int
     chain: str
     erased_through: int  # the key file's erasure record when it was written
-    columns: list[_Column]
-    extra: bytes
-    sparse: dict[str, Sparse]  # the columns kept as their exceptions (compact_columns.py)
-    widths: dict[str, str]  # the stored arrays kept narrower: each one's own type
+    tx_sha256: bytes  # of the tx times that follow the manifest
+    parts: list[_Part]
 
 
 def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
@@ -118,49 +99,50 @@ def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> b
     return 0 < seq <= last_seq and chain_at(seq).hex() == chain
 
 
-def save(path: Path, facts: FactColumns, events: EventColumns, stamp: Stamp, seal: Seal) -> None:
-    """Write ``facts`` and ``events`` (the state at ``stamp``) to ``path``, atomically,
-    authenticated with ``seal``."""
-    if facts.last_seq != stamp[0] or len(events) != stamp[0]:
-        raise ValueError(f"the state holds seq {facts.last_seq}, the stamp says {stamp[0]}")
-    arrays = dict(_arrays(facts))
-    models = list(dict.fromkeys(v.model for v in facts.vectors))
-    arrays |= _vector_arrays(facts, models)
-    for name, code in EventColumns.ARRAYS.items():
-        if name not in _DERIVED:
-            arrays[f"events.{name}"] = np.frombuffer(getattr(events, name), dtype=_DTYPES[code])
-    for name in _EVENT_TEXTS:
-        arrays |= _text_arrays(f"events.{name}", getattr(events, name))
-    for name in _DERIVED_COLUMNS:
-        del arrays[name]
-    arrays, sparse, widths = pack(arrays)
-    extra = msgspec.msgpack.encode(_Extra(
-        facts.last_seq, facts.tokened, facts.odd, models,
-        list(facts.episodes.values()), list(events.recalls.values()),
-    ))
-    columns, offset = [], 0
-    for name, arr in arrays.items():
-        digest = hashlib.sha256(_raw(arr)).digest()
-        columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest))
-        offset += _aligned(arr.nbytes)
+def part_files(path: Path) -> list[Path]:
+    """The part files beside the manifest at ``path`` (named or not)."""
+    return sorted(path.parent.glob(f"{path.name}.*.part"))
+
+
+def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
+    """Write ``projector``'s state (at ``stamp``) as the checkpoint at ``path``, authenticated
+    with ``seal``: the parts of the namespaces whose part on disk (named by an authentic
+    manifest) is older, then the manifest."""
+    tx = projector.tx_times
+    if len(tx) != stamp[0]:
+        raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
+    old = {p.namespace: p for p in _authentic(path, seal)}
+    parts = []
+    for namespace, space in projector.spaces():
+        facts, events = space.state, space.events
+        if facts.last_seq > stamp[0]:
+            raise ValueError(f"namespace {namespace!r} holds events after the stamp")
+        kept = old.get(namespace)
+        if kept is not None and kept.seq == facts.last_seq and (path.parent / kept.file).exists():
+            parts.append(kept)
+            continue
+        name = f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}.part"
+        parts.append(_Part(namespace, facts.last_seq, name,
+                           checkpoint_part.write(path.parent / name, facts, events)))
+    times = memoryview(tx).cast("B")
     manifest = msgspec.msgpack.encode(_Manifest(
-        stamp[0], stamp[1], seal.erased_through, columns, extra, sparse, widths
-    ))
-    start = _aligned(_HEAD.size + len(manifest))
+        stamp[0], stamp[1], seal.erased_through, hashlib.sha256(times).digest(), parts))
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb", closefd=False) as f:
             f.write(_HEAD.pack(MAGIC, VERSION, len(manifest), _mac(seal, manifest)) + manifest)
-            for column, arr in zip(columns, arrays.values(), strict=True):
-                f.seek(start + column.offset)
-                f.write(_raw(arr))
-            f.truncate(start + offset)
+            f.write(times)
         os.fsync(fd)
     finally:
         os.close(fd)
+    _fsync_dir(path.parent)  # the new parts' names, before the manifest that names them
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+    named = {p.file for p in parts}
+    for stale in part_files(path):
+        if stale.name not in named:
+            stale.unlink(missing_ok=True)
 
 
 def read_stamp(path: Path) -> Stamp | None:
@@ -174,10 +156,11 @@ def read_stamp(path: Path) -> Stamp | None:
     return None if manifest is None else (manifest.seq, manifest.chain)
 
 
-def load(path: Path, stamp: Stamp, seal: Seal) -> tuple[FactColumns, EventColumns]:
-    """The state saved at ``path``, when the file is authentic under ``seal``, holds exactly
-    ``stamp``, was written after the last erasure ``seal`` records and is intact; else
-    :class:`Refused`, saying why."""
+def load(path: Path, stamp: Stamp, seal: Seal, namespaces: Collection[str] | None = None
+         ) -> Projector:
+    """The state saved at ``path`` (of ``namespaces`` only, if given), when the checkpoint
+    is authentic under ``seal``, holds exactly ``stamp``, was written after the last erasure
+    ``seal`` records and is intact; else :class:`Refused`, saying why."""
     try:
         with open(path, "rb") as f:
             manifest, raw = _manifest(f)
@@ -195,27 +178,53 @@ def load(path: Path, stamp: Stamp, seal: Seal) -> tuple[FactColumns, EventColumn
                     f"it was written before the erasure (receipt {seal.erased_through}) its key "
                     f"file records, and may hold what that erased"
                 )
-            start = _aligned(f.tell())
-            arrays: dict[str, Any] = {}
-            for column in manifest.columns:
-                into = _buffer(column)
-                f.seek(start + column.offset)
-                if f.readinto(into) != len(into) or (
-                    hashlib.sha256(into).digest() != column.sha256
-                ):
-                    raise Refused(f"it is damaged (column {column.name} fails its digest)")
-                arrays[column.name] = into if isinstance(into, bytearray) else into.obj
-        extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
-        arrays = unpack(arrays, manifest.sparse, manifest.widths)
-        facts = _columns(arrays, extra)
-        events = _events(arrays, extra, facts)
-        _derive(facts, events)
-        return facts, events
+            tx = array("q")
+            tx.frombytes(f.read(8 * manifest.seq))
+            if len(tx) != manifest.seq or hashlib.sha256(tx).digest() != manifest.tx_sha256:
+                raise Refused("it is damaged (its tx times fail their digest)")
+        spaces: dict[str, Loaded] = {}
+        for part in manifest.parts:
+            if namespaces is not None and part.namespace not in namespaces:
+                continue
+            if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
+                raise Refused(f"its manifest names a part it cannot hold ({part.file})")
+            facts, events = checkpoint_part.read(path.parent / part.file, part.digest)
+            if facts.last_seq != part.seq or not _only(facts, events, part.namespace):
+                raise Refused(f"its part {part.file} holds another namespace's state")
+            spaces[part.namespace] = facts, events
+        return Projector(spaces, tx)
     except Refused:
         raise
     except (OSError, ValueError, KeyError, IndexError, TypeError, msgspec.DecodeError,
             struct.error) as e:
         raise Refused(f"it cannot be read ({type(e).__name__}: {e})") from None
+
+
+def _only(facts: FactColumns, events: EventColumns, namespace: str) -> bool:
+    """Whether every fact and event row of a part is of ``namespace``."""
+    names = facts.namespaces.values
+    codes = np.union1d(events.column("namespace"), facts.table.namespace[: facts.n])
+    return all(names[c] == namespace for c in codes.tolist())
+
+
+def _authentic(path: Path, seal: Seal) -> list[_Part]:
+    """The parts the manifest at ``path`` names when it is authentic under ``seal`` and as new
+    as its erasure record; else none. (A part written before an erasure's keys were destroyed
+    may hold what it erased, even at the seq of a part written after it.)"""
+    try:
+        with open(path, "rb") as f:
+            manifest, raw = _manifest(f)
+    except (OSError, ValueError, msgspec.DecodeError, struct.error):
+        return []
+    if manifest is None or not hmac.compare_digest(raw[1], _mac(seal, raw[0])) or (
+        manifest.erased_through != seal.erased_through
+    ):
+        return []
+    return manifest.parts
+
+
+def _name_digest(namespace: str) -> str:
+    return blake2b(namespace.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
 
 
 def _mac(seal: Seal, manifest: bytes) -> bytes:
@@ -233,189 +242,6 @@ def _manifest(f: Any) -> tuple[_Manifest | None, tuple[bytes, bytes]]:
     if len(raw) != size:
         return None, (b"", b"")
     return msgspec.msgpack.decode(raw, type=_Manifest), (raw, mac)
-
-
-def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventColumns:
-    events = EventColumns(facts)
-    for name, code in EventColumns.ARRAYS.items():
-        if name in _DERIVED:
-            continue
-        column = arrays[f"events.{name}"]
-        if len(column) != extra.last_seq:
-            raise ValueError(f"the event column {name} does not cover the stamp's seqs")
-        setattr(events, name, array(code, np.asarray(column, dtype=_DTYPES[code]).tobytes()))
-    for name in _EVENT_TEXTS:
-        _fill_texts(getattr(events, name), arrays, f"events.{name}")
-    events.recalls = {r.seq: r for r in extra.recalls}
-    events.request_key = _request_keys(events)
-    return events
-
-
-def _request_keys(events: EventColumns) -> array[int]:
-    """Each event's request key (projections/request_keys.py), from its request id."""
-    keys = np.zeros(len(events), dtype=np.int64)
-    codes = events.column("request")
-    names, requests = events.facts.namespaces.values, events.requests
-    namespaces = events.column("namespace")
-    for i in np.flatnonzero(codes >= 0).tolist():
-        keys[i] = request_key(names[namespaces[i]], requests[int(codes[i])])
-    return array("q", keys.tobytes())
-
-
-def _vector_arrays(facts: FactColumns, models: list[str]) -> dict[str, npt.NDArray[Any]]:
-    """The vectors as columns: each one's fact, namespace, model, dims and seq, and their
-    bytes one after another."""
-    vectors = facts.vectors
-    code = {m: i for i, m in enumerate(models)}
-    n = len(vectors)
-    lengths = np.fromiter((len(v.vector) for v in vectors), dtype=np.int64, count=n)
-    return {
-        "vectors.fact_id": np.fromiter((v.fact_id for v in vectors), np.int64, n),
-        "vectors.namespace": facts.namespaces.encode([v.namespace for v in vectors]),
-        "vectors.model": np.fromiter((code[v.model] for v in vectors), np.int32, n),
-        "vectors.dims": np.fromiter((v.dims for v in vectors), np.int32, n),
-        "vectors.seq": np.fromiter((v.seq for v in vectors), np.int64, n),
-        "vectors.ends": np.cumsum(lengths),
-        "vectors.blob": np.frombuffer(b"".join(v.vector for v in vectors), dtype=np.uint8),
-    }
-
-
-def _vectors(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> None:
-    blob = arrays["vectors.blob"].tobytes()
-    ends = arrays["vectors.ends"].tolist()
-    names, models = facts.namespaces.values, extra.models
-    columns = zip(
-        arrays["vectors.fact_id"].tolist(), arrays["vectors.namespace"].tolist(),
-        arrays["vectors.model"].tolist(), arrays["vectors.dims"].tolist(),
-        arrays["vectors.seq"].tolist(), [0, *ends][: len(ends)], ends, strict=True,
-    )
-    for fact_id, namespace, model, dims, seq, start, end in columns:
-        facts.add_vector(Vector(fact_id, names[namespace], models[model], dims,
-                                blob[start:end], seq))
-
-
-_EVENT_TEXTS = ("refs", "requests")
-# fold columns made again at load from the others (_derive)
-_DERIVED_COLUMNS = ("table.created_at", "table.superseded_at", "table.forgotten_at",
-                    "table.tokens_end", "rows.tx_from", "rows.tx_to")
-_DERIVED = ("request_key",)  # event columns made again at load, not saved
-_DTYPES = {"q": "<i8", "i": "<i4", "b": "i1"}  # array typecodes as numpy dtypes
-
-
-def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
-    out: list[tuple[str, npt.NDArray[Any]]] = []
-    for prefix, table in (("table", cols.table), ("rows", cols.rows)):
-        out += [(f"{prefix}.{c}", getattr(table, c)[: table.n]) for c in table.COLUMNS]
-    for name in _TEXTS:
-        out += _text_arrays(name, getattr(cols, name)).items()
-    for name in _STRING_TABLES:
-        encoded = [v.encode("utf-8", "surrogatepass") for v in getattr(cols, name).values]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        out += [
-            (f"{name}.blob", np.frombuffer(b"".join(encoded), dtype=np.uint8)),
-            (f"{name}.ends", np.cumsum(lengths)),
-        ]
-    for name in _RAGGED:
-        ragged: Ragged = getattr(cols, name)
-        out.append((name, ragged.values[: ragged.n]))
-    return out
-
-
-def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
-    cols = FactColumns()
-    for prefix, table in (("table", cols.table), ("rows", cols.rows)):
-        _fill_table(table, {c: arrays[f"{prefix}.{c}"] for c in table.COLUMNS
-                            if f"{prefix}.{c}" not in _DERIVED_COLUMNS})
-    for name in _TEXTS:
-        _fill_texts(getattr(cols, name), arrays, name)
-    for name in _STRING_TABLES:
-        strings: Strings = getattr(cols, name)
-        strings.fill_utf8(arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist())
-    for name in _RAGGED:
-        ragged = getattr(cols, name)
-        ragged.values, ragged.n = arrays[name], len(arrays[name])
-    cols.odd = extra.odd
-    cols.tokened = extra.tokened
-    if not 0 <= cols.tokened <= cols.n:
-        raise ValueError("more facts with index tokens than facts")
-    _vectors(arrays, extra, cols)
-    for episode in extra.episodes:
-        cols.add_episode(episode)
-    cols.last_seq = extra.last_seq
-    return cols
-
-
-def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:
-    """Strings kept as one buffer: the buffer, in slot order, and each one's length."""
-    starts, ends = texts.starts[: texts.n], texts.ends[: texts.n]
-    blob = bytes(texts.blob)
-    if len(starts) and not (
-        starts[0] == 0 and np.array_equal(starts[1:], ends[:-1]) and ends[-1] == len(blob)
-    ):
-        blob = b"".join(blob[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True))
-    return {f"{name}.blob": np.frombuffer(blob, dtype=np.uint8),
-            f"{name}.lengths": (ends - starts).astype(np.int64)}
-
-
-def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
-    lengths = arrays[f"{name}.lengths"]
-    texts.blob = arrays[f"{name}.blob"]
-    texts.ends = np.cumsum(lengths, dtype=np.int64)
-    texts.starts = texts.ends - lengths
-    texts.n = len(lengths)
-    if texts.n and int(texts.ends[-1]) != len(texts.blob):
-        raise ValueError(f"the lengths of {name} do not add up to its buffer")
-
-
-def _derive(facts: FactColumns, events: EventColumns) -> None:
-    """The columns a checkpoint does not keep (compact_columns.py): the times, from each
-    event's tx time; where each fact's index tokens end."""
-    tx, seqs = events.column("tx"), events.column("seq")
-    if len(seqs) > 1 and not bool((seqs[1:] > seqs[:-1]).all()):
-        raise ValueError("the event rows are not in seq order")
-    f, r = facts.table, facts.rows
-    f.created_at = derive_times(tx, seqs, f.ids)
-    f.superseded_at = derive_times(tx, seqs, f.superseded_by)
-    f.forgotten_at = derive_times(tx, seqs, f.forgotten_seq)
-    r.tx_from = derive_times(tx, seqs, r.tx_from_seq)
-    r.tx_to = derive_times(tx, seqs, r.tx_to_seq)
-    ids = f.ids[: f.n]
-    if len(ids) and (int(ids[0]) < 1 or int(ids[-1]) > facts.last_seq
-                     or not bool((ids[1:] > ids[:-1]).all())):
-        raise ValueError("the facts' ids are not increasing seqs of the stamp's")
-    ends = np.zeros(f.n, dtype=np.int64)
-    ends[: facts.tokened] = np.cumsum(f.doc_len[: facts.tokened])
-    f.tokens_end = ends
-    if facts.tokened and int(ends[facts.tokened - 1]) != facts.tokens.n:
-        raise ValueError("the facts' token counts do not add up to their tokens")
-
-
-def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any]]) -> None:
-    counts = {len(c) for c in columns.values()}
-    if len(counts) != 1:
-        raise ValueError("a table's columns differ in length")
-    for name, column in columns.items():
-        setattr(table, name, column)
-    table.n = counts.pop()
-
-
-def _buffer(column: _Column) -> bytearray | memoryview:
-    """Where a column is read to: a text buffer straight into the bytearray Texts keep (no
-    copy), any other column into a new array (its bytes; ``.obj`` is the array)."""
-    if column.name.endswith(".blob") and (
-        column.name.split(".")[0] in _TEXTS or column.name.startswith("events.")
-    ):
-        return bytearray(column.count)
-    return _raw(np.empty(column.count, dtype=np.dtype(column.dtype)))
-
-
-def _raw(arr: npt.NDArray[Any]) -> memoryview:
-    """The array's bytes (a view, no copy, for a contiguous array)."""
-    return np.ascontiguousarray(arr).data.cast("B")
-
-
-def _aligned(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -97,15 +97,17 @@ _CREATED = attrgetter(
 )
 
 
-def fold(events: Sequence[Event], into: FactColumns) -> None:
+def fold(events: Sequence[Event], into: FactColumns, *, gaps: bool = False) -> None:
     """Fold ``events`` (the next ones of the log, in order) into ``into``. On the first event
-    the fold refuses, the events before it are folded and ``ProjectionError`` names it."""
-    refused = _Bulk(into, events).run()
+    the fold refuses, the events before it are folded and ``ProjectionError`` names it.
+    ``gaps``: the events are one namespace's of the log's next ones (increasing seqs after
+    ``into.last_seq``, not every seq)."""
+    refused = _Bulk(into, events, gaps=gaps).run()
     if refused is None:
         return
     at, error = refused
     if at:  # raises for an earlier one (an event out of step is found before the checks)
-        fold(events[:at], into)
+        fold(events[:at], into, gaps=gaps)
     ev = events[at]
     if error is None:
         raise ProjectionError(
@@ -159,10 +161,11 @@ def touched_facts(events: Iterable[Event]) -> set[int]:
 class _Bulk:
     """One bulk fold of ``events`` into ``cols``: :meth:`run` checks, then commits."""
 
-    def __init__(self, cols: FactColumns, events: Sequence[Event], *, isolated: bool = False
-                 ) -> None:
-        """``isolated``: each event sees only the state before all of them (:func:`check`)."""
-        self.cols, self.events, self.isolated = cols, events, isolated
+    def __init__(self, cols: FactColumns, events: Sequence[Event], *, isolated: bool = False,
+                 gaps: bool = False) -> None:
+        """``isolated``: each event sees only the state before all of them (:func:`check`);
+        ``gaps``: the seqs increase but need not be every one (:func:`fold`)."""
+        self.cols, self.events, self.isolated, self.gaps = cols, events, isolated, gaps
         self.base_seq, self.base_slot, self.base_row = cols.last_seq, cols.n, cols.rows.n
 
     def run(self, *, commit: bool = True) -> tuple[int, HmemError | None] | None:
@@ -172,7 +175,10 @@ class _Bulk:
         if not n:
             return None
         seqs = np.fromiter((e.seq for e in events), dtype=np.int64, count=n)
-        bad = np.flatnonzero(seqs != np.arange(self.base_seq + 1, self.base_seq + n + 1))
+        if self.gaps:
+            bad = np.flatnonzero(seqs <= np.concatenate(([self.base_seq], seqs[:-1])))
+        else:
+            bad = np.flatnonzero(seqs != np.arange(self.base_seq + 1, self.base_seq + n + 1))
         if bad.size and not self.isolated:
             return int(bad[0]), None
         epoch, us = EPOCH, _US  # projections.timeutil.to_us, inlined
@@ -438,7 +444,7 @@ class _Bulk:
         for slot, (seq, tx, why) in self.forgotten.items():
             f.forgotten_seq[slot], f.forgotten_at[slot] = seq, tx
             f.forget_reason[slot] = cols.reasons.code(why)
-        cols.last_seq = self.base_seq + len(self.events)
+        cols.last_seq = int(self.events[-1].seq)
         for vec in self.vectors:
             cols.add_vector(vec)
         for episode in self.episodes.values():

@@ -12,7 +12,6 @@ whose visibility does not fit the arrays).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +23,7 @@ from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
 from projections.records import Fact, subject_key
 from projections.source_positions import source_positions
 
-__all__ = ["Indexes", "build_index", "build_indexes"]
+__all__ = ["build_index", "build_indexes"]
 
 assert NONE == NEVER  # the fold's "open" is the index's: values are copied as they are
 
@@ -43,51 +42,6 @@ def build_index(cols: FactColumns, namespace: str) -> NamespaceIndex:
 def build_indexes(cols: FactColumns) -> dict[str, NamespaceIndex]:
     """Every namespace's index (:func:`build_index`)."""
     return {namespace: build_index(cols, namespace) for namespace in cols.namespaces_with_facts()}
-
-
-class Indexes(Mapping[str, NamespaceIndex]):
-    """The recall indexes by namespace, each built on first use (``build(namespace)``, None
-    for a namespace without facts) and kept; :meth:`built` is the index only if it exists."""
-
-    def __init__(
-        self, build: Callable[[str], NamespaceIndex | None], namespaces: Callable[[], list[str]]
-    ) -> None:
-        self._build, self._namespaces = build, namespaces
-        self._built: dict[str, NamespaceIndex] = {}
-
-    def built(self, namespace: str) -> NamespaceIndex | None:
-        return self._built.get(namespace)
-
-    def build_now(self, namespace: str) -> NamespaceIndex:
-        """The namespace's index, built now (empty for a namespace without facts yet: later
-        events then fill it one by one)."""
-        try:
-            return self[namespace]
-        except KeyError:
-            index = self._built[namespace] = NamespaceIndex()
-            return index
-
-    def any_built(self) -> bool:
-        return bool(self._built)
-
-    def all_built(self) -> dict[str, NamespaceIndex]:
-        """The indexes built so far, by namespace."""
-        return dict(self._built)
-
-    def __getitem__(self, namespace: str) -> NamespaceIndex:
-        index = self._built.get(namespace)
-        if index is None:
-            index = self._build(namespace)
-            if index is None:
-                raise KeyError(namespace)
-            self._built[namespace] = index
-        return index
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._namespaces())
-
-    def __len__(self) -> int:
-        return len(self._namespaces())
 
 
 def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:

@@ -1,126 +1,91 @@
 """The state derived from the log, in memory: the one thing that answers queries.
 
-A :class:`Projector` holds the fold's state (projections/fold_state.py), the event columns
-(projections/event_columns.py) and the recall indexes (projections/recall_index.py), each built
-for a namespace on first use. It starts empty (then the log is replayed) or from a checkpoint
-(projections/checkpoint.py) and folds the log's events as they come, in any number at a time.
+Every event belongs to one namespace and refers only to its own namespace's facts, so the state
+is one :class:`Space` per namespace: the fold's state (projections/fold_state.py), the event
+rows (projections/event_columns.py) and the recall index (projections/recall_index.py, built on
+first use) of that namespace's events alone. A :class:`Projector` holds the spaces and what
+belongs to the log as a whole: how far it has folded (``last_seq``) and each event's tx time
+(time travel turns a time into a seq of the log). It starts empty (then the log is replayed)
+or from a checkpoint (projections/checkpoint.py) and folds the log's events as they come, in
+any number at a time, each into its namespace's space.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import nullcontext
 
 import numpy as np
 
 from eventlog.events import Event, FactRemembered, FactRevised
 from eventlog.sealing import check_opened
+from projections.errors import ProjectionError
 from projections.event_columns import EventColumns
 from projections.fold import fold, touched_facts
 from projections.fold_state import FactColumns
 from projections.gc_pause import paused_gc
-from projections.index_build import Indexes, build_index
+from projections.index_build import build_index
 from projections.index_docs import index_counts, index_runs, index_text
 from projections.index_tokens import set_runs, set_tokens, token_counts
 from projections.recall_index import NamespaceIndex
 from projections.timeutil import to_us
 
-__all__ = ["Projector", "index_counts", "index_text"]
+__all__ = ["Projector", "Space", "index_counts", "index_text"]
 
 _BULK = 32  # facts folded at once from which their documents are made together (index_runs)
 
+Loaded = tuple[FactColumns, EventColumns]
 
-class Projector:
-    """The derived state of one store (see the module docstring)."""
 
-    def __init__(self, loaded: tuple[FactColumns, EventColumns] | None = None) -> None:
+class Space:
+    """One namespace's derived state: ``state`` (its facts), ``events`` (its event rows) and
+    ``index`` (its recall index once built)."""
+
+    __slots__ = ("events", "index", "state")
+
+    def __init__(self, loaded: Loaded | None = None) -> None:
         if loaded is None:
             state = FactColumns()
             loaded = state, EventColumns(state)
         self.state, self.events = loaded
-        if self.events.facts is not self.state or len(self.events) != self.state.last_seq:
-            raise ValueError("the event columns are not the fold's")
-        self._indexes: Indexes | None = None
-        self._vector_groups: dict[str, list[int]] = {}  # namespace -> positions in vectors
-        self._grouped = 0  # vectors grouped so far
+        if self.events.facts is not self.state:
+            raise ValueError("the event rows are not the fold's")
+        self.index: NamespaceIndex | None = None
 
     @property
     def last_seq(self) -> int:
+        """The seq of the last event of this namespace folded (0: none)."""
         return self.state.last_seq
 
-    @property
-    def tx_times(self) -> array[int]:
-        """Each event's tx time in microseconds, by seq - 1."""
-        return self.events.tx
+    def build_index(self, namespace: str) -> NamespaceIndex | None:
+        """The recall index (built now if it is not yet); None without facts."""
+        if self.index is None and len(self.state.namespace_slots(namespace)):
+            with paused_gc():
+                index = build_index(self.state, namespace)
+            for vec in self.state.vectors:
+                index.set_vector(vec.fact_id, vec.model, _floats(vec.vector))
+            self.index = index
+        return self.index
 
-    def namespace_events(self, namespace: str) -> tuple[int, int | None, int | None]:
-        """(events in ``namespace``, the first one's and the last one's tx time in
-        microseconds, None without events)."""
-        return self.events.namespace_events(namespace)
-
-    def request_seqs(self, namespace: str, request_id: str) -> list[int]:
-        """Seqs of the events that may carry ``request_id`` in ``namespace`` (read them back to
-        be sure: keys are hashes)."""
-        return self.events.request_seqs(namespace, request_id)
-
-    @property
-    def indexes(self) -> Indexes:
-        """Per-namespace recall indexes, each built on first use from the fold state (its
-        columns and index tokens); later events update the ones built."""
-        if self._indexes is None:
-            self._indexes = Indexes(self._build_index, self.state.namespaces_with_facts)
-        return self._indexes
-
-    def built_indexes(self) -> dict[str, NamespaceIndex]:
-        """The recall indexes built so far (none is built by asking)."""
-        return {} if self._indexes is None else self._indexes.all_built()
-
-    def _build_index(self, namespace: str) -> NamespaceIndex | None:
-        if not len(self.state.namespace_slots(namespace)):
-            return None
-        with paused_gc():
-            index = build_index(self.state, namespace)
-        vectors = self.state.vectors
-        for i in self._vectors_in(namespace):
-            vec = vectors[i]
-            index.set_vector(vec.fact_id, vec.model, _floats(vec.vector))
-        return index
-
-    def _vectors_in(self, namespace: str) -> list[int]:
-        """Positions in ``state.vectors`` of this namespace's vectors, in order."""
-        vectors, groups = self.state.vectors, self._vector_groups
-        for i in range(self._grouped, len(vectors)):
-            groups.setdefault(vectors[i].namespace, []).append(i)
-        self._grouped = len(vectors)
-        return groups.get(namespace, [])
-
-    def apply(self, ev: Event) -> None:
-        """Fold one event (:meth:`apply_all` of one)."""
-        self.apply_all([ev])
-
-    def apply_all(self, events: Iterable[Event], *, bulk: bool = False) -> int:
-        """Fold ``events`` (the log's next ones, in order) with :func:`fold`, record their
-        event rows and bring the recall indexes built so far up to date; returns how many were
-        folded. ``bulk`` (replay, catch-up) pauses the cyclic garbage collector. On a refused
-        event, the ones before it are folded and recorded, then its ``ProjectionError`` is
-        raised."""
-        with paused_gc() if bulk else nullcontext():
-            batch = events if isinstance(events, list) else list(events)
-            state = self.state
-            base_seq, base_slot, base_vectors = state.last_seq, state.n, len(state.vectors)
-            for ev in batch:
-                if ev.sealed:
-                    check_opened(ev)
-            try:
-                fold(batch, state)
-            finally:
-                self._record(batch[: state.last_seq - base_seq], base_slot, base_vectors)
-        return len(batch)
+    def fold(self, events: list[Event]) -> None:
+        """Fold this namespace's next ``events`` (increasing seqs, after :attr:`last_seq`),
+        record their rows and bring the index up to date; on a refused event, the ones before
+        it are folded and recorded, then its ``ProjectionError`` is raised."""
+        state = self.state
+        base_seq, base_slot, base_vectors = state.last_seq, state.n, len(state.vectors)
+        try:
+            fold(events, state, gaps=True)
+        except ProjectionError:
+            if state.last_seq != base_seq:
+                done = [ev for ev in events if ev.seq <= state.last_seq]
+                self._record(done, base_slot, base_vectors)
+            raise
+        self._record(events, base_slot, base_vectors)
 
     def _record(self, events: list[Event], base_slot: int, base_vectors: int) -> None:
         """What follows from ``events``, just folded: their event rows, the new facts' index
-        tokens, the recall indexes built so far."""
+        tokens, the recall index if it is built."""
         if not events:
             return
         state = self.state
@@ -128,7 +93,7 @@ class Projector:
         subjects, table = state.subjects.values, state.table
         made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]
         names = [subjects[code] for code in table.subject[base_slot:state.n].tolist()]
-        live = self._indexes is not None and self._indexes.any_built()
+        live = self.index is not None
         if len(made) < _BULK:  # a live write: a dict per fact (microseconds, not numpy's 100)
             counts = [index_counts(name, ev.text) for ev, name in zip(made, names, strict=True)]
             set_tokens(state, base_slot, counts)
@@ -144,25 +109,195 @@ class Projector:
         self, made: list[FactRemembered | FactRevised], counts: list[dict[str, int]],
         touched: set[int], base_vectors: int,
     ) -> None:
-        """Bring the built recall indexes up to the state: the new facts added (in id order,
-        as they stand now), the older facts the events changed updated, the new vectors set.
-        (A namespace whose index is not built yet gets all of it from the state when it is.)"""
-        assert self._indexes is not None
+        """Bring the built index up to the state: the new facts added (in id order, as they
+        stand now), the older facts the events changed updated, the new vectors set."""
+        index = self.index
+        assert index is not None
         facts = self.state.facts
         new = {ev.seq for ev in made}
         for ev, tokens in zip(made, counts, strict=True):
-            index = self._indexes.built(ev.namespace)
-            if index is not None:
-                index.add(facts[ev.seq], tokens)
+            index.add(facts[ev.seq], tokens)
         for fid in sorted(touched - new):
-            fact = facts[fid]
-            index = self._indexes.built(fact.namespace)
-            if index is not None:
-                index.update(fact)
+            index.update(facts[fid])
         for vec in self.state.vectors[base_vectors:]:
-            index = self._indexes.built(vec.namespace)
-            if index is not None:
-                index.set_vector(vec.fact_id, vec.model, _floats(vec.vector))
+            index.set_vector(vec.fact_id, vec.model, _floats(vec.vector))
+
+
+class Projector:
+    """The derived state of one store (see the module docstring)."""
+
+    def __init__(
+        self, spaces: Mapping[str, Loaded] | None = None, tx: array[int] | None = None
+    ) -> None:
+        """An empty state, or ``spaces`` (each namespace's loaded state) with ``tx``, every
+        event's tx time in microseconds by seq - 1 (so the state is at seq ``len(tx)``)."""
+        self.tx_times: array[int] = array("q") if tx is None else tx
+        self._spaces: dict[str, Space] = {}
+        for namespace, loaded in (spaces or {}).items():
+            space = self._spaces[namespace] = Space(loaded)
+            if space.last_seq > len(self.tx_times):
+                raise ValueError(f"the state of namespace {namespace!r} is past the log's times")
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event folded."""
+        return len(self.tx_times)
+
+    # ------------------------------------------------------------------ reads
+
+    def space(self, namespace: str) -> Space:
+        """The namespace's state (an empty one, not kept, for a namespace without events)."""
+        space = self._spaces.get(namespace)
+        return Space() if space is None else space
+
+    def spaces(self) -> Iterator[tuple[str, Space]]:
+        """Every namespace with events and its state, in order of its first event."""
+        return iter([(ns, s) for ns, s in self._spaces.items() if s.last_seq])
+
+    def namespaces(self) -> list[str]:
+        """The namespaces with events, in order of their first event."""
+        return [ns for ns, s in self._spaces.items() if s.last_seq]
+
+    def namespaces_with_facts(self) -> list[str]:
+        """The namespaces with facts, in order of their first event."""
+        return [ns for ns, space in self._spaces.items() if space.state.n]
+
+    def seqs_of(self, kind: str) -> list[int]:
+        """Seqs of every event of ``kind`` (a tag of EVENT_TAGS) in every namespace, in order."""
+        return sorted(s for space in self._spaces.values() for s in space.events.seqs_of(kind))
+
+    def namespace_of(self, seq: int) -> str | None:
+        """The namespace of event ``seq`` (None: not folded). A search of every namespace: for
+        the rare caller without one."""
+        for namespace, space in self._spaces.items():
+            try:
+                space.events.row(seq)
+            except KeyError:
+                continue
+            return namespace
+        return None
+
+    def namespace_events(self, namespace: str) -> tuple[int, int | None, int | None]:
+        """(events in ``namespace``, the first one's and the last one's tx time in
+        microseconds, None without events)."""
+        return self.space(namespace).events.namespace_events(namespace)
+
+    def request_seqs(self, namespace: str, request_id: str) -> list[int]:
+        """Seqs of the events that may carry ``request_id`` in ``namespace`` (read them back to
+        be sure: keys are hashes)."""
+        return self.space(namespace).events.request_seqs(namespace, request_id)
+
+    @property
+    def indexes(self) -> Indexes:
+        """Per-namespace recall indexes, each built on first use from its space; later events
+        update the ones built."""
+        return Indexes(self)
+
+    def built_indexes(self) -> dict[str, NamespaceIndex]:
+        """The recall indexes built so far (none is built by asking)."""
+        return {ns: s.index for ns, s in self._spaces.items() if s.index is not None}
+
+    def held(self, namespace: str) -> Space | None:
+        """The namespace's space if this holds one (none is made by asking)."""
+        return self._spaces.get(namespace)
+
+    def kept_space(self, namespace: str) -> Space:
+        """The namespace's space, made and kept if there is none yet."""
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = Space()
+        return space
+
+    # ------------------------------------------------------------------ folding
+
+    def apply(self, ev: Event) -> None:
+        """Fold one event (:meth:`apply_all` of one)."""
+        self.apply_all([ev])
+
+    def apply_all(self, events: Iterable[Event], *, bulk: bool = False) -> int:
+        """Fold ``events`` (the log's next ones, in order), each into its namespace's space;
+        returns how many were folded. ``bulk`` (replay, catch-up) pauses the cyclic garbage
+        collector. On a refused event, every event before it is folded, and so may be later
+        events of other namespaces (a space folds only events after its own last seq, so the
+        log's next read from the refused event folds each once); then its ``ProjectionError``
+        is raised."""
+        with paused_gc() if bulk else nullcontext():
+            batch = events if isinstance(events, list) else list(events)
+            if not batch:
+                return 0
+            base = self.last_seq
+            seqs = np.fromiter((ev.seq for ev in batch), dtype=np.int64, count=len(batch))
+            step = np.flatnonzero(seqs != np.arange(base + 1, base + 1 + len(batch)))
+            out_of_step = batch[int(step[0])] if len(step) else None
+            if out_of_step is not None:
+                batch = batch[: int(step[0])]
+            for ev in batch:
+                if ev.sealed:
+                    check_opened(ev)
+            groups: dict[str, list[Event]] = {}
+            for ev in batch:
+                groups.setdefault(ev.namespace, []).append(ev)
+            refused: tuple[int, ProjectionError] | None = None
+            for namespace, group in groups.items():
+                space = self.kept_space(namespace)
+                last = space.last_seq
+                todo = group if group[0].seq > last else [ev for ev in group if ev.seq > last]
+                try:
+                    space.fold(todo)
+                except ProjectionError as e:
+                    at = next(ev.seq for ev in todo if ev.seq > space.last_seq)
+                    if refused is None or at < refused[0]:
+                        refused = at, e
+            through = len(batch) if refused is None else refused[0] - 1 - base
+            self.tx_times.extend(to_us(ev.tx_at) for ev in batch[:through])
+            if refused is not None:
+                raise refused[1]
+            if out_of_step is not None:
+                raise ProjectionError(
+                    f"event seq {out_of_step.seq} applied after seq {self.last_seq}; the "
+                    f"projection is out of step with the log. Rebuild it with "
+                    f"`hmem replay rebuild`"
+                )
+        return len(batch)
+
+    def nbytes(self) -> int:
+        """Bytes of the columns of every space (texts and string tables not counted)."""
+        return 8 * len(self.tx_times) + sum(
+            s.state.nbytes() + s.events.nbytes() for s in self._spaces.values())
+
+
+class Indexes(Mapping[str, NamespaceIndex]):
+    """The recall indexes of a projector's namespaces with facts (its spaces'), each built on
+    first use and kept by its space; :meth:`build_now` makes an empty one for a namespace
+    without facts (later events then fill it one by one)."""
+
+    def __init__(self, projector: Projector) -> None:
+        self._projector = projector
+
+    def built(self, namespace: str) -> NamespaceIndex | None:
+        """The index if it is built (none is built by asking)."""
+        space = self._projector.held(namespace)
+        return None if space is None else space.index
+
+    def build_now(self, namespace: str) -> NamespaceIndex:
+        space = self._projector.kept_space(namespace)
+        if space.build_index(namespace) is None:
+            space.index = NamespaceIndex()
+        assert space.index is not None
+        return space.index
+
+    def __getitem__(self, namespace: str) -> NamespaceIndex:
+        space = self._projector.held(namespace)
+        index = None if space is None else space.build_index(namespace)
+        if index is None:
+            raise KeyError(namespace)
+        return index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._projector.namespaces_with_facts())
+
+    def __len__(self) -> int:
+        return len(self._projector.namespaces_with_facts())
 
 
 def _floats(vector: bytes) -> np.ndarray:

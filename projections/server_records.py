@@ -36,8 +36,7 @@ from typing import Any
 import numpy as np
 
 from eventlog.events import EPOCH, EpisodeRecorded, Event, RecallServed
-from projections.event_columns import EventColumns
-from projections.fold_state import FactColumns
+from projections.projector import Projector
 from projections.records import Episode, Vector
 from projections.timeutil import to_us
 
@@ -136,45 +135,51 @@ def records_seq(con: Any) -> int | None:
 
 
 def write_records(
-    con: Any, state: FactColumns, events: EventColumns, stamped: Sequence[Event], *, after: int
+    con: Any, projector: Projector, stamped: Sequence[Event], *, after: int
 ) -> Callable[[], bool]:
-    """Send the rows of the records among ``stamped`` (just folded into ``state`` and
-    ``events``) and move ``records_seq`` from ``after`` to the fold's last seq, in the
-    caller's transaction, without waiting for the server (it may run in pipeline mode).
+    """Send the rows of the records among ``stamped`` (just folded into ``projector``) and
+    move ``records_seq`` from ``after`` to the fold's last seq, in the caller's transaction,
+    without waiting for the server (it may run in pipeline mode).
     Returns ``done()``: call it once the caller's own statements are sent; when the tables
     were not at ``after`` (a writer that did not keep them appended since), it writes every
     row again and returns True."""
     moved = con.execute(
         "UPDATE hmem_meta SET value = %s WHERE key = 'records_seq' AND value = %s RETURNING 1",
-        (str(state.last_seq), str(after)),
+        (str(projector.last_seq), str(after)),
     )
-    new = [ev.seq for ev in stamped if isinstance(ev, (EpisodeRecorded, RecallServed))]
-    episodes = [state.episodes[s] for s in new if s in state.episodes]
-    recalls = [events.recalls[s] for s in new if s in events.recalls]
-    vectors = []
-    for vec in reversed(state.vectors):  # the batch's vectors are the last ones
-        if vec.seq <= after:
-            break
-        vectors.append(vec)
-    _insert(con, _rows(episodes, recalls, vectors[::-1]))
+    episodes, recalls, vectors = [], [], []
+    for namespace in dict.fromkeys(ev.namespace for ev in stamped):
+        state, events = (space := projector.space(namespace)).state, space.events
+        new = [ev.seq for ev in stamped if ev.namespace == namespace
+               and isinstance(ev, (EpisodeRecorded, RecallServed))]
+        episodes += [state.episodes[s] for s in new if s in state.episodes]
+        recalls += [events.recalls[s] for s in new if s in events.recalls]
+        mine = []
+        for vec in reversed(state.vectors):  # the batch's vectors are the last ones
+            if vec.seq <= after:
+                break
+            mine.append(vec)
+        vectors += mine[::-1]
+    _insert(con, _rows(episodes, recalls, sorted(vectors, key=lambda v: v.seq)))
 
     def done() -> bool:
         if moved.fetchone() is not None:
             return False
-        rewrite_records(con, state, events, copy=False)
+        rewrite_records(con, projector, copy=False)
         return True
 
     return done
 
 
-def rewrite_records(con: Any, state: FactColumns, events: EventColumns, *, copy: bool) -> None:
+def rewrite_records(con: Any, projector: Projector, *, copy: bool) -> None:
     """Every row of the record tables again, and ``records_seq`` at the fold's last seq: with
     COPY (outside pipeline mode), or as INSERTs."""
     for table in RECORD_TABLES:
         con.execute(f"DELETE FROM {table}")
     con.execute("INSERT INTO hmem_meta VALUES ('records_seq', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(state.last_seq),))
-    rows = embedded_records(state, events)
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(projector.last_seq),))
+    rows = embedded_records(projector)
     if not copy:
         _insert(con, rows)
         return
@@ -195,10 +200,13 @@ def _insert(con: Any, rows: dict[str, list[tuple[Any, ...]]]) -> None:
                                 f"({', '.join(['%s'] * len(columns))})", table_rows)
 
 
-def embedded_records(state: FactColumns, events: EventColumns) -> dict[str, list[tuple[Any, ...]]]:
+def embedded_records(projector: Projector) -> dict[str, list[tuple[Any, ...]]]:
     """Every record table's rows from the state, as the server shows them (times as
     datetimes, a NUL as U+FFFD, vectors as lists of floats)."""
-    return _rows(state.episodes.values(), list(events.recalls.values()), state.vectors)
+    spaces = [space for _, space in projector.spaces()]
+    return _rows([e for s in spaces for e in s.state.episodes.values()],
+                 [r for s in spaces for r in s.events.recalls.values()],
+                 [v for s in spaces for v in s.state.vectors])
 
 
 def _rows(
@@ -244,12 +252,10 @@ def server_records(con: Any) -> dict[str, list[tuple[Any, ...]]]:
     return out
 
 
-def differences(
-    con: Any, state: FactColumns, events: EventColumns
-) -> dict[str, tuple[int, int]]:
+def differences(con: Any, projector: Projector) -> dict[str, tuple[int, int]]:
     """Per record table whose rows differ from the state's: (rows missing, rows extra)."""
     out = {}
-    wanted = embedded_records(state, events)
+    wanted = embedded_records(projector)
     for table, got in server_records(con).items():
         have, need = Counter(map(_canonical, got)), Counter(map(_canonical, wanted[table]))
         missing, extra = need - have, have - need

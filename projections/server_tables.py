@@ -26,7 +26,7 @@ hold) shows as U+FFFD there, while the log keeps it. Only the owner of the table
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +36,7 @@ from eventlog.events import EPOCH
 from projections.arrays import NONE
 from projections.errors import InvalidInput
 from projections.fold_state import FactColumns
+from projections.projector import Projector
 from projections.server_records import RECORD_DDL, RECORD_TABLES, RECORD_WALL
 from projections.sql_tables import TIME_COLUMNS, fact_rows, version_rows
 
@@ -176,28 +177,31 @@ def tables_seq(con: Any) -> int:
     return int(con.execute("SELECT value FROM hmem_meta WHERE key = 'tables_seq'").fetchone()[0])
 
 
-def write_facts(con: Any, state: FactColumns, ids: Iterable[int], *, after: int) -> bool:
-    """Replace the rows of the facts ``ids`` with the fold's, in the caller's transaction, and
-    move ``tables_seq`` from ``after`` to the fold's last seq. When the tables were not at
-    ``after`` (written by something that did not keep them), every fact's rows are written
-    instead; returns whether that happened. Sends its statements without waiting between
-    them (it may run in pipeline mode); ``after=-1`` writes every fact's rows (with COPY,
-    outside pipeline mode)."""
+def write_facts(
+    con: Any, projector: Projector, ids: Mapping[str, Iterable[int]], *, after: int
+) -> bool:
+    """Replace the rows of the facts ``ids`` (by namespace) with the fold's, in the caller's
+    transaction, and move ``tables_seq`` from ``after`` to the fold's last seq. When the
+    tables were not at ``after`` (written by something that did not keep them), every fact's
+    rows are written instead; returns whether that happened. Sends its statements without
+    waiting between them (it may run in pipeline mode); ``after=-1`` writes every fact's rows
+    (with COPY, outside pipeline mode)."""
     if after < 0:
-        _rewrite(con, state, copy=True)
+        _rewrite(con, projector, copy=True)
         return True
     moved = con.execute(
         "UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq' AND value = %s RETURNING 1",
-        (str(state.last_seq), str(after)),
+        (str(projector.last_seq), str(after)),
     )
-    chosen = sorted(set(ids))
-    old = [i for i in chosen if i <= after]  # new facts have no rows yet
+    chosen = {ns: sorted(set(some)) for ns, some in ids.items()}
+    old = sorted(i for some in chosen.values() for i in some if i <= after)  # new: no rows yet
     if old:
         con.execute("DELETE FROM hmem_fact_versions WHERE fact_id = ANY(%s)", (old,))
         con.execute("DELETE FROM hmem_facts WHERE id = ANY(%s)", (old,))
-    _insert(con, state, chosen)
+    for namespace, some in chosen.items():
+        _insert(con, projector.space(namespace).state, some)
     if moved.fetchone() is None:  # behind: every fact's rows, statement by statement
-        _rewrite(con, state, copy=False)
+        _rewrite(con, projector, copy=False)
         return True
     return False
 
@@ -211,15 +215,18 @@ def _insert(con: Any, state: FactColumns, ids: Sequence[int]) -> None:
                         f"(%s, %s, %s, %s, %s, %s, %s, %s)", versions)
 
 
-def _rewrite(con: Any, state: FactColumns, *, copy: bool) -> None:
+def _rewrite(con: Any, projector: Projector, *, copy: bool) -> None:
     """Every fact's rows, and ``tables_seq`` at the fold's last seq: with COPY and fresh
     planner statistics (a bulk write), or as INSERTs (in pipeline mode, where COPY cannot run)."""
     con.execute("DELETE FROM hmem_fact_versions")
     con.execute("DELETE FROM hmem_facts")
-    con.execute("UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq'", (str(state.last_seq),))
-    every = state.table.ids[: state.n].tolist()
-    for start in range(0, len(every), 10_000):
-        (_copy if copy else _insert)(con, state, every[start:start + 10_000])
+    con.execute("UPDATE hmem_meta SET value = %s WHERE key = 'tables_seq'",
+                (str(projector.last_seq),))
+    for _, space in projector.spaces():
+        state = space.state
+        every = state.table.ids[: state.n].tolist()
+        for start in range(0, len(every), 10_000):
+            (_copy if copy else _insert)(con, state, every[start:start + 10_000])
     if copy:
         # the planner's statistics now, not when autovacuum comes by: without them a
         # namespace's as_of scans the exclusion index (4 ms for 200 rows of 30k) instead of
@@ -379,8 +386,20 @@ def server_rows(con: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
     return facts, versions
 
 
-def embedded_rows(state: FactColumns) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+def embedded_rows(projector: Projector) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The same two from the state, as the server shows them (NUL as U+FFFD)."""
+    facts: list[tuple[Any, ...]] = []
+    versions: list[tuple[Any, ...]] = []
+    for _, space in projector.spaces():
+        some, more = _embedded_rows(space.state)
+        facts += some
+        versions += more
+    facts.sort(key=lambda row: row[0])  # by id, as server_rows reads them
+    versions.sort(key=lambda row: (row[0], row[1]))  # by fact id, row number
+    return facts, versions
+
+
+def _embedded_rows(state: FactColumns) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     ids = state.table.ids[: state.n].tolist()
     got = fact_rows(state, ids)
     columns = [_values(got[c], c) for c in _FACTS.split(", ")]
@@ -408,12 +427,12 @@ def _values(column: Any, name: str) -> list[Any]:
     return values
 
 
-def differences(con: Any, state: FactColumns) -> dict[str, tuple[int, int]]:
+def differences(con: Any, projector: Projector) -> dict[str, tuple[int, int]]:
     """Per server table whose rows differ from the state's: (rows missing, rows extra). Empty
     when they agree."""
     out = {}
     for table, got, want in zip(("hmem_facts", "hmem_fact_versions"), server_rows(con),
-                                embedded_rows(state), strict=True):
+                                embedded_rows(projector), strict=True):
         have, need = Counter(map(_canonical, got)), Counter(map(_canonical, want))
         missing, extra = need - have, have - need
         if missing or extra:

@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 
 from eventlog.protocol import Log
-from projections.event_columns import EventColumns
-from projections.fold_state import FactColumns
 from projections.projector import Projector
 from projections.sql_tables import TABLES, namespace_rows
 from replay.rebuild import rebuild_projection
@@ -41,11 +39,11 @@ class ProjectionDiff:
         return not self.tables
 
 
-def state_rows(facts: FactColumns, events: EventColumns) -> dict[str, list[tuple[Any, ...]]]:
+def state_rows(projector: Projector) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows of every namespace of a state, as tuples (the canonical dump)."""
     out: dict[str, list[tuple[Any, ...]]] = {table: [] for table in TABLES}
-    for namespace in sorted(set(facts.namespaces.values)):
-        for table, columns in namespace_rows(facts, events, namespace).items():
+    for namespace, space in sorted(projector.spaces()):
+        for table, columns in namespace_rows(space.state, space.events, namespace).items():
             out[table] += _tuples(columns)
     return out
 
@@ -54,21 +52,22 @@ def verify_projection(
     log: Log,
     live: Projector,
     *,
-    checkpoint: tuple[int, FactColumns, EventColumns] | None = None,
+    checkpoint: Projector | None = None,
     max_examples: int = 5,
 ) -> ProjectionDiff:
     """Compare ``live`` (at its last seq) with the log folded from seq 1 to the same seq; with
-    ``checkpoint`` (its seq and the state loaded from it), that state too."""
+    ``checkpoint`` (the state loaded from the checkpoint), that state too."""
     report = ProjectionDiff(events=live.last_seq)
     fresh = Projector()
     if checkpoint is not None:
-        seq, facts, events = checkpoint
-        rebuild_projection(log, upto=seq, into=fresh)
-        _compare(report, "checkpoint ", state_rows(fresh.state, fresh.events),
-                 state_rows(facts, events), max_examples)
+        rebuild_projection(log, upto=checkpoint.last_seq, into=fresh)
+        _compare(report, "checkpoint ", state_rows(fresh), state_rows(checkpoint),
+                 max_examples)
+        if list(fresh.tx_times) != list(checkpoint.tx_times):
+            report.tables["checkpoint tx times"] = (1, 0)
+            report.examples.append("checkpoint: the events' tx times differ from the log's")
     rebuild_projection(log, upto=live.last_seq, into=fresh)
-    _compare(report, "", state_rows(fresh.state, fresh.events),
-             state_rows(live.state, live.events), max_examples)
+    _compare(report, "", state_rows(fresh), state_rows(live), max_examples)
     for namespace, index in live.built_indexes().items():
         want = fresh.indexes.build_now(namespace).fields()
         have = index.fields()

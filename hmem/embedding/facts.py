@@ -27,7 +27,8 @@ def check_dims(store: Store, namespace: str, embedder: Embedder) -> None:
     """Raise :class:`~hmem.errors.EmbedderError` if ``embedder``'s vectors would not fit the
     namespace's earlier vectors of its model."""
     with store.lock:
-        stored = store.projector.state.vector_dims.get((namespace, embedder.model))
+        stored = store.projector.space(namespace).state.vector_dims.get(
+            (namespace, embedder.model))
     if stored is not None and stored != embedder.dims:
         raise EmbedderError(
             f"this namespace's vectors of {embedder.model!r} have {stored} dims but the "
@@ -73,6 +74,6 @@ def worker_for(
         tail = (namespace, embedder.model)
         if tail not in store.embed_tails:
             store.embed_tails.add(tail)
-            worker.put(unembedded_tail(store.projector.state, *tail))
+            worker.put(unembedded_tail(store.projector.space(namespace).state, *tail))
         store.embed_workers.append(worker)
         return worker

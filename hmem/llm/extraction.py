@@ -155,7 +155,7 @@ def add(
         raise InvalidInput("session_id must be a non-empty string, e.g. 'chat-2025-03-01'")
     turns = _turns(messages, parse_time_opt(observed_at, "observed_at"))
     with memory.transaction() as txn:
-        sessions = txn.store.projector.state.sessions
+        sessions = txn.store.projector.space(memory.namespace).state.sessions
         first = len(sessions.get((memory.namespace, session_id), ()))
         positions = [
             txn.append(EpisodeRecorded(
@@ -274,7 +274,7 @@ def _episodes(memory: Memory, seqs: list[int]) -> list[Episode]:
     if not seqs:
         raise InvalidInput("no episode seqs given")
     with memory.reading() as store:
-        state = store.projector.state
+        state = store.projector.space(memory.namespace).state
         found = []
         for seq in seqs:
             ok = isinstance(seq, int) and not isinstance(seq, bool)
@@ -296,7 +296,7 @@ def _request(
 ) -> ExtractionRequest:
     session, first = episodes[0].session_id, episodes[0].seq
     with memory.reading() as store:
-        state = store.projector.state
+        state = store.projector.space(memory.namespace).state
         earlier = [e for e in state.episodes_in(memory.namespace, session) if e.seq < first]
     context = earlier[-context_turns:] if context_turns else []
     query = " ".join(e.text for e in episodes)[:_QUERY_CHARS]

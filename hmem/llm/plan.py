@@ -99,7 +99,7 @@ class Plan:
         self.txn = txn
         self.namespace = txn.namespace
         self.source_agent = source_agent
-        self.state = txn.store.projector.state
+        self.state = txn.store.projector.space(self.namespace).state
         self.indexes = txn.store.projector.indexes
         self.tx = txn.time
         self.episodes = episodes

@@ -315,8 +315,9 @@ def _rewrite(memory: Memory, entries: list[dict[str, Any]]) -> tuple[list[str], 
             elif entry["kind"] == "snapshot":
                 with memory.reading() as store:
                     valid = entry.get("valid_at_us")
-                    rel = snapshot_query(store.projector.state, memory.namespace,
-                                         int(entry["as_of"]), None if valid is None else int(valid))
+                    state = store.projector.space(memory.namespace).state
+                    rel = snapshot_query(state, memory.namespace, int(entry["as_of"]),
+                                         None if valid is None else int(valid))
                     write_private(path, rel.write_parquet)
             else:
                 export_jsonl(memory, path)

@@ -71,8 +71,8 @@ class NamespaceCopy:
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(DDL)
-        for table, columns in namespace_rows(projector.state, projector.events,
-                                             namespace).items():
+        space = projector.space(namespace)
+        for table, columns in namespace_rows(space.state, space.events, namespace).items():
             insert(self.con, table, columns)
         self.con.execute(_EVENTS_VIEW)
         if sandboxed:  # no file access: a query cannot read the log (every namespace) from disk
@@ -82,7 +82,8 @@ class NamespaceCopy:
     def erased_since(self, projector: Projector) -> bool:
         """Whether an erasure of this namespace came after the copy's seq: rows it holds were
         then rewritten (texts emptied, vectors gone), so the copy must be made anew."""
-        return bool(len(projector.events.seqs_in(self.namespace, self.seq, kinds=("erased",))))
+        events = projector.space(self.namespace).events
+        return bool(len(events.seqs_in(self.namespace, self.seq, kinds=("erased",))))
 
     def refresh(self, projector: Projector) -> None:
         """Bring the copy from its seq to the projector's: new rows of the tables that only
@@ -91,7 +92,8 @@ class NamespaceCopy:
         seq = projector.last_seq
         if seq == self.seq:
             return
-        rows = namespace_rows(projector.state, projector.events, self.namespace, since=self.seq)
+        space = projector.space(self.namespace)
+        rows = namespace_rows(space.state, space.events, self.namespace, since=self.seq)
         touched = rows["facts"]["id"].tolist()
         con = self.con
         con.execute("BEGIN TRANSACTION")

@@ -157,7 +157,7 @@ def rank(
     tokens = tokenize(query.text) or tokenize(query.text, keep_stopwords=True)
     if index is None or not len(index):
         return RecallResult(query.text, (), 0, 0)
-    state = projector.state
+    state = projector.space(namespace).state
     seq = projector.last_seq if as_of_seq is None else as_of_seq
     key = None if subject is None else subject_key(subject)
     if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
@@ -294,7 +294,8 @@ def _pinned(
 ) -> tuple[list[Hit], int]:
     """The pinned procedural facts' hits (``RecallConfig.pin_procedural``) within the token
     budget, and the tokens they use."""
-    state, seq = projector.state, projector.last_seq if query.as_of_seq is None else query.as_of_seq
+    state = projector.space(namespace).state
+    seq = projector.last_seq if query.as_of_seq is None else query.as_of_seq
     hits: list[Hit] = []
     used = 0
     for doc in pinned_docs(state, index, namespace, config.pin_procedural, visible):

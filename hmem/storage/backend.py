@@ -78,10 +78,11 @@ class Backend(Protocol):
         """Before a checkpoint is loaded: bring a newer one than ``have`` (its seq) to
         :attr:`root` if there is one elsewhere."""
 
-    def share_checkpoint(self, path: Path, seq: int, *, closing: bool, every: int) -> list[str]:
-        """After the checkpoint at ``path`` (at ``seq``) was published: share it where other
-        hosts find it, if this backend does (at close, or every so many events); returns
-        notes."""
+    def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
+                         ) -> list[str]:
+        """After the checkpoint of ``files`` (its manifest, then its parts; at ``seq``) was
+        published: share it where other hosts find it, if this backend does (at close, or
+        every so many events); returns notes."""
 
     def table_differences(
         self, caught_up: Callable[[], Projector]

@@ -7,9 +7,10 @@ writer; a shared writer under the log's writer lock) publishes a new one when th
 ``every`` events or 1% of the log, and at close; a backend that shares checkpoints with other
 hosts gets each one published (hmem/storage/backend.py).
 
-A checkpoint is the whole state, so publishing one costs time in proportion to the store: a
-writer spends at most :data:`SHARE` of its time publishing (a bulk load writes faster than it
-could publish every 1%; the tail an open folds is then longer, and closing publishes anyway).
+A publish writes the parts of the namespaces with events since the last one and every event's
+tx time, so it costs time in proportion to what changed: a writer spends at most :data:`SHARE`
+of its time publishing (a bulk load writes faster than it could publish every 1%; the tail an
+open folds is then longer, and closing publishes anyway).
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from eventlog.protocol import Log
 from hmem.storage.backend import Backend
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE
-from projections.event_columns import EventColumns
-from projections.fold_state import FactColumns
 from projections.projector import Projector
 
 __all__ = ["CHECKPOINT_FILE", "SHARE", "Checkpoints"]
 
 SHARE = 0.1  # at most this share of a writer's time goes to publishing checkpoints
+_ATTEMPTS = 3  # reads of a checkpoint that other writers keep replacing
 
 
 class Checkpoints:
@@ -50,33 +50,37 @@ class Checkpoints:
         self.backend.fetch_checkpoint(have[0] if have else 0)  # a newer one from elsewhere
         self.seq = 0
         read = self._read(log)
-        if not isinstance(read, tuple):
+        if not isinstance(read, Projector):
             if read is not None:
                 self.notes.append(f"{read}; replayed the log")
             return Projector()
-        self.seq, facts, events = read
-        return Projector((facts, events))
+        self.seq = read.last_seq
+        return read
 
-    def saved(self, log: Log) -> tuple[int, FactColumns, EventColumns] | None:
-        """The state the checkpoint on disk holds, with its seq, when it would be used by an
-        open of ``log`` now; else None."""
+    def saved(self, log: Log) -> Projector | None:
+        """The state the checkpoint on disk holds when it would be used by an open of ``log``
+        now; else None."""
         read = self._read(log)
-        return read if isinstance(read, tuple) else None
+        return read if isinstance(read, Projector) else None
 
-    def _read(self, log: Log) -> tuple[int, FactColumns, EventColumns] | str | None:
-        """The checkpoint on disk, (seq, facts, events), when an open of ``log`` would use it;
-        else why not (None: there is none)."""
-        stamp = checkpoint.read_stamp(self.path)
-        if stamp is None:
-            if self.path.exists():
-                return f"checkpoint {self.path} is unreadable or of another layout"
-            return None
-        if not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
-            return f"checkpoint (seq {stamp[0]}) was published from a different log"
-        try:
-            return (stamp[0], *checkpoint.load(self.path, stamp, self.seal(log)))
-        except checkpoint.Refused as e:
-            return f"checkpoint {self.path} not used: {e}"
+    def _read(self, log: Log) -> Projector | str | None:
+        """The checkpoint on disk when an open of ``log`` would use it; else why not (None:
+        there is none). A checkpoint replaced while it was read is read again."""
+        for attempt in range(_ATTEMPTS):
+            stamp = checkpoint.read_stamp(self.path)
+            if stamp is None:
+                if self.path.exists():
+                    return f"checkpoint {self.path} is unreadable or of another layout"
+                return None
+            if not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
+                return f"checkpoint (seq {stamp[0]}) was published from a different log"
+            try:
+                return checkpoint.load(self.path, stamp, self.seal(log))
+            except checkpoint.Refused as e:
+                if attempt + 1 < _ATTEMPTS and checkpoint.read_stamp(self.path) != stamp:
+                    continue  # a writer published a new one meanwhile (and removed old parts)
+                return f"checkpoint {self.path} not used: {e}"
+        return None
 
     @staticmethod
     def seal(log: Log) -> checkpoint.Seal:
@@ -121,15 +125,15 @@ class Checkpoints:
         seq = projector.last_seq
         started = self.clock()
         try:
-            checkpoint.save(self.path, projector.state, projector.events,
-                            (seq, log.chain_at(seq).hex()), self.seal(log))
+            checkpoint.save(self.path, projector, (seq, log.chain_at(seq).hex()),
+                            self.seal(log))
         except OSError as e:
             self.notes.append(f"checkpoint not published ({e}); the next open replays more of "
                               f"the log")
             return self.seq
         self.seq = seq
-        self.notes += self.backend.share_checkpoint(self.path, seq, closing=closing,
-                                                    every=self.every)
+        self.notes += self.backend.share_checkpoint(
+            [self.path, *checkpoint.part_files(self.path)], seq, closing=closing, every=self.every)
         self._ended = self.clock()
         self._spent = self._ended - started
         return seq

@@ -130,7 +130,8 @@ class FileBackend:
     def fetch_checkpoint(self, have: int) -> None:
         pass
 
-    def share_checkpoint(self, path: Path, seq: int, *, closing: bool, every: int) -> list[str]:
+    def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
+                         ) -> list[str]:
         return []
 
     def table_differences(

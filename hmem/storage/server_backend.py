@@ -91,9 +91,10 @@ class ServerBackend:
             records' statements sent first, so that the facts' wait for the server fetches
             both answers."""
             con, after = self.log.con, stamped[0].seq - 1
-            records = server_records.write_records(con, projector.state, projector.events,
-                                                   stamped, after=after)
-            server_tables.write_facts(con, projector.state, touched_facts(stamped), after=after)
+            records = server_records.write_records(con, projector, stamped, after=after)
+            touched = {ns: touched_facts(ev for ev in stamped if ev.namespace == ns)
+                       for ns in dict.fromkeys(ev.namespace for ev in stamped)}
+            server_tables.write_facts(con, projector, touched, after=after)
             records()
         return write_tables
 
@@ -108,9 +109,9 @@ class ServerBackend:
             return []
         with self.log.writing(), con.transaction():
             if facts_behind:
-                server_tables.write_facts(con, projector.state, (), after=-1)  # with COPY
+                server_tables.write_facts(con, projector, {}, after=-1)  # with COPY
             if records != seq:
-                server_records.rewrite_records(con, projector.state, projector.events, copy=True)
+                server_records.rewrite_records(con, projector, copy=True)
         notes = ["the server's tables were behind the log; written again"] if facts_behind else []
         if records is None:
             notes.append("the server's tables of episodes, logged recalls and vectors were made "
@@ -124,8 +125,8 @@ class ServerBackend:
         """Write every row of the tables again."""
         log = self.log
         with log.writing(), log.con.transaction():
-            server_tables.write_facts(log.con, projector.state, (), after=-1)  # with COPY
-            server_records.rewrite_records(log.con, projector.state, projector.events, copy=True)
+            server_tables.write_facts(log.con, projector, {}, after=-1)  # with COPY
+            server_records.rewrite_records(log.con, projector, copy=True)
 
     def fetch_checkpoint(self, have: int) -> None:
         """Fetch the server's checkpoint into :attr:`root` when it is newer than ``have`` (the
@@ -135,14 +136,16 @@ class ServerBackend:
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             _fetch(self.log, self.root, have)
 
-    def share_checkpoint(self, path: Path, seq: int, *, closing: bool, every: int) -> list[str]:
+    def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
+                         ) -> list[str]:
         """Put the checkpoint just published on the server when the log has grown by a tenth
         (and by ``every`` events) since the one there, or at close, for other hosts."""
         shared = server_checkpoint_seq(self.log)
         if seq <= shared or not (closing or seq - shared >= max(every, seq // 10)):
             return []
         try:
-            share_checkpoint(self.log, {path.name: path}, seq, self.log.chain_at(seq))
+            share_checkpoint(self.log, {path.name: path for path in files}, seq,
+                             self.log.chain_at(seq))
         except OSError as e:
             return [f"checkpoint not shared on the server ({e})"]
         return []
@@ -156,8 +159,8 @@ class ServerBackend:
         with con.transaction():
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             projector = caught_up()
-            return {**server_tables.differences(con, projector.state),
-                    **server_records.differences(con, projector.state, projector.events)}
+            return {**server_tables.differences(con, projector),
+                    **server_records.differences(con, projector)}
 
     def close(self) -> None:
         self.log.close()

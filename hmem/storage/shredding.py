@@ -123,7 +123,7 @@ class Shredding:
         log = store.log
         keys = self.keys()
         keys.renew_erased_after(log.last_seq)
-        receipts = store.projector.events.seqs_of("erased")
+        receipts = store.projector.seqs_of("erased")
         restored = missing_receipts(log, keys, receipts, self._kind_of)
         if restored is not None:
             now = max(datetime.now(timezone.utc), log.last_tx_at)
@@ -150,8 +150,9 @@ class Shredding:
 
     def _kind_of(self, seq: int) -> tuple[str, str]:
         projector = self.store.projector
-        state, events = projector.state, projector.events
-        namespace = events.namespace_of(seq)
+        namespace = projector.namespace_of(seq)
+        assert namespace is not None  # a seq a receipt lists: an event of the log folded
+        state = projector.space(namespace).state
         if state.slot(seq) >= 0:
             return "fact", namespace
         return ("episode" if seq in state.episodes else "recall"), namespace

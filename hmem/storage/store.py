@@ -198,7 +198,6 @@ class Store:
         """Every check a batch passes before it is logged: each event's fields (once: of the
         ones the caller checked, only their timing), its links, the fold's checks against the
         state before the batch, and the write rules."""
-        state = self.projector.state
         for j, ev in enumerate(events):
             if j in checked:
                 check_timing(ev)
@@ -216,12 +215,17 @@ class Store:
                     )
                 if fact.namespace != ev.namespace:
                     raise InvalidInput("an embedding must be in its fact's namespace")
-        check(events, state, skip=list(links))
+        by_namespace: dict[str, list[int]] = {}
+        for j, ev in enumerate(events):
+            by_namespace.setdefault(ev.namespace, []).append(j)
+        for namespace, positions in by_namespace.items():  # each against its namespace's state
+            check([events[j] for j in positions], self.projector.space(namespace).state,
+                  skip=[k for k, j in enumerate(positions) if j in links])
         touched: set[int] = set()
         dims: dict[tuple[str, str], int] = {}
         for ev in events:
             if isinstance(ev, EmbeddingRecorded):
-                state.check_dims(ev, dims)
+                self.projector.space(ev.namespace).state.check_dims(ev, dims)
                 self.shredding.check_not_erased(ev.fact_id)
             if isinstance(ev, (FactRevised, FactForgotten)):
                 if ev.fact_id in touched:

@@ -393,7 +393,7 @@ def test_a_crash_loses_only_pending_embeddings_and_the_reopen_redoes_them(tmp_pa
     with Memory(path, embedder=HashEmbedder(16)) as m:
         m.flush()
         assert m.last_seq == last  # nothing left to redo: no second vector
-        vec = m.store.projector.state.vectors[-1]
+        vec = m.store.projector.space(m.namespace).state.vectors[-1]
         assert np.frombuffer(vec.vector, "<f4").shape == (16,)
 
 

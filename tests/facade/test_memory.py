@@ -217,8 +217,7 @@ def test_read_only_open_of_a_missing_store_is_a_clear_error(tmp_path):
 
 def dump(m: Memory) -> dict[str, list[tuple[object, ...]]]:
     """Every table row of every namespace of the state that answers."""
-    p = m.store.projector
-    return state_rows(p.state, p.events)
+    return state_rows(m.store.projector)
 
 
 def test_deleting_the_checkpoint_rebuilds_the_state_identically(tmp_path):

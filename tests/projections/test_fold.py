@@ -33,7 +33,6 @@ from eventlog.sealing import ERASED
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE
 from projections.errors import HmemError, ProjectionError
-from projections.event_columns import EventColumns
 from projections.fold import check, fold, fold_all, touched_facts
 from projections.fold_state import FactColumns
 from projections.index_tokens import set_tokens, token_counts
@@ -225,41 +224,72 @@ def test_the_state_saved_in_a_checkpoint_and_loaded_back_equals_the_fold(history
     one_by_one = Projector()
     for ev in accepted[:cut]:
         one_by_one.apply(ev)
-    assert projector.state.tokened == one_by_one.state.tokened == projector.state.n
-    assert_same_state(projector.state, one_by_one.state, f"bulk fold of {cut}")
-    loaded = Projector(through_checkpoint(projector))
-    assert_same_state(loaded.state, projector.state, f"checkpoint at {cut}")
+    assert_same_spaces(projector, one_by_one, f"bulk fold of {cut}")
+    loaded = through_checkpoint(projector)
+    assert_same_spaces(loaded, projector, f"checkpoint at {cut}")
     assert_same_events(loaded, projector, f"checkpoint at {cut}")
     for ev in accepted[cut:]:
         loaded.apply(ev)
         one_by_one.apply(ev)
-    assert loaded.state.tokened == one_by_one.state.tokened == loaded.state.n
-    assert_same_state(loaded.state, one_by_one.state, "folded on from the checkpoint")
+    assert_same_spaces(loaded, one_by_one, "folded on from the checkpoint")
     assert_same_events(loaded, one_by_one, "folded on from the checkpoint")
-    names = loaded.state.namespaces.values
-    assert [names[c] for c in loaded.events.namespace] == [ev.namespace for ev in accepted]
-    for request_id in ("r1", "r2"):  # each request id's events, however it was loaded
-        for namespace in NAMESPACES:
+    assert loaded.last_seq == len(accepted)
+    for namespace in NAMESPACES:  # each space is its namespace's part of the reference fold
+        space = loaded.space(namespace)
+        assert space.state.tokened == space.state.n
+        assert_same_state(space.state, restricted(state, accepted, namespace), namespace)
+        names = space.state.namespaces.values
+        mine = [ev for ev in accepted if ev.namespace == namespace]
+        assert space.events.seq.tolist() == [ev.seq for ev in mine]
+        assert {names[c] for c in space.events.namespace} <= {namespace}
+        for request_id in ("r1", "r2"):  # each request id's events, however it was loaded
             assert loaded.request_seqs(namespace, request_id) == [
-                ev.seq for ev in accepted if getattr(ev, "request_id", None) == request_id
-                and ev.namespace == namespace
+                ev.seq for ev in mine if getattr(ev, "request_id", None) == request_id
             ]
-    for fid in state.facts:
-        assert loaded.state.fact(fid).rows == state.facts[fid].rows
+
+
+def restricted(state: FactState, accepted: list, namespace: str) -> FactState:
+    """The reference fold's state of ``namespace`` alone, at its last event (with the length
+    of each fact's document, which a projector's fold sets)."""
+    out = FactState()
+    out.facts = {
+        fid: msgspec.structs.replace(f, doc_len=sum(index_counts(f.subject, f.text).values()))
+        for fid, f in state.facts.items() if f.namespace == namespace}
+    out.vectors = [v for v in state.vectors if v.namespace == namespace]
+    out.vector_dims = {k: d for k, d in state.vector_dims.items() if k[0] == namespace}
+    out.episodes = {s: e for s, e in state.episodes.items() if e.namespace == namespace}
+    out.sessions = {k: s for k, s in state.sessions.items() if k[0] == namespace}
+    out.last_seq = max((ev.seq for ev in accepted if ev.namespace == namespace), default=0)
+    return out
+
+
+def assert_same_spaces(got: Projector, want: Projector, what: str) -> None:
+    """The two hold the same namespaces, each with the same fold state (index tokens too)."""
+    assert got.last_seq == want.last_seq, what
+    assert sorted(got.namespaces()) == sorted(want.namespaces()), what
+    for namespace in want.namespaces():
+        state = got.space(namespace).state
+        assert state.tokened == state.n, what
+        assert_same_state(state, want.space(namespace).state, f"{what}, {namespace}")
 
 
 def assert_same_events(got: Projector, want: Projector, what: str) -> None:
     """The two hold the same event rows, as every namespace's SQL tables show them."""
-    assert state_rows(got.state, got.events) == state_rows(want.state, want.events), what
+    assert state_rows(got) == state_rows(want), what
+    assert list(got.tx_times) == list(want.tx_times), what
 
 
-def through_checkpoint(projector: Projector) -> tuple[FactColumns, EventColumns]:
+def save(path: Path, projector: Projector, stamp_: checkpoint.Stamp) -> None:
+    checkpoint.save(path, projector, stamp_, SEAL)
+
+
+def through_checkpoint(projector: Projector) -> Projector:
     """The projector's state saved to a checkpoint and loaded back (a file is refused for
     another stamp, another key or another erasure record)."""
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / CHECKPOINT_FILE
         stamp_ = (projector.last_seq, "ab")
-        checkpoint.save(path, projector.state, projector.events, stamp_, SEAL)
+        save(path, projector, stamp_)
         assert checkpoint.read_stamp(path) == stamp_
         for stamp_2, seal in [((stamp_[0] + 1, stamp_[1]), SEAL), ((stamp_[0], "ab0"), SEAL),
                               (stamp_, checkpoint.Seal(b"k" * 32, 3)),
@@ -272,27 +302,29 @@ def through_checkpoint(projector: Projector) -> tuple[FactColumns, EventColumns]
 
 
 @settings(max_examples=examples(dev=60, ci=300))
-@given(histories, st.floats(0, 1), st.integers(0, 7))
-def test_a_damaged_checkpoint_is_refused_never_misread(history, where, bit):
-    """Any flipped bit of the file: the load is refused, or (a flip in padding) the state
-    loaded is still the fold."""
+@given(histories, st.integers(0, 2), st.floats(0, 1), st.integers(0, 7))
+def test_a_damaged_checkpoint_is_refused_never_misread(history, which, where, bit):
+    """Any flipped bit of any of its files (the manifest, a namespace's part): the load is
+    refused, or (a flip in padding) the state loaded is still the fold."""
     _, _, accepted, _ = replay(history)
     projector = Projector()
     projector.apply_all(accepted)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / CHECKPOINT_FILE
         stamp_ = (projector.last_seq, "ab")
-        checkpoint.save(path, projector.state, projector.events, stamp_, SEAL)
-        raw = bytearray(path.read_bytes())
+        save(path, projector, stamp_)
+        files = [path, *checkpoint.part_files(path)]
+        hit = files[which % len(files)]
+        raw = bytearray(hit.read_bytes())
         raw[min(int(where * len(raw)), len(raw) - 1)] ^= 1 << bit
-        path.write_bytes(bytes(raw))
+        hit.write_bytes(bytes(raw))
         try:
             loaded = checkpoint.load(path, stamp_, SEAL)
         except checkpoint.Refused:
             loaded = None
     if loaded is not None:
-        back = Projector(loaded)
-        assert_same_state(back.state, projector.state, "loaded despite a flipped bit")
+        back = loaded
+        assert_same_spaces(back, projector, "loaded despite a flipped bit")
         assert_same_events(back, projector, "loaded despite a flipped bit")
 
 
@@ -309,11 +341,12 @@ def test_a_refused_event_in_a_bulk_replay_leaves_the_events_before_it_folded(his
     projector = Projector()
     with pytest.raises(ProjectionError):
         projector.apply_all([*before, bad, *accepted[bad.seq - 1:]], bulk=True)
-    assert projector.last_seq == len(before) == len(projector.events)
+    assert projector.last_seq == len(before)
+    assert sum(len(s.events) for _, s in projector.spaces()) == len(before)
     want = Projector()
     for ev in before:
         want.apply(ev)
-    assert_same_state(projector.state, want.state, "folded before the refusal")
+    assert_same_spaces(projector, want, "folded before the refusal")
     assert_same_events(projector, want, "folded before the refusal")
 
 
@@ -390,3 +423,23 @@ def test_forgetting_a_replaced_version(world):
     assert [r.tx_to_seq for r in state.facts[1].rows] == ([2, 3] if world else [2])
     assert_same_state(cols, state, "one by one")
     assert_same_state(fold_all(evs), state, "bulk")
+
+
+def test_a_refusal_in_one_namespace_leaves_the_others_folded_once():
+    """Namespaces fold apart: a refused event stops the projector at the seq before it, but a
+    later event of another namespace in the same batch is folded, and the log's next read from
+    the refused event (the same events again) folds it no second time."""
+    events = [
+        stamp(FactRemembered(namespace="a", subject="maya", text="Maya likes tea"), 1, 1),
+        stamp(FactRemembered(namespace="b", subject="tom", text="Tom likes chess"), 2, 2),
+        stamp(FactForgotten(namespace="a", fact_id=2), 3, 3),  # fact 2 is b's: not found in a
+        stamp(FactRemembered(namespace="b", subject="tom", text="Tom likes go"), 4, 4),
+    ]
+    projector = Projector()
+    for _ in range(2):
+        with pytest.raises(ProjectionError, match="logged event 3 does not apply"):
+            projector.apply_all(events[projector.last_seq:])
+        assert projector.last_seq == 2
+        assert projector.space("a").state.ids().tolist() == [1]
+        assert projector.space("b").state.ids().tolist() == [2, 4]
+        assert projector.space("b").events.seq.tolist() == [2, 4]

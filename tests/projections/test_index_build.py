@@ -91,11 +91,13 @@ def test_bulk_built_indexes_equal_incrementally_built_ones(history):
                 assert len(projector.indexes.build_now(ns)) == 0
             play(m, history)
             incremental = {ns: fields(ix) for ns, ix in projector.indexes.items()}
-            bulk = build_indexes(projector.state)
-            for vec in projector.state.vectors:
-                bulk[vec.namespace].set_vector(
-                    vec.fact_id, vec.model, np.frombuffer(vec.vector, dtype="<f4")
-                )
+            bulk = {}
+            for _, space in projector.spaces():
+                bulk |= build_indexes(space.state)
+                for vec in space.state.vectors:
+                    bulk[vec.namespace].set_vector(
+                        vec.fact_id, vec.model, np.frombuffer(vec.vector, dtype="<f4")
+                    )
             assert {ns: fields(ix) for ns, ix in bulk.items()} == incremental
         with Memory(Path(tmp) / "s", read_only=True, embedder=None) as r:
             reader = {ns: fields(ix) for ns, ix in r.store.projector.indexes.items()}

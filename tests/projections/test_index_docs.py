@@ -75,7 +75,7 @@ def test_a_bulk_fold_holds_the_tokens_of_a_fold_one_event_at_a_time(facts, revis
             events = events[: ev.seq - 1]
             break
     bulk.apply_all(events)
-    a, b = one.state, bulk.state
+    a, b = one.space("default").state, bulk.space("default").state
     assert a.n == b.n == a.tokened == b.tokened
     assert a.terms.values == b.terms.values
     assert a.tokens.values[: a.tokens.n].tolist() == b.tokens.values[: b.tokens.n].tolist()

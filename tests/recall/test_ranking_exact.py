@@ -25,7 +25,7 @@ from hmem import Memory
 from hmem.embedders import HashEmbedder
 from hmem.errors import InvalidTime
 from hmem.recall.request import RecallConfig
-from projections.projector import index_counts
+from projections.projector import Space, index_counts
 from projections.records import subject_key
 from projections.text import tokenize
 from tests.conftest import examples
@@ -157,6 +157,10 @@ def histories(draw: st.DrawFn) -> tuple[int, list[tuple[Any, ...]]]:
     return count, actions
 
 
+def _space(m: Memory) -> Space:
+    return m.store.projector.space(m.namespace)
+
+
 def _play(m: Memory, actions: list[tuple[Any, ...]]) -> dict[int, int]:
     """Apply the actions; returns turn -> id of its latest version (forgets of a forgotten or
     not yet remembered turn, and revises of a forgotten one, are skipped)."""
@@ -167,7 +171,7 @@ def _play(m: Memory, actions: list[tuple[Any, ...]]) -> dict[int, int]:
             _, _, subject, extra, valid_from = action
             latest[n] = m.remember(subject, f"{subject} fact {n} zebra{n} {extra}".strip(),
                                    source_ref=f"w:{n}", valid_from=valid_from)
-        elif n in latest and m.store.projector.state.facts[latest[n]].forgotten_seq is None:
+        elif n in latest and _space(m).state.facts[latest[n]].forgotten_seq is None:
             if kind == "forget":
                 m.forget(latest[n])
             else:
@@ -183,7 +187,7 @@ def _play(m: Memory, actions: list[tuple[Any, ...]]) -> dict[int, int]:
 
 def _believed(m: Memory, fact_id: int, seq: int, valid_at: datetime | None) -> bool:
     """Whether recall of that time may show the fact (what hmem.recall.ranking calls believed)."""
-    fact = m.store.projector.state.facts[fact_id]
+    fact = m.store.projector.space(m.namespace).state.facts[fact_id]
     valid_us = None if valid_at is None else int(valid_at.timestamp() * 1_000_000)
     row = fact.visible_row(seq, valid_us)
     return row is not None and (valid_us is not None or fact.is_head_at(seq))
@@ -194,7 +198,7 @@ def _check(m: Memory, word: str, **kw: Any) -> None:
     as_of, valid_at, subject = kw.get("as_of"), kw.get("valid_at"), kw.get("subject")
     seq = m.last_seq if as_of is None else as_of
     token = tokenize(word)[0]
-    state = m.store.projector.state.facts
+    state = m.store.projector.space(m.namespace).state.facts
     owners = [f.id for f in state.values()
               if f.namespace == m.namespace and token in index_counts(f.subject, f.text)
               and _believed(m, f.id, seq, valid_at)]

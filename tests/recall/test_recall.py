@@ -122,7 +122,7 @@ def _check_grid(index: NamespaceIndex, facts: list[Fact]) -> None:
 
 def test_visible_mask_matches_fact_rows_on_a_grid(history):
     projector = history.store.projector
-    facts = sorted(projector.state.facts.values(), key=lambda f: f.id)
+    facts = sorted(projector.space("default").state.facts.values(), key=lambda f: f.id)
     _check_grid(projector.indexes["default"], facts)
 
 
@@ -164,7 +164,7 @@ def test_visible_mask_random_histories(tmp_path):
                 fid = alive.pop(rng.randrange(len(alive)))
                 m.forget(fid)
                 heads = [h for h in heads if h[0] != fid]
-        facts = sorted(projector.state.facts.values(), key=lambda f: f.id)
+        facts = sorted(projector.space("default").state.facts.values(), key=lambda f: f.id)
         assert any(len(f.rows) == 2 and f.forgotten_seq for f in facts)
         _check_grid(projector.indexes["default"], facts)
 

@@ -233,7 +233,7 @@ class ModelChecks:
         """The projection's version rows, as written incrementally, are the model's rows (times
         in microseconds); no row ever disappears and no tx_from ever changes."""
         p = self.mem.store.projector
-        rows = state_rows(p.state, p.events)
+        rows = state_rows(p)
         got = sorted(rows["fact_versions"])
         assert len(got) >= self.rows_seen
         self.rows_seen = len(got)
@@ -249,7 +249,8 @@ class ModelChecks:
         ]
         assert_same(got, want, "table fact_versions (times in microseconds since the epoch)")
         assert len(rows["facts"]) == len(self.model.snapshot())
-        columns = list(namespace_rows(p.state, p.events, NAMESPACES[0])["facts"])
+        space = p.space(NAMESPACES[0])
+        columns = list(namespace_rows(space.state, space.events, NAMESPACES[0])["facts"])
         at_id, at_superseded = columns.index("id"), columns.index("superseded_by")
         assert not [r for r in rows["facts"]
                     if r[at_superseded] is not None and r[at_superseded] <= r[at_id]]

@@ -63,10 +63,10 @@ class PgMemoryMachine(MemoryMachine):
 
     def server_tables_match_projection(self):
         projector = self.mem.store.projector
-        want = embedded_rows(projector.state)
+        want = embedded_rows(projector)
         with psycopg.connect(self.dir) as con:
             got = server_rows(con)
-            records = server_records.differences(con, projector.state, projector.events)
+            records = server_records.differences(con, projector)
         assert records == {}, "the server's record tables differ from the projection's"
         assert got[0] == want[0], "hmem_facts differs from the projection's facts"
         assert got[1] == want[1], "hmem_fact_versions differs from the projection's versions"

@@ -132,7 +132,7 @@ def test_a_shared_writer_whose_fold_failed_after_the_write_reloads_and_holds_tha
         a = m.remember("maya", "Maya lives in London")
         folding = projector_module.fold
 
-        def stopped(events, into):  # type: ignore[no-untyped-def]
+        def stopped(events, into, **kw):  # type: ignore[no-untyped-def]
             if events:  # a catch-up with nothing new folds nothing
                 raise RuntimeError("the fold stopped")
 
@@ -154,8 +154,7 @@ def _store_with_facts(path):
         a = m.remember("maya", "Maya lives in London")
         m.revise(a, "Maya lives in Paris", valid_from="2030-01-01")
         m.remember("tom", "Tom likes chess")
-        p = m.store.projector
-        return state_rows(p.state, p.events)
+        return state_rows(m.store.projector)
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate", "garbage", "old-layout", "ahead"])
@@ -179,8 +178,7 @@ def test_a_damaged_checkpoint_is_detected_and_replaced_by_a_replay_with_a_note(t
                 other.remember("x", f"fact {i}")
         shutil.copy(tmp_path / "longer" / CHECKPOINT_FILE, ck)
     with Memory(path, embedder=None) as m:
-        p = m.store.projector
-        assert state_rows(p.state, p.events) == before
+        assert state_rows(m.store.projector) == before
         assert m.verify().ok
         if damage != "delete":
             assert m.notes, "a rebuilt projection is reported"

@@ -47,10 +47,9 @@ def test_episodes_recalls_hits_and_vectors_are_the_states_rows(url: str) -> None
         fill(m, "default", "Paris")
         fill(m, "hr", "Rome")
         assert m.verify().ok
-        state, events = m.store.projector.state, m.store.projector.events
         with psycopg.connect(url) as con:
             got = server_records.server_records(con)
-            assert server_records.differences(con, state, events) == {}
+            assert server_records.differences(con, m.store.projector) == {}
             vector = con.execute("SELECT vector FROM hmem_vectors WHERE model = 'other-model' "
                                  "ORDER BY seq LIMIT 1").fetchone()[0]
             turn = con.execute("SELECT text FROM hmem_episodes ORDER BY seq LIMIT 1").fetchone()
@@ -122,8 +121,7 @@ def test_a_role_bound_to_one_namespace_reads_only_its_records(url: str) -> None:
         fill(m, "default", "Paris")
         fill(m, "o'ther%_", "Rome")
         want = {ns: {t: {r[0] for r in rows if r[1] == ns}
-                     for t, rows in embedded_records(m.store.projector.state,
-                                                     m.store.projector.events).items()}
+                     for t, rows in embedded_records(m.store.projector).items()}
                 for ns in ("default", "o'ther%_")}
     role = READER_ROLES[1]
     with psycopg.connect(url, autocommit=True) as owner:

@@ -120,7 +120,8 @@ def test_hostile_input_is_a_typed_error_or_a_correct_store(
                 except TYPED:
                     assert m.last_seq == before  # a rejected call appends nothing
             assert m.verify().ok
-            for fact in m.store.projector.state.facts.values():
+            every = [f for _, s in m.store.projector.spaces() for f in s.state.facts.values()]
+            for fact in every:
                 assert fact.namespace == ns
                 assert isinstance(fact.confidence, float | int)
                 assert math.isfinite(fact.confidence)

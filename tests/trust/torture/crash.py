@@ -96,7 +96,7 @@ def writer(path: str, seed: int) -> None:
 
 
 def _current(m):  # type: ignore[no-untyped-def]
-    state = m.store.projector.state
+    state = m.store.projector.space(m.namespace).state
     return [f for f in state.facts.values() if f.superseded_by is None and f.forgotten_seq is None]
 
 

@@ -1,0 +1,354 @@
+"""One namespace's derived state as a file: a part of the store's checkpoint.
+
+The store's checkpoint (projections/checkpoint.py) is one part per namespace plus a manifest
+that names each part by the SHA-256 of the part's own manifest. A part holds a space's fold
+columns (projections/fold_state.py, with each fact's index tokens) and event rows
+(projections/event_columns.py) as they are in memory, so a load is a read per column.
+
+Layout: ``MAGIC | u32 version | u64 manifest length | 32-byte SHA-256 of the manifest |
+manifest (msgpack) | columns``. The manifest holds the part's seq (its namespace's last event),
+each column's (name, dtype, count, offset, sha256) and the pieces kept as objects (episodes,
+logged recalls, odd importances, the vectors' models) as one msgpack blob; each column is its
+bytes, 64-byte aligned. :func:`read` takes the digest the store's manifest names and refuses a
+part whose manifest or any column does not match it, so a part is as authentic as the manifest
+that names it. Written to ``.tmp``, fsynced and renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+from array import array
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from eventlog.events import RecallServed
+from projections.arrays import Ragged, Strings, Table, Texts
+from projections.compact_columns import Sparse, derive_times, pack, unpack
+from projections.event_columns import EventColumns
+from projections.fold_state import FactColumns
+from projections.records import Episode, Vector
+from projections.request_keys import request_key
+
+__all__ = ["Refused", "read", "write"]
+
+MAGIC = b"HMEMPART"
+VERSION = 1
+_HEAD = struct.Struct("<8sIQ32s")
+_ALIGN = 64
+
+
+class Refused(Exception):
+    """The checkpoint cannot be used; the message says why (the log is replayed instead)."""
+
+
+_STRING_TABLES = (
+    "namespaces", "subjects", "agents", "labels", "reasons", "entity_names", "terms"
+)
+_RAGGED = ("entities", "derived", "tokens")
+_TEXTS = ("texts", "refs")
+
+
+class _Column(msgspec.Struct, array_like=True):
+    name: str
+    dtype: str
+    count: int
+    offset: int
+    sha256: bytes
+
+
+class _Extra(msgspec.Struct):
+    last_seq: int
+    tokened: int
+    odd: dict[int, int]
+    models: list[str]  # the vectors' models, by code
+    episodes: list[Episode]
+    recalls: list[RecallServed]
+
+
+class _Manifest(msgspec.Struct):
+    seq: int  # the last event of the namespace the part holds
+    columns: list[_Column]
+    extra: bytes
+    sparse: dict[str, Sparse]  # the columns kept as their exceptions (compact_columns.py)
+    widths: dict[str, str]  # the stored arrays kept narrower: each one's own type
+
+
+def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
+    """Write one namespace's state (``facts`` and ``events``) to ``path``, atomically (without
+    syncing the directory: the manifest naming it does); returns its digest."""
+    if len(events) and events.seq[-1] != facts.last_seq:
+        raise ValueError(f"the event rows end at {events.seq[-1]}, the facts at {facts.last_seq}")
+    arrays = dict(_arrays(facts))
+    models = list(dict.fromkeys(v.model for v in facts.vectors))
+    arrays |= _vector_arrays(facts, models)
+    for name, code in EventColumns.ARRAYS.items():
+        if name not in _DERIVED:
+            arrays[f"events.{name}"] = np.frombuffer(getattr(events, name), dtype=_DTYPES[code])
+    for name in _EVENT_TEXTS:
+        arrays |= _text_arrays(f"events.{name}", getattr(events, name))
+    for name in _DERIVED_COLUMNS:
+        del arrays[name]
+    arrays, sparse, widths = pack(arrays)
+    extra = msgspec.msgpack.encode(_Extra(
+        facts.last_seq, facts.tokened, facts.odd, models,
+        list(facts.episodes.values()), list(events.recalls.values()),
+    ))
+    columns, offset = [], 0
+    for name, arr in arrays.items():
+        digest = hashlib.sha256(_raw(arr)).digest()
+        columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest))
+        offset += _aligned(arr.nbytes)
+    manifest = msgspec.msgpack.encode(_Manifest(facts.last_seq, columns, extra, sparse, widths))
+    digest = hashlib.sha256(manifest).digest()
+    start = _aligned(_HEAD.size + len(manifest))
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(_HEAD.pack(MAGIC, VERSION, len(manifest), digest) + manifest)
+            for column, arr in zip(columns, arrays.values(), strict=True):
+                f.seek(start + column.offset)
+                f.write(_raw(arr))
+            f.truncate(start + offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return digest
+
+
+def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
+    """The state saved at ``path`` when its manifest's SHA-256 is ``digest`` and every column
+    matches the manifest; else :class:`Refused`, saying why."""
+    try:
+        with open(path, "rb") as f:
+            manifest, raw = _manifest(f)
+            if manifest is None:
+                raise Refused(f"its part {path.name} is unreadable or of another layout")
+            if not hmac.compare_digest(hashlib.sha256(raw).digest(), digest):
+                raise Refused(f"its part {path.name} is not the one its manifest names")
+            start = _aligned(f.tell())
+            arrays: dict[str, Any] = {}
+            for column in manifest.columns:
+                into = _buffer(column)
+                f.seek(start + column.offset)
+                if f.readinto(into) != len(into) or (
+                    hashlib.sha256(into).digest() != column.sha256
+                ):
+                    raise Refused(
+                        f"it is damaged (column {column.name} of {path.name} fails its digest)")
+                arrays[column.name] = into if isinstance(into, bytearray) else into.obj
+        extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
+        if extra.last_seq != manifest.seq:
+            raise ValueError("the part's seq and its state's differ")
+        arrays = unpack(arrays, manifest.sparse, manifest.widths)
+        facts = _columns(arrays, extra)
+        events = _events(arrays, extra, facts)
+        _derive(facts, events)
+        return facts, events
+    except Refused:
+        raise
+    except (OSError, ValueError, KeyError, IndexError, TypeError, msgspec.DecodeError,
+            struct.error) as e:
+        raise Refused(f"its part {path.name} cannot be read ({type(e).__name__}: {e})") from None
+
+
+def _manifest(f: Any) -> tuple[_Manifest | None, bytes]:
+    """The manifest (None if it is not this layout's) and its bytes."""
+    magic, version, size, _ = _HEAD.unpack(f.read(_HEAD.size))
+    if magic != MAGIC or version != VERSION or size > 1 << 30:
+        return None, b""
+    raw = f.read(size)
+    if len(raw) != size:
+        return None, b""
+    return msgspec.msgpack.decode(raw, type=_Manifest), raw
+
+
+def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventColumns:
+    events = EventColumns(facts)
+    for name, code in EventColumns.ARRAYS.items():
+        if name in _DERIVED:
+            continue
+        column = arrays[f"events.{name}"]
+        if len(column) != len(arrays["events.seq"]):
+            raise ValueError(f"the event column {name} is not one row per event")
+        setattr(events, name, array(code, np.asarray(column, dtype=_DTYPES[code]).tobytes()))
+    for name in _EVENT_TEXTS:
+        _fill_texts(getattr(events, name), arrays, f"events.{name}")
+    events.recalls = {r.seq: r for r in extra.recalls}
+    events.request_key = _request_keys(events)
+    return events
+
+
+def _request_keys(events: EventColumns) -> array[int]:
+    """Each event's request key (projections/request_keys.py), from its request id."""
+    keys = np.zeros(len(events), dtype=np.int64)
+    codes = events.column("request")
+    names, requests = events.facts.namespaces.values, events.requests
+    namespaces = events.column("namespace")
+    for i in np.flatnonzero(codes >= 0).tolist():
+        keys[i] = request_key(names[namespaces[i]], requests[int(codes[i])])
+    return array("q", keys.tobytes())
+
+
+def _vector_arrays(facts: FactColumns, models: list[str]) -> dict[str, npt.NDArray[Any]]:
+    """The vectors as columns: each one's fact, namespace, model, dims and seq, and their
+    bytes one after another."""
+    vectors = facts.vectors
+    code = {m: i for i, m in enumerate(models)}
+    n = len(vectors)
+    lengths = np.fromiter((len(v.vector) for v in vectors), dtype=np.int64, count=n)
+    return {
+        "vectors.fact_id": np.fromiter((v.fact_id for v in vectors), np.int64, n),
+        "vectors.namespace": facts.namespaces.encode([v.namespace for v in vectors]),
+        "vectors.model": np.fromiter((code[v.model] for v in vectors), np.int32, n),
+        "vectors.dims": np.fromiter((v.dims for v in vectors), np.int32, n),
+        "vectors.seq": np.fromiter((v.seq for v in vectors), np.int64, n),
+        "vectors.ends": np.cumsum(lengths),
+        "vectors.blob": np.frombuffer(b"".join(v.vector for v in vectors), dtype=np.uint8),
+    }
+
+
+def _vectors(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> None:
+    blob = arrays["vectors.blob"].tobytes()
+    ends = arrays["vectors.ends"].tolist()
+    names, models = facts.namespaces.values, extra.models
+    columns = zip(
+        arrays["vectors.fact_id"].tolist(), arrays["vectors.namespace"].tolist(),
+        arrays["vectors.model"].tolist(), arrays["vectors.dims"].tolist(),
+        arrays["vectors.seq"].tolist(), [0, *ends][: len(ends)], ends, strict=True,
+    )
+    for fact_id, namespace, model, dims, seq, start, end in columns:
+        facts.add_vector(Vector(fact_id, names[namespace], models[model], dims,
+                                blob[start:end], seq))
+
+
+_EVENT_TEXTS = ("refs", "requests")
+# fold columns made again at load from the others (_derive)
+_DERIVED_COLUMNS = ("table.created_at", "table.superseded_at", "table.forgotten_at",
+                    "table.tokens_end", "rows.tx_from", "rows.tx_to")
+_DERIVED = ("request_key",)  # event columns made again at load, not saved
+_DTYPES = {"q": "<i8", "i": "<i4", "b": "i1"}  # array typecodes as numpy dtypes
+
+
+def _arrays(cols: FactColumns) -> list[tuple[str, npt.NDArray[Any]]]:
+    out: list[tuple[str, npt.NDArray[Any]]] = []
+    for prefix, table in (("table", cols.table), ("rows", cols.rows)):
+        out += [(f"{prefix}.{c}", getattr(table, c)[: table.n]) for c in table.COLUMNS]
+    for name in _TEXTS:
+        out += _text_arrays(name, getattr(cols, name)).items()
+    for name in _STRING_TABLES:
+        encoded = [v.encode("utf-8", "surrogatepass") for v in getattr(cols, name).values]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        out += [
+            (f"{name}.blob", np.frombuffer(b"".join(encoded), dtype=np.uint8)),
+            (f"{name}.ends", np.cumsum(lengths)),
+        ]
+    for name in _RAGGED:
+        ragged: Ragged = getattr(cols, name)
+        out.append((name, ragged.values[: ragged.n]))
+    return out
+
+
+def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
+    cols = FactColumns()
+    for prefix, table in (("table", cols.table), ("rows", cols.rows)):
+        _fill_table(table, {c: arrays[f"{prefix}.{c}"] for c in table.COLUMNS
+                            if f"{prefix}.{c}" not in _DERIVED_COLUMNS})
+    for name in _TEXTS:
+        _fill_texts(getattr(cols, name), arrays, name)
+    for name in _STRING_TABLES:
+        strings: Strings = getattr(cols, name)
+        strings.fill_utf8(arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist())
+    for name in _RAGGED:
+        ragged = getattr(cols, name)
+        ragged.values, ragged.n = arrays[name], len(arrays[name])
+    cols.odd = extra.odd
+    cols.tokened = extra.tokened
+    if not 0 <= cols.tokened <= cols.n:
+        raise ValueError("more facts with index tokens than facts")
+    _vectors(arrays, extra, cols)
+    for episode in extra.episodes:
+        cols.add_episode(episode)
+    cols.last_seq = extra.last_seq
+    return cols
+
+
+def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:
+    """Strings kept as one buffer: the buffer, in slot order, and each one's length."""
+    starts, ends = texts.starts[: texts.n], texts.ends[: texts.n]
+    blob = bytes(texts.blob)
+    if len(starts) and not (
+        starts[0] == 0 and np.array_equal(starts[1:], ends[:-1]) and ends[-1] == len(blob)
+    ):
+        blob = b"".join(blob[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True))
+    return {f"{name}.blob": np.frombuffer(blob, dtype=np.uint8),
+            f"{name}.lengths": (ends - starts).astype(np.int64)}
+
+
+def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
+    lengths = arrays[f"{name}.lengths"]
+    texts.blob = arrays[f"{name}.blob"]
+    texts.ends = np.cumsum(lengths, dtype=np.int64)
+    texts.starts = texts.ends - lengths
+    texts.n = len(lengths)
+    if texts.n and int(texts.ends[-1]) != len(texts.blob):
+        raise ValueError(f"the lengths of {name} do not add up to its buffer")
+
+
+def _derive(facts: FactColumns, events: EventColumns) -> None:
+    """The columns a checkpoint does not keep (compact_columns.py): the times, from each
+    event's tx time; where each fact's index tokens end."""
+    tx, seqs = events.column("tx"), events.column("seq")
+    if len(seqs) > 1 and not bool((seqs[1:] > seqs[:-1]).all()):
+        raise ValueError("the event rows are not in seq order")
+    f, r = facts.table, facts.rows
+    f.created_at = derive_times(tx, seqs, f.ids)
+    f.superseded_at = derive_times(tx, seqs, f.superseded_by)
+    f.forgotten_at = derive_times(tx, seqs, f.forgotten_seq)
+    r.tx_from = derive_times(tx, seqs, r.tx_from_seq)
+    r.tx_to = derive_times(tx, seqs, r.tx_to_seq)
+    ids = f.ids[: f.n]
+    if len(ids) and (int(ids[0]) < 1 or int(ids[-1]) > facts.last_seq
+                     or not bool((ids[1:] > ids[:-1]).all())):
+        raise ValueError("the facts' ids are not increasing seqs of the part's")
+    ends = np.zeros(f.n, dtype=np.int64)
+    ends[: facts.tokened] = np.cumsum(f.doc_len[: facts.tokened])
+    f.tokens_end = ends
+    if facts.tokened and int(ends[facts.tokened - 1]) != facts.tokens.n:
+        raise ValueError("the facts' token counts do not add up to their tokens")
+
+
+def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any]]) -> None:
+    counts = {len(c) for c in columns.values()}
+    if len(counts) != 1:
+        raise ValueError("a table's columns differ in length")
+    for name, column in columns.items():
+        setattr(table, name, column)
+    table.n = counts.pop()
+
+
+def _buffer(column: _Column) -> bytearray | memoryview:
+    """Where a column is read to: a text buffer straight into the bytearray Texts keep (no
+    copy), any other column into a new array (its bytes; ``.obj`` is the array)."""
+    if column.name.endswith(".blob") and (
+        column.name.split(".")[0] in _TEXTS or column.name.startswith("events.")
+    ):
+        return bytearray(column.count)
+    return _raw(np.empty(column.count, dtype=np.dtype(column.dtype)))
+
+
+def _raw(arr: npt.NDArray[Any]) -> memoryview:
+    """The array's bytes (a view, no copy, for a contiguous array)."""
+    return np.ascontiguousarray(arr).data.cast("B")
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
