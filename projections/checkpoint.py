@@ -38,7 +38,7 @@ import hmac
 import os
 import struct
 from array import array
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from hashlib import blake2b
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -53,8 +53,8 @@ from projections.fold_state import FactColumns
 from projections.projector import Loaded, Projector
 
 __all__ = [
-    "CHECKPOINT_FILE", "Refused", "Seal", "Stamp", "from_log", "load", "part_files", "read_stamp",
-    "save",
+    "CHECKPOINT_FILE", "Part", "Refused", "Seal", "Stamp", "authentic_parts", "from_log", "load",
+    "part_files", "read_part", "read_parts", "read_stamp", "save",
 ]
 
 CHECKPOINT_FILE = "checkpoint.columns"
@@ -77,11 +77,14 @@ class Seal(NamedTuple):
     erased_through: int = 0
 
 
-class _Part(msgspec.Struct, array_like=True):
+class Part(msgspec.Struct, array_like=True, frozen=True):
+    """A namespace's part as a manifest names it."""
+
     namespace: str
     seq: int  # the namespace's last event in it
     file: str
     digest: bytes  # the SHA-256 of the part's manifest
+    receipts: tuple[int, ...] = ()  # the seqs of the erasure receipts it holds
 
 
 class _Manifest(msgspec.Struct):
@@ -89,7 +92,7 @@ class _Manifest(msgspec.Struct):
     chain: str
     erased_through: int  # the key file's erasure record when it was written
     tx_sha256: bytes  # of the tx times that follow the manifest
-    parts: list[_Part]
+    parts: list[Part]
 
 
 def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
@@ -113,7 +116,13 @@ def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
         raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
     old = {p.namespace: p for p in _authentic(path, seal)}
     parts = []
-    for namespace, space in projector.spaces():
+    projector.load_changed()
+    for namespace, part in projector.deferred().items():  # unchanged since it was loaded
+        if (path.parent / part.file).exists():
+            parts.append(part)
+        else:  # another writer's publish replaced it: loaded (from its part) and written
+            projector.space(namespace)
+    for namespace, space in projector.loaded():
         facts, events = space.state, space.events
         if facts.last_seq > stamp[0]:
             raise ValueError(f"namespace {namespace!r} holds events after the stamp")
@@ -122,8 +131,9 @@ def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
             parts.append(kept)
             continue
         name = f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}.part"
-        parts.append(_Part(namespace, facts.last_seq, name,
-                           checkpoint_part.write(path.parent / name, facts, events)))
+        receipts = tuple(events.seqs_of("erased"))
+        parts.append(Part(namespace, facts.last_seq, name,
+                          checkpoint_part.write(path.parent / name, facts, events), receipts))
     times = memoryview(tx).cast("B")
     manifest = msgspec.msgpack.encode(_Manifest(
         stamp[0], stamp[1], seal.erased_through, hashlib.sha256(times).digest(), parts))
@@ -156,11 +166,43 @@ def read_stamp(path: Path) -> Stamp | None:
     return None if manifest is None else (manifest.seq, manifest.chain)
 
 
-def load(path: Path, stamp: Stamp, seal: Seal, namespaces: Collection[str] | None = None
-         ) -> Projector:
-    """The state saved at ``path`` (of ``namespaces`` only, if given), when the checkpoint
-    is authentic under ``seal``, holds exactly ``stamp``, was written after the last erasure
-    ``seal`` records and is intact; else :class:`Refused`, saying why."""
+def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Projector:
+    """The state saved at ``path`` (``lazy``: every namespace deferred, its part named but not
+    read; the caller sets the projector's loader), when the checkpoint is authentic under
+    ``seal``, holds exactly ``stamp``, was written after the last erasure ``seal`` records and
+    is intact (each part's when it is read); else :class:`Refused`, saying why."""
+    manifest, tx = _read_manifest(path, stamp, seal)
+    for part in manifest.parts:
+        if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
+            raise Refused(f"its manifest names a part it cannot hold ({part.file})")
+    if lazy:
+        return Projector({}, tx, {p.namespace: (p, p.receipts) for p in manifest.parts})
+    return Projector(read_parts(path, manifest.parts), tx)
+
+
+def read_parts(path: Path, parts: list[Part]) -> dict[str, Loaded]:
+    """The states of the ``parts`` of the checkpoint at ``path``, by namespace (Refused, saying
+    why, when one is not what its manifest names)."""
+    return {part.namespace: read_part(path, part) for part in parts}
+
+
+def read_part(path: Path, part: Part) -> Loaded:
+    """The state of one ``part`` of the checkpoint at ``path`` (:class:`Refused`, saying why,
+    when it is gone or not what the manifest names)."""
+    facts, events = checkpoint_part.read(path.parent / part.file, part.digest)
+    if facts.last_seq != part.seq or not _only(facts, events, part.namespace):
+        raise Refused(f"its part {part.file} holds another namespace's state")
+    return facts, events
+
+
+def authentic_parts(path: Path, stamp: Stamp, seal: Seal) -> tuple[int, dict[str, Part]]:
+    """(the seq, each namespace's part) of the checkpoint at ``path`` when it holds ``stamp``
+    and is authentic under ``seal`` (:class:`Refused` else)."""
+    manifest, _ = _read_manifest(path, stamp, seal)
+    return manifest.seq, {p.namespace: p for p in manifest.parts}
+
+
+def _read_manifest(path: Path, stamp: Stamp, seal: Seal) -> tuple[_Manifest, array[int]]:
     try:
         with open(path, "rb") as f:
             manifest, raw = _manifest(f)
@@ -182,17 +224,7 @@ def load(path: Path, stamp: Stamp, seal: Seal, namespaces: Collection[str] | Non
             tx.frombytes(f.read(8 * manifest.seq))
             if len(tx) != manifest.seq or hashlib.sha256(tx).digest() != manifest.tx_sha256:
                 raise Refused("it is damaged (its tx times fail their digest)")
-        spaces: dict[str, Loaded] = {}
-        for part in manifest.parts:
-            if namespaces is not None and part.namespace not in namespaces:
-                continue
-            if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
-                raise Refused(f"its manifest names a part it cannot hold ({part.file})")
-            facts, events = checkpoint_part.read(path.parent / part.file, part.digest)
-            if facts.last_seq != part.seq or not _only(facts, events, part.namespace):
-                raise Refused(f"its part {part.file} holds another namespace's state")
-            spaces[part.namespace] = facts, events
-        return Projector(spaces, tx)
+        return manifest, tx
     except Refused:
         raise
     except (OSError, ValueError, KeyError, IndexError, TypeError, msgspec.DecodeError,
@@ -207,7 +239,7 @@ def _only(facts: FactColumns, events: EventColumns, namespace: str) -> bool:
     return all(names[c] == namespace for c in codes.tolist())
 
 
-def _authentic(path: Path, seal: Seal) -> list[_Part]:
+def _authentic(path: Path, seal: Seal) -> list[Part]:
     """The parts the manifest at ``path`` names when it is authentic under ``seal`` and as new
     as its erasure record; else none. (A part written before an erasure's keys were destroyed
     may hold what it erased, even at the seq of a part written after it.)"""

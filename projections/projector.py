@@ -8,17 +8,25 @@ belongs to the log as a whole: how far it has folded (``last_seq``) and each eve
 (time travel turns a time into a seq of the log). It starts empty (then the log is replayed)
 or from a checkpoint (projections/checkpoint.py) and folds the log's events as they come, in
 any number at a time, each into its namespace's space.
+
+A projector from a checkpoint holds no namespace at first: each is *deferred* (its part named,
+not read) until something asks for it, and is then loaded by :attr:`Projector.loader` (the
+part, and its namespace's events of the log after it). A deferred namespace's events that come
+meanwhile are passed over (noted as changes); the receipts of erasures among them are kept, so
+the store's erasures are known without loading every namespace. Store-wide reads
+(:meth:`Projector.spaces`) load every namespace.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import nullcontext
+from typing import Any
 
 import numpy as np
 
-from eventlog.events import Event, FactRemembered, FactRevised
+from eventlog.events import Event, FactRemembered, FactRevised, FactsErased
 from eventlog.sealing import check_opened
 from projections.errors import ProjectionError
 from projections.event_columns import EventColumns
@@ -36,6 +44,8 @@ __all__ = ["Projector", "Space", "index_counts", "index_text"]
 _BULK = 32  # facts folded at once from which their documents are made together (index_runs)
 
 Loaded = tuple[FactColumns, EventColumns]
+# (namespace, its part as the checkpoint named it, the seq to bring it to) -> its space
+Loader = Callable[[str, Any, int], "Space"]
 
 
 class Space:
@@ -127,16 +137,23 @@ class Projector:
     """The derived state of one store (see the module docstring)."""
 
     def __init__(
-        self, spaces: Mapping[str, Loaded] | None = None, tx: array[int] | None = None
+        self, spaces: Mapping[str, Loaded] | None = None, tx: array[int] | None = None,
+        deferred: Mapping[str, tuple[Any, tuple[int, ...]]] | None = None,
     ) -> None:
         """An empty state, or ``spaces`` (each namespace's loaded state) with ``tx``, every
-        event's tx time in microseconds by seq - 1 (so the state is at seq ``len(tx)``)."""
+        event's tx time in microseconds by seq - 1 (so the state is at seq ``len(tx)``); and
+        the ``deferred`` namespaces: each one's part (as the checkpoint names it; for
+        :attr:`loader`) and the seqs of its erasure receipts."""
         self.tx_times: array[int] = array("q") if tx is None else tx
         self._spaces: dict[str, Space] = {}
         for namespace, loaded in (spaces or {}).items():
             space = self._spaces[namespace] = Space(loaded)
             if space.last_seq > len(self.tx_times):
                 raise ValueError(f"the state of namespace {namespace!r} is past the log's times")
+        self._deferred = {ns: part for ns, (part, _) in (deferred or {}).items()}
+        self._receipts = {ns: list(seqs) for ns, (_, seqs) in (deferred or {}).items()}
+        self._changed: set[str] = set()  # deferred namespaces with events passed over
+        self.loader: Loader | None = None
 
     @property
     def last_seq(self) -> int:
@@ -147,28 +164,55 @@ class Projector:
 
     def space(self, namespace: str) -> Space:
         """The namespace's state (an empty one, not kept, for a namespace without events)."""
-        space = self._spaces.get(namespace)
+        space = self.held(namespace)
         return Space() if space is None else space
 
     def spaces(self) -> Iterator[tuple[str, Space]]:
-        """Every namespace with events and its state, in order of its first event."""
+        """Every namespace with events and its state (each deferred one loaded now)."""
+        for namespace in list(self._deferred):
+            self._load(namespace)
         return iter([(ns, s) for ns, s in self._spaces.items() if s.last_seq])
 
+    def loaded(self) -> Iterator[tuple[str, Space]]:
+        """The namespaces loaded so far (with events) and their states."""
+        return iter([(ns, s) for ns, s in self._spaces.items() if s.last_seq])
+
+    def deferred(self) -> dict[str, Any]:
+        """The parts of the deferred namespaces that no event has changed since their
+        checkpoint (still this state's), by namespace."""
+        return {ns: part for ns, part in self._deferred.items() if ns not in self._changed}
+
+    def load_changed(self) -> None:
+        """Load the deferred namespaces that events have changed since their checkpoint."""
+        for namespace in list(self._changed):
+            self._load(namespace)
+
     def namespaces(self) -> list[str]:
-        """The namespaces with events, in order of their first event."""
-        return [ns for ns, s in self._spaces.items() if s.last_seq]
+        """The namespaces with events (none loaded by asking)."""
+        held = [ns for ns, s in self._spaces.items() if s.last_seq]
+        return held + [ns for ns in self._deferred if ns not in self._spaces]
 
     def namespaces_with_facts(self) -> list[str]:
-        """The namespaces with facts, in order of their first event."""
-        return [ns for ns, space in self._spaces.items() if space.state.n]
+        """The namespaces with facts (each deferred one loaded now)."""
+        return [ns for ns, space in self.spaces() if space.state.n]
 
     def seqs_of(self, kind: str) -> list[int]:
-        """Seqs of every event of ``kind`` (a tag of EVENT_TAGS) in every namespace, in order."""
-        return sorted(s for space in self._spaces.values() for s in space.events.seqs_of(kind))
+        """Seqs of every event of ``kind`` (a tag of EVENT_TAGS) in every namespace, in order
+        (the erasure receipts without loading a namespace; another kind loads them all)."""
+        if kind != "erased":
+            self.load_all()
+        held = [s for space in self._spaces.values() for s in space.events.seqs_of(kind)]
+        return sorted(held + [s for seqs in self._receipts.values() for s in seqs])
+
+    def load_all(self) -> None:
+        """Load every deferred namespace."""
+        for namespace in list(self._deferred):
+            self._load(namespace)
 
     def namespace_of(self, seq: int) -> str | None:
         """The namespace of event ``seq`` (None: not folded). A search of every namespace: for
         the rare caller without one."""
+        self.load_all()
         for namespace, space in self._spaces.items():
             try:
                 space.events.row(seq)
@@ -198,14 +242,30 @@ class Projector:
         return {ns: s.index for ns, s in self._spaces.items() if s.index is not None}
 
     def held(self, namespace: str) -> Space | None:
-        """The namespace's space if this holds one (none is made by asking)."""
-        return self._spaces.get(namespace)
+        """The namespace's space if it has one (loaded now if it is deferred; none is made by
+        asking)."""
+        space = self._spaces.get(namespace)
+        if space is None and namespace in self._deferred:
+            space = self._load(namespace)
+        return space
 
     def kept_space(self, namespace: str) -> Space:
         """The namespace's space, made and kept if there is none yet."""
-        space = self._spaces.get(namespace)
+        space = self.held(namespace)
         if space is None:
             space = self._spaces[namespace] = Space()
+        return space
+
+    def _load(self, namespace: str) -> Space:
+        if self.loader is None:
+            raise ValueError("a projector with deferred namespaces needs a loader")
+        space = self.loader(namespace, self._deferred[namespace], self.last_seq)
+        if space.last_seq > self.last_seq:
+            raise ValueError(f"namespace {namespace!r} was loaded past the projector's seq")
+        del self._deferred[namespace]
+        self._receipts.pop(namespace, None)
+        self._changed.discard(namespace)
+        self._spaces[namespace] = space
         return space
 
     # ------------------------------------------------------------------ folding
@@ -239,6 +299,12 @@ class Projector:
                 groups.setdefault(ev.namespace, []).append(ev)
             refused: tuple[int, ProjectionError] | None = None
             for namespace, group in groups.items():
+                if namespace in self._deferred:  # passed over: loaded with the log's events
+                    self._changed.add(namespace)
+                    known = self._receipts[namespace]
+                    known += [ev.seq for ev in group if isinstance(ev, FactsErased)
+                              and (not known or ev.seq > known[-1])]
+                    continue
                 space = self.kept_space(namespace)
                 last = space.last_seq
                 todo = group if group[0].seq > last else [ev for ev in group if ev.seq > last]

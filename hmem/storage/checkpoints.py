@@ -2,7 +2,11 @@
 
 Every process that opens a store loads the last checkpoint (projections/checkpoint.py) when it
 was published from this log, and folds only the log's tail after it; without one (a new store,
-another store's, a damaged one) it replays the log, with a note. The writer (the lifetime
+another store's, a damaged one) it replays the log, with a note. The load reads the manifest
+only: each namespace's part is read when the namespace is first used (:meth:`Checkpoints.loader`),
+with its events of the log after the checkpoint. A part that cannot be used then (replaced by a
+newer publish, damaged, older than an erasure since) is taken from the newest checkpoint if it
+can be, else the namespace's events are replayed from the log, with a note. The writer (the lifetime
 writer; a shared writer under the log's writer lock) publishes a new one when the tail reaches
 ``every`` events or 1% of the log, and at close; a backend that shares checkpoints with other
 hosts gets each one published (hmem/storage/backend.py).
@@ -18,11 +22,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from eventlog.events import Event
 from eventlog.protocol import Log
+from eventlog.sealing import check_opened
 from hmem.storage.backend import Backend
 from projections import checkpoint
-from projections.checkpoint import CHECKPOINT_FILE
-from projections.projector import Projector
+from projections.checkpoint import CHECKPOINT_FILE, Part
+from projections.projector import Loaded, Loader, Projector, Space
 
 __all__ = ["CHECKPOINT_FILE", "SHARE", "Checkpoints"]
 
@@ -49,21 +55,61 @@ class Checkpoints:
         have = checkpoint.read_stamp(self.path)
         self.backend.fetch_checkpoint(have[0] if have else 0)  # a newer one from elsewhere
         self.seq = 0
-        read = self._read(log)
+        read = self._read(log, lazy=True)
         if not isinstance(read, Projector):
             if read is not None:
                 self.notes.append(f"{read}; replayed the log")
             return Projector()
         self.seq = read.last_seq
+        read.loader = self.loader(log, read.last_seq, self.seal(log).erased_through)
         return read
 
+    def loader(self, log: Log, opened: int, erased_through: int) -> Loader:
+        """What loads a namespace deferred by the checkpoint at seq ``opened`` (written under
+        the erasure record ``erased_through``) into a projector at a later seq: see the module
+        docstring."""
+
+        def load(namespace: str, part: Part, upto: int) -> Space:
+            base, loaded = self._part(log, namespace, part, upto, opened, erased_through)
+            space = Space(loaded)
+            space.fold(_opened(log, [
+                ev for ev in log.read_raw(base + 1, upto) if ev.namespace == namespace]))
+            return space
+
+        return load
+
+    def _part(self, log: Log, namespace: str, part: Part, upto: int, opened: int,
+              erased_through: int) -> tuple[int, Loaded | None]:
+        """(the seq through which it holds the namespace's events, the state) of the best part
+        for ``namespace`` at seq ``upto``: the one the projector was opened with, else the
+        newest checkpoint's; (0, None) when neither can be used (a note says why)."""
+        why = "its checkpoint was replaced by an erasure since"
+        try:
+            seal = self.seal(log)
+            if seal.erased_through == erased_through:
+                try:
+                    return opened, checkpoint.read_part(self.path, part)
+                except checkpoint.Refused as e:
+                    why = str(e)
+            stamp = checkpoint.read_stamp(self.path)
+            if stamp is not None and checkpoint.from_log(stamp, log.last_seq, log.chain_at):
+                seq, parts = checkpoint.authentic_parts(self.path, stamp, seal)
+                newest = parts.get(namespace)
+                if newest is not None and newest.seq <= upto:
+                    return min(seq, upto), checkpoint.read_part(self.path, newest)
+        except checkpoint.Refused as e:
+            why = str(e)
+        self.notes.append(f"the checkpoint's part of namespace {namespace!r} not used: {why}; "
+                          f"replayed its events")
+        return 0, None
+
     def saved(self, log: Log) -> Projector | None:
-        """The state the checkpoint on disk holds when it would be used by an open of ``log``
-        now; else None."""
-        read = self._read(log)
+        """The state the checkpoint on disk holds (every part read) when it would be used by
+        an open of ``log`` now; else None."""
+        read = self._read(log, lazy=False)
         return read if isinstance(read, Projector) else None
 
-    def _read(self, log: Log) -> Projector | str | None:
+    def _read(self, log: Log, *, lazy: bool) -> Projector | str | None:
         """The checkpoint on disk when an open of ``log`` would use it; else why not (None:
         there is none). A checkpoint replaced while it was read is read again."""
         for attempt in range(_ATTEMPTS):
@@ -75,7 +121,7 @@ class Checkpoints:
             if not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
                 return f"checkpoint (seq {stamp[0]}) was published from a different log"
             try:
-                return checkpoint.load(self.path, stamp, self.seal(log))
+                return checkpoint.load(self.path, stamp, self.seal(log), lazy=lazy)
             except checkpoint.Refused as e:
                 if attempt + 1 < _ATTEMPTS and checkpoint.read_stamp(self.path) != stamp:
                     continue  # a writer published a new one meanwhile (and removed old parts)
@@ -143,3 +189,15 @@ class Checkpoints:
         for path in self.path.parent.glob(CHECKPOINT_FILE + "*"):
             path.unlink(missing_ok=True)
         self.seq = 0
+
+
+def _opened(log: Log, events: list[Event]) -> list[Event]:
+    """``events`` as read raw, their texts opened (as ``log.read`` gives them)."""
+    sealer = log.sealer
+    if sealer is None:
+        return events
+    out = [sealer.open(ev) for ev in events]
+    for ev in out:
+        if ev.sealed:
+            check_opened(ev)
+    return out

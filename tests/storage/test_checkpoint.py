@@ -400,12 +400,12 @@ def with_unreadable_extra(ck: Path) -> str:
             if entry[2] == part.name:
                 entry[3] = digest
 
-    return rewrite(ck, renamed)
+    rewrite(ck, renamed)
+    return part.name
 
 
 def flipped_column(ck: Path) -> str:
-    """One bit of the first column of the first part; returns that column's name and the
-    part's."""
+    """One bit of the first column of the first part; returns "<column> of <part file>"."""
     part = checkpoint.part_files(ck)[0]
     return f"{rewrite(part, flip_column=True)} of {part.name}"
 
@@ -416,13 +416,15 @@ def stamped_seq_0(manifest: dict) -> None:
 
 @pytest.mark.parametrize("damage, sealed, why", [
     ("a column's bytes", True, "not used: it is damaged (column {column} fails its digest)"),
+    ("its extra", False, "not used: its part {column} cannot be read (DecodeError: "),
     ("its MAC", True, "not used: it is not authentic (not written with this store's key "
                       "file, or changed since)"),
     ("its MAC", False, "not used: it is damaged (its digest fails)"),
-    ("its extra", False, "not used: its part checkpoint.columns."),
     ("its stamp: seq 0", True, "(seq 0) was published from a different log"),
 ])
 def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why):
+    """A manifest that cannot be used: the open replays the log. A namespace's part that cannot
+    be used: that namespace's events are replayed when it is first read (the rest is loaded)."""
     path = tmp_path / "s"
     w = Memory(store=Store(path, fsync="never", checkpoint_every=10**6, seal=sealed),
                clock=StepClock(START, STEP), embedder=None)
@@ -437,11 +439,16 @@ def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why)
         "its stamp: seq 0": lambda: rewrite(ck, stamped_seq_0),
     }[damage]()
     with Memory(path, read_only=True, embedder=None) as r:
-        assert r.store.checkpoints.seq == 0 and state_of(r) == expected
+        part = damage in ("a column's bytes", "its extra")
+        assert r.notes == [] if part else len(r.notes) == 1
+        assert r.store.checkpoints.seq == (20 if part else 0) and state_of(r) == expected
         assert len(r.notes) == 1
         note = r.notes[0]
     if damage == "its stamp: seq 0":
         assert note == f"checkpoint {why}; replayed the log"
+    elif part:
+        assert note.startswith("the checkpoint's part of namespace 'default' not used: ")
+        assert why.format(column=column) in note and note.endswith("; replayed its events")
     else:
         assert note.startswith(f"checkpoint {ck} {why.format(column=column)}")
         assert note.endswith("; replayed the log")

@@ -1,0 +1,143 @@
+"""A process loads a namespace's state when it first uses it (projections/projector.py,
+hmem/storage/checkpoints.py): from its part of the checkpoint, with its events of the log after
+it; a writer's publish writes only the parts of the namespaces that changed."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hmem import Memory
+from hmem.adapters.demo import StepClock
+from hmem.storage.store import Store
+from projections import checkpoint
+from projections.checkpoint import CHECKPOINT_FILE
+from replay.verify import state_rows
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NAMESPACES = ("ana", "ben", "cy")
+
+
+def store(path: Path, *, every: int = 10**6, read_only: bool = False, shared: bool = False
+          ) -> Memory:
+    s = Store(path, fsync="never", checkpoint_every=every, read_only=read_only, shared=shared)
+    return Memory(store=s, clock=StepClock(START), embedder=None)
+
+
+def fill(m: Memory, namespace: str, n: int, word: str = "tea", *, changes: bool = True
+         ) -> list[int]:
+    """``n`` facts of ``namespace`` about ``word``; with ``changes``, the first revised and
+    the second forgotten."""
+    view = m.in_namespace(namespace)
+    ids = [int(view.remember(namespace, f"{namespace} likes {word} {i}")) for i in range(n)]
+    if changes:
+        view.revise(ids[0], f"{namespace} likes {word} again")
+        view.forget(ids[1])
+    return ids
+
+
+def close(m: Memory) -> None:
+    store_ = m.store
+    m.close()
+    store_.close()
+
+
+def replayed(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every table's rows of the log folded from seq 1 (the checkpoint moved aside)."""
+    ck = path / CHECKPOINT_FILE
+    files = [ck, *checkpoint.part_files(ck)]
+    for f in files:
+        f.rename(f.with_name(f.name + ".aside"))
+    try:
+        with store(path, read_only=True) as r:
+            return state_rows(r.store.projector)
+    finally:
+        for f in files:
+            f.with_name(f.name + ".aside").rename(f)
+
+
+def test_a_reader_loads_only_the_namespaces_it_reads(tmp_path):
+    path = tmp_path / "s"
+    w = store(path)
+    for ns in NAMESPACES:
+        fill(w, ns, 5)
+    close(w)
+    with store(path, read_only=True) as r:
+        projector = r.store.projector
+        assert [ns for ns, _ in projector.loaded()] == []
+        assert sorted(projector.namespaces()) == sorted(NAMESPACES)
+        hits = r.in_namespace("ben").recall("tea").hits
+        assert hits and all(h.text.startswith("ben likes tea") for h in hits)
+        assert [ns for ns, _ in projector.loaded()] == ["ben"]
+        assert state_rows(projector) == replayed(path)  # every namespace, loaded on asking
+        assert r.notes == []
+
+
+def test_a_namespace_loaded_late_holds_the_events_logged_after_the_checkpoint(tmp_path):
+    """A reader opened from a checkpoint, then the writer goes on (without publishing) and
+    another writer's publish replaces the parts the reader was opened with."""
+    path = tmp_path / "s"
+    w = store(path)
+    for ns in NAMESPACES:
+        fill(w, ns, 4)
+    close(w)
+    with store(path, read_only=True) as r:
+        w = store(path)
+        fill(w, "cy", 3, "coffee", changes=False)
+        before = {p.name for p in checkpoint.part_files(path / CHECKPOINT_FILE)}
+        w.store.checkpoints.publish(w.store.projector, w.store.log)
+        after = {p.name for p in checkpoint.part_files(path / CHECKPOINT_FILE)}
+        assert len(before - after) == 1  # cy's part replaced; ana's and ben's kept as they were
+        fill(w, "ana", 2, "juice", changes=False)  # after every checkpoint: from the log alone
+        assert r.in_namespace("ana").last_seq == w.last_seq  # caught up: ana, cy passed over
+        assert [ns for ns, _ in r.store.projector.loaded()] == []
+        assert {h.text for h in r.in_namespace("cy").recall("coffee").hits} == {
+            f"cy likes coffee {i}" for i in range(3)}
+        assert {h.text for h in r.in_namespace("ana").recall("juice").hits} == {
+            f"ana likes juice {i}" for i in range(2)}
+        assert r.notes == []
+        close(w)
+        assert r.verify().ok
+        assert state_rows(r.store.projector) == replayed(path)
+
+
+def test_a_writer_publishes_only_the_parts_of_the_namespaces_that_changed(tmp_path):
+    path = tmp_path / "s"
+    w = store(path)
+    for ns in NAMESPACES:
+        fill(w, ns, 4)
+    close(w)
+    ck = path / CHECKPOINT_FILE
+    first = {p.name: p.stat().st_mtime_ns for p in checkpoint.part_files(ck)}
+    w = store(path)
+    fill(w, "ben", 2, "coffee")
+    close(w)  # publishes at close
+    then = {p.name: p.stat().st_mtime_ns for p in checkpoint.part_files(ck)}
+    kept = set(first) & set(then)
+    assert len(kept) == 2 and all(first[n] == then[n] for n in kept)  # ana's and cy's, as were
+    assert len(set(then) - set(first)) == 1  # ben's new part; its old one is gone
+    with store(path, read_only=True) as r:
+        assert state_rows(r.store.projector) == replayed(path)
+        assert r.verify().ok
+
+
+def test_a_shared_writer_that_passed_over_a_namespace_publishes_it_whole(tmp_path):
+    """Two shared writers of different namespaces: each publish holds the other's events."""
+    path = tmp_path / "s"
+    w = store(path)
+    fill(w, "ana", 3)
+    fill(w, "ben", 3)
+    close(w)
+    a, b = store(path, shared=True), store(path, shared=True)
+    fill(a, "ana", 2, "juice", changes=False)
+    fill(b, "ben", 2, "coffee", changes=False)
+    fill(a, "ana", 2, "milk", changes=False)  # a catches up past ben's events, not loading ben
+    assert [ns for ns, _ in a.store.projector.loaded()] == ["ana"]
+    a.store.checkpoints.publish(a.store.projector, a.store.log)
+    close(b)
+    close(a)
+    with store(path, read_only=True) as r:
+        assert r.notes == []
+        assert state_rows(r.store.projector) == replayed(path)
+        assert {h.text for h in r.in_namespace("ben").recall("coffee").hits} == {
+            "ben likes coffee 0", "ben likes coffee 1"}
