@@ -59,7 +59,10 @@ def duplicate_of(projector: Projector, namespace: str, key: DedupKey, now_us: in
     Without a ``valid_from`` the new fact says it is true now: a fact that becomes true only
     later is no repeat of it."""
     want_subject, want_text, valid_from, valid_to = key
-    cols = projector.space(namespace).state
+    space = projector.held(namespace)
+    if space is None:  # a namespace without events repeats nothing
+        return None
+    cols = space.state
     keys = _KEYS.get(cols)
     if keys is None:
         keys = _KEYS[cols] = _Keys(namespace)
