@@ -102,9 +102,10 @@ def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> b
     return 0 < seq <= last_seq and chain_at(seq).hex() == chain
 
 
-def part_files(path: Path) -> list[Path]:
-    """The part files beside the manifest at ``path`` (named or not)."""
-    return sorted(path.parent.glob(f"{path.name}.*.part"))
+def part_files(path: Path, namespace: str | None = None) -> list[Path]:
+    """The part files beside the manifest at ``path`` (named or not), or of ``namespace``."""
+    which = "*" if namespace is None else f"{_name_digest(namespace)}-*"
+    return sorted(path.parent.glob(f"{path.name}.{which}.part"))
 
 
 def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:

@@ -221,6 +221,25 @@ class Projector:
             return namespace
         return None
 
+    def namespace_of_receipt(self, seq: int) -> str | None:
+        """The namespace of erasure receipt ``seq`` (None: not one folded), without loading."""
+        for namespace, seqs in self._receipts.items():
+            if seq in seqs:
+                return namespace
+        for namespace, space in self._spaces.items():
+            if seq in space.events.seqs_of("erased"):
+                return namespace
+        return None
+
+    def replace(self, namespace: str, space: Space) -> None:
+        """Hold ``space`` (at this projector's seq) as the namespace's state from now on."""
+        if space.last_seq > self.last_seq:
+            raise ValueError(f"namespace {namespace!r} is past the projector's seq")
+        self._deferred.pop(namespace, None)
+        self._receipts.pop(namespace, None)
+        self._changed.discard(namespace)
+        self._spaces[namespace] = space
+
     def namespace_events(self, namespace: str) -> tuple[int, int | None, int | None]:
         """(events in ``namespace``, the first one's and the last one's tx time in
         microseconds, None without events)."""

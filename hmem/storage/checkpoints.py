@@ -71,6 +71,8 @@ class Checkpoints:
 
         def load(namespace: str, part: Part, upto: int) -> Space:
             base, loaded = self._part(log, namespace, part, upto, opened, erased_through)
+            if loaded is None:
+                return self.replayed(log, namespace, upto)
             space = Space(loaded)
             space.fold(_opened(log, [
                 ev for ev in log.read_raw(base + 1, upto) if ev.namespace == namespace]))
@@ -184,11 +186,25 @@ class Checkpoints:
         self._spent = self._ended - started
         return seq
 
-    def remove(self) -> None:
-        """Delete the checkpoint and what a crash left of one being written."""
-        for path in self.path.parent.glob(CHECKPOINT_FILE + "*"):
+    def remove(self, namespaces: list[str] | None = None) -> None:
+        """Delete the checkpoint and what a crash left of one being written; with
+        ``namespaces``, the manifest and those namespaces' parts only (the other parts stay
+        for the next publish to name again)."""
+        if namespaces is None:
+            doomed = list(self.path.parent.glob(CHECKPOINT_FILE + "*"))
+        else:
+            doomed = [self.path, *(p for ns in namespaces
+                                   for p in checkpoint.part_files(self.path, ns))]
+        for path in doomed:
             path.unlink(missing_ok=True)
         self.seq = 0
+
+    def replayed(self, log: Log, namespace: str, upto: int) -> Space:
+        """The namespace's state at ``upto``, its events folded from the log's first."""
+        space = Space()
+        space.fold(_opened(log, [
+            ev for ev in log.read_raw(1, upto) if ev.namespace == namespace]))
+        return space
 
 
 def _opened(log: Log, events: list[Event]) -> list[Event]:

@@ -81,16 +81,24 @@ class Shredding:
         replace the derived state and its checkpoint (:meth:`scrub`)."""
         keys = self.keys()
         shred(self.store.log, keys, receipt_seq)
-        self.scrub()
+        namespace = self.store.projector.namespace_of_receipt(receipt_seq)
+        self.scrub(None if namespace is None else [namespace])
         keys.mark(scrubbed_through=receipt_seq, erasing=False, exports_pending=True)
 
-    def scrub(self) -> None:
-        """Remove the checkpoint (which held the erased texts), fold the log again into a new
-        state and publish it as a new checkpoint: new files, so no page of the old ones is
-        kept."""
+    def scrub(self, namespaces: list[str] | None = None) -> None:
+        """Remove what the checkpoint holds of ``namespaces`` (all: the whole checkpoint),
+        which held the erased texts, fold their events of the log again into a new state and
+        publish it as a new checkpoint: new files, so no page of the old ones is kept. (An
+        erasure's receipt and everything it erased are of one namespace.)"""
         store = self.store
-        store.checkpoints.remove()
-        store.rebuild()
+        if namespaces is None:
+            store.checkpoints.remove()
+            store.rebuild()
+        else:
+            store.checkpoints.remove(namespaces)
+            for namespace in namespaces:
+                store.projector.replace(namespace, store.checkpoints.replayed(
+                    store.log, namespace, store.projector.last_seq))
         store.checkpoints.publish(store.projector, store.log)
 
     def is_erased(self, seq: int) -> bool:

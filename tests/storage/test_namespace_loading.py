@@ -141,3 +141,26 @@ def test_a_shared_writer_that_passed_over_a_namespace_publishes_it_whole(tmp_pat
         assert state_rows(r.store.projector) == replayed(path)
         assert {h.text for h in r.in_namespace("ben").recall("coffee").hits} == {
             "ben likes coffee 0", "ben likes coffee 1"}
+
+
+def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
+    path = tmp_path / "s"
+    w = store(path)
+    for ns in NAMESPACES:
+        fill(w, ns, 4)
+    close(w)
+    ck = path / CHECKPOINT_FILE
+    first = {p.name: p.read_bytes() for p in checkpoint.part_files(ck)}
+    with Memory(path, namespace="ben", embedder=None) as m:
+        receipt = m.erase(namespace="ben", reason="asked")
+        assert len(receipt.fact_ids) == 5  # four facts and a revision
+        assert [ns for ns, _ in m.store.projector.loaded()] == ["ben"]
+        assert not m.recall("tea").hits
+    then = {p.name: p.read_bytes() for p in checkpoint.part_files(ck)}
+    assert len(set(first) & set(then)) == 2  # ana's and cy's parts, untouched
+    assert all(first[n] == then[n] for n in set(first) & set(then))
+    assert not [n for n, data in then.items() if b"ben likes tea" in data]
+    with store(path, read_only=True) as r:
+        assert r.notes == []
+        assert state_rows(r.store.projector) == replayed(path)
+        assert {h.text for h in r.in_namespace("ana").recall("tea").hits} >= {"ana likes tea 2"}
