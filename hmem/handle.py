@@ -64,6 +64,7 @@ class StoreHandle:
         log_recalls: bool | None = None,
         key_file: str | os.PathLike[str] | None = None,
         shared: bool = False,
+        memory_mb: int | None = None,
     ) -> None:
         self.namespace = check_namespace(namespace)
         if fsync not in FSYNC_POLICIES:
@@ -90,7 +91,7 @@ class StoreHandle:
         if store is None:
             store = Store(store_target(path), read_only=read_only, fsync=fsync,
                           flush_every=flush_every, checkpoint_every=checkpoint_every,
-                          key_file=key_file, shared=shared)
+                          key_file=key_file, shared=shared, memory_mb=memory_mb)
         self._store: Store | None = store
 
     # ------------------------------------------------------------------ lifecycle

@@ -115,6 +115,15 @@ def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
     tx = projector.tx_times
     if len(tx) != stamp[0]:
         raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
+    budget, projector.budget = projector.budget, None  # every changed namespace held at once
+    try:
+        _save(path, projector, stamp, seal)
+    finally:
+        projector.budget = budget
+
+
+def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
+    tx = projector.tx_times
     old = {p.namespace: p for p in _authentic(path, seal)}
     parts = []
     projector.load_changed()

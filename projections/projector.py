@@ -14,7 +14,10 @@ not read) until something asks for it, and is then loaded by :attr:`Projector.lo
 part, and its namespace's events of the log after it). A deferred namespace's events that come
 meanwhile are passed over (noted as changes); the receipts of erasures among them are kept, so
 the store's erasures are known without loading every namespace. Store-wide reads
-(:meth:`Projector.spaces`) load every namespace.
+(:meth:`Projector.spaces`) load every namespace. With a :attr:`Projector.budget`, loading a
+namespace drops the least recently used ones loaded from a part while the loaded state takes
+more than the budget: they are deferred again, and loaded again (the part, and the log after
+it) when next used.
 """
 
 from __future__ import annotations
@@ -67,6 +70,12 @@ class Space:
     def last_seq(self) -> int:
         """The seq of the last event of this namespace folded (0: none)."""
         return self.state.last_seq
+
+    def nbytes(self) -> int:
+        """Bytes of its columns and texts (the recall index not counted)."""
+        state = self.state
+        return state.nbytes() + self.events.nbytes() + int(state.texts.ends[state.texts.n - 1]
+                                                          if state.texts.n else 0)
 
     def build_index(self, namespace: str) -> NamespaceIndex | None:
         """The recall index (built now if it is not yet); None without facts."""
@@ -153,7 +162,9 @@ class Projector:
         self._deferred = {ns: part for ns, (part, _) in (deferred or {}).items()}
         self._receipts = {ns: list(seqs) for ns, (_, seqs) in (deferred or {}).items()}
         self._changed: set[str] = set()  # deferred namespaces with events passed over
+        self._parts: dict[str, Any] = {}  # loaded namespaces' parts, to defer them again
         self.loader: Loader | None = None
+        self.budget: int | None = None  # bytes the loaded namespaces may take (None: no limit)
 
     @property
     def last_seq(self) -> int:
@@ -168,10 +179,12 @@ class Projector:
         return Space() if space is None else space
 
     def spaces(self) -> Iterator[tuple[str, Space]]:
-        """Every namespace with events and its state (each deferred one loaded now)."""
-        for namespace in list(self._deferred):
-            self._load(namespace)
-        return iter([(ns, s) for ns, s in self._spaces.items() if s.last_seq])
+        """Every namespace with events and its state, each deferred one loaded as it is reached
+        (within the budget, the ones before it may be dropped again meanwhile)."""
+        for namespace in self.namespaces():
+            space = self.held(namespace)
+            if space is not None and space.last_seq:
+                yield namespace, space
 
     def loaded(self) -> Iterator[tuple[str, Space]]:
         """The namespaces loaded so far (with events) and their states."""
@@ -200,20 +213,14 @@ class Projector:
         """Seqs of every event of ``kind`` (a tag of EVENT_TAGS) in every namespace, in order
         (the erasure receipts without loading a namespace; another kind loads them all)."""
         if kind != "erased":
-            self.load_all()
+            return sorted(s for _, space in self.spaces() for s in space.events.seqs_of(kind))
         held = [s for space in self._spaces.values() for s in space.events.seqs_of(kind)]
         return sorted(held + [s for seqs in self._receipts.values() for s in seqs])
-
-    def load_all(self) -> None:
-        """Load every deferred namespace."""
-        for namespace in list(self._deferred):
-            self._load(namespace)
 
     def namespace_of(self, seq: int) -> str | None:
         """The namespace of event ``seq`` (None: not folded). A search of every namespace: for
         the rare caller without one."""
-        self.load_all()
-        for namespace, space in self._spaces.items():
+        for namespace, space in self.spaces():
             try:
                 space.events.row(seq)
             except KeyError:
@@ -236,6 +243,7 @@ class Projector:
         if space.last_seq > self.last_seq:
             raise ValueError(f"namespace {namespace!r} is past the projector's seq")
         self._deferred.pop(namespace, None)
+        self._parts.pop(namespace, None)
         self._receipts.pop(namespace, None)
         self._changed.discard(namespace)
         self._spaces[namespace] = space
@@ -264,8 +272,11 @@ class Projector:
         """The namespace's space if it has one (loaded now if it is deferred; none is made by
         asking)."""
         space = self._spaces.get(namespace)
-        if space is None and namespace in self._deferred:
-            space = self._load(namespace)
+        if space is None:
+            if namespace in self._deferred:
+                space = self._load(namespace)
+        elif self.budget is not None:  # the most recently used last
+            self._spaces[namespace] = self._spaces.pop(namespace)
         return space
 
     def kept_space(self, namespace: str) -> Space:
@@ -278,14 +289,36 @@ class Projector:
     def _load(self, namespace: str) -> Space:
         if self.loader is None:
             raise ValueError("a projector with deferred namespaces needs a loader")
-        space = self.loader(namespace, self._deferred[namespace], self.last_seq)
+        part = self._deferred[namespace]
+        space = self.loader(namespace, part, self.last_seq)
         if space.last_seq > self.last_seq:
             raise ValueError(f"namespace {namespace!r} was loaded past the projector's seq")
         del self._deferred[namespace]
         self._receipts.pop(namespace, None)
         self._changed.discard(namespace)
         self._spaces[namespace] = space
+        self._parts[namespace] = part
+        self._evict(keep=namespace)
         return space
+
+    def _evict(self, keep: str) -> None:
+        """Defer again the least recently used namespaces loaded from a part (not ``keep``)
+        while the loaded state takes more than :attr:`budget`."""
+        if self.budget is None:
+            return
+        sizes = {ns: space.nbytes() for ns, space in self._spaces.items()}
+        total = sum(sizes.values())
+        for namespace in list(self._spaces):
+            if total <= self.budget:
+                break
+            if namespace == keep or namespace not in self._parts:
+                continue
+            space = self._spaces.pop(namespace)
+            part = self._deferred[namespace] = self._parts.pop(namespace)
+            self._receipts[namespace] = space.events.seqs_of("erased")
+            if space.last_seq != getattr(part, "seq", None):
+                self._changed.add(namespace)  # events since its part: loaded to be published
+            total -= sizes[namespace]
 
     # ------------------------------------------------------------------ folding
 

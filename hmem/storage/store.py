@@ -71,7 +71,12 @@ class Store:
         key_file: str | os.PathLike[str] | None = None,
         seal: bool = True,
         shared: bool = False,
+        memory_mb: int | None = None,
     ) -> None:
+        if memory_mb is not None and (type(memory_mb) is not int or memory_mb < 1):
+            raise InvalidInput(f"memory_mb must be a whole number of MiB >= 1 (what the loaded "
+                               f"namespaces may take) or None, not {memory_mb!r}")
+        self.memory_mb = memory_mb
         for name, value, what in (
             ("flush_every", flush_every, "no longer used: the state is saved at checkpoints"),
             ("checkpoint_every", checkpoint_every, "events between checkpoints"),
@@ -107,7 +112,7 @@ class Store:
                 self.shredding.check_no_unfinished()
             if not self.log.recovery.clean:
                 self.notes.append(f"log recovery: {self.log.recovery}")
-            self.projector = self.checkpoints.load(self.log)
+            self.projector = self._loaded()
             self.catch_up()
             if not read_only:
                 with self.log.writing():
@@ -127,11 +132,18 @@ class Store:
 
     # ------------------------------------------------------------------ following the log
 
+    def _loaded(self) -> Projector:
+        """The state from the checkpoint (each namespace loaded when first used), kept within
+        ``memory_mb``."""
+        projector = self.checkpoints.load(self.log)
+        projector.budget = None if self.memory_mb is None else self.memory_mb << 20
+        return projector
+
     def catch_up(self) -> int:
         """Fold the events the state has not seen (a reader first looks for new ones)."""
         if self.diverged:
             self.diverged = False
-            self.projector = self.checkpoints.load(self.log)
+            self.projector = self._loaded()
         if self.follows:
             self.log.refresh()
             self.backend.refresh()

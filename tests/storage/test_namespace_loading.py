@@ -164,3 +164,26 @@ def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
         assert r.notes == []
         assert state_rows(r.store.projector) == replayed(path)
         assert {h.text for h in r.in_namespace("ana").recall("tea").hits} >= {"ana likes tea 2"}
+
+
+def test_a_memory_bound_drops_the_least_recently_used_namespaces_and_loses_nothing(tmp_path):
+    path = tmp_path / "s"
+    w = store(path)
+    for ns in NAMESPACES:
+        fill(w, ns, 30)
+    close(w)
+    s = Store(path, fsync="never", memory_mb=1)
+    s.projector.budget = 1  # a byte: only the namespace in use stays loaded
+    with Memory(store=s, clock=StepClock(START), embedder=None) as m:
+        for round_ in range(2):
+            for ns in NAMESPACES:
+                view = m.in_namespace(ns)
+                view.remember(ns, f"{ns} likes cocoa {round_}")
+                assert [n for n, _ in s.projector.loaded()] == [ns]
+                assert {h.text for h in view.recall("cocoa").hits} == {
+                    f"{ns} likes cocoa {r}" for r in range(round_ + 1)}
+        assert m.verify().ok
+    s.close()
+    with store(path, read_only=True) as r:
+        assert r.notes == []
+        assert state_rows(r.store.projector) == replayed(path)
