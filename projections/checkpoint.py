@@ -6,7 +6,9 @@ process that opens the store loads it and folds only the log's tail after it. Th
 indexes and the SQL tables are made from the loaded state when first used.
 
 Files, in the store's directory: the manifest ``checkpoint.columns`` and one part per namespace,
-``checkpoint.columns.<digest of the name>-<seq>.part`` (projections/checkpoint_part.py). The
+``checkpoint.columns.<digest of the name>-<seq>-<digest of the part>.part``
+(projections/checkpoint_part.py: a part's name says what it holds, so a file of that name never
+changes, and a host that has it needs it from nowhere else). The
 manifest names the point of the log it holds (seq and chain), the key file's erasure record
 when it was written, every event's tx time (8 bytes an event: time travel turns a time into a
 seq of the log) and each namespace's part, by its seq and digest. A publish writes the parts of
@@ -140,10 +142,12 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
         if kept is not None and kept.seq == facts.last_seq and (path.parent / kept.file).exists():
             parts.append(kept)
             continue
-        name = f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}.part"
         receipts = tuple(events.seqs_of("erased"))
-        parts.append(Part(namespace, facts.last_seq, name,
-                          checkpoint_part.write(path.parent / name, facts, events), receipts))
+        tmp = path.parent / f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}.new"
+        digest = checkpoint_part.write(tmp, facts, events)
+        name = f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}-{digest.hex()[:16]}.part"
+        os.replace(tmp, path.parent / name)
+        parts.append(Part(namespace, facts.last_seq, name, digest, receipts))
     times = memoryview(tx).cast("B")
     manifest = msgspec.msgpack.encode(_Manifest(
         stamp[0], stamp[1], seal.erased_through, hashlib.sha256(times).digest(), parts))

@@ -76,7 +76,12 @@ class Backend(Protocol):
 
     def fetch_checkpoint(self, have: int) -> None:
         """Before a checkpoint is loaded: bring a newer one than ``have`` (its seq) to
-        :attr:`root` if there is one elsewhere."""
+        :attr:`root` if there is one elsewhere (its manifest: each part is fetched when its
+        namespace is first used, :meth:`fetch_part`)."""
+
+    def fetch_part(self, name: str) -> bool:
+        """Bring the checkpoint part file ``name`` to :attr:`root` if it is elsewhere; returns
+        whether it was found."""
 
     def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
                          ) -> list[str]:

@@ -90,7 +90,7 @@ class Checkpoints:
             seal = self.seal(log)
             if seal.erased_through == erased_through:
                 try:
-                    return opened, checkpoint.read_part(self.path, part)
+                    return opened, self._read_part(part)
                 except checkpoint.Refused as e:
                     why = str(e)
             stamp = checkpoint.read_stamp(self.path)
@@ -98,7 +98,7 @@ class Checkpoints:
                 seq, parts = checkpoint.authentic_parts(self.path, stamp, seal)
                 newest = parts.get(namespace)
                 if newest is not None and newest.seq <= upto:
-                    return min(seq, upto), checkpoint.read_part(self.path, newest)
+                    return min(seq, upto), self._read_part(newest)
         except checkpoint.Refused as e:
             why = str(e)
         self.notes.append(f"the checkpoint's part of namespace {namespace!r} not used: {why}; "
@@ -129,6 +129,12 @@ class Checkpoints:
                     continue  # a writer published a new one meanwhile (and removed old parts)
                 return f"checkpoint {self.path} not used: {e}"
         return None
+
+    def _read_part(self, part: Part) -> Loaded:
+        """The part's state, its file fetched first if this host does not have it."""
+        if not (self.path.parent / part.file).exists():
+            self.backend.fetch_part(part.file)
+        return checkpoint.read_part(self.path, part)
 
     @staticmethod
     def seal(log: Log) -> checkpoint.Seal:

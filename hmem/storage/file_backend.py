@@ -130,6 +130,9 @@ class FileBackend:
     def fetch_checkpoint(self, have: int) -> None:
         pass
 
+    def fetch_part(self, name: str) -> bool:
+        return False
+
     def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
                          ) -> list[str]:
         return []

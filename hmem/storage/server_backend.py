@@ -8,10 +8,12 @@ recall indexes) as a shared writer of a file store does: loaded from the last ch
 host has, plus the log's tail read from the server. The cache is keyed by the store's id, so two
 databases never share one, and is disposable: without it the process replays the log.
 
-A writer also shares its checkpoint on the server (``hmem_checkpoint_parts``: the file in 8 MiB
-rows, replaced when the log has grown by a tenth since, and at close), and a process whose
-cache holds no checkpoint or an older one fetches it first: a new host reads one checkpoint and
-the log's tail, not every row. Texts are kept in the clear (no sealing on a server store yet),
+A writer also shares its checkpoint on the server (``hmem_checkpoint_parts``: its files in 8 MiB
+rows, when the log has grown by a tenth since, and at close: the manifest, and the namespace
+parts the server does not have yet, each named by what it holds), and a process whose cache
+holds no checkpoint or an older one fetches the manifest first and each namespace's part when it
+first uses the namespace: a new host reads the manifest, the parts it serves and the log's
+tail, not every row. Texts are kept in the clear (no sealing on a server store yet),
 so nothing can be erased there.
 """
 
@@ -30,6 +32,7 @@ from eventlog.repair import VerifyReport, verify_events
 from eventlog.segments import ChainHead
 from hmem.storage.backend import Backend, Capabilities
 from projections import server_records, server_tables
+from projections.checkpoint import CHECKPOINT_FILE
 from projections.fold import touched_facts
 from projections.projector import Projector
 from projections.timeutil import to_us
@@ -38,6 +41,7 @@ __all__ = ["ServerBackend", "cache_home", "verify_server_log"]
 
 _PART = 8 << 20  # bytes per row of a checkpoint file on the server
 _DONE = ".done"  # the part naming a checkpoint whole (its data: the chain at its seq)
+MANIFEST = CHECKPOINT_FILE  # the checkpoint's manifest; its parts are the other files
 
 
 def cache_home() -> Path:
@@ -134,7 +138,14 @@ class ServerBackend:
         con = self.log.con
         with con.transaction():  # one snapshot: a checkpoint replaced meanwhile stays whole
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            _fetch(self.log, self.root, have)
+            seq = server_checkpoint_seq(self.log)
+            if seq > have:
+                _fetch_file(self.log, self.root, MANIFEST, seq)
+
+    def fetch_part(self, name: str) -> bool:
+        """Fetch the checkpoint part ``name`` from the server, if it has it."""
+        with self.log.con.transaction():
+            return _fetch_file(self.log, self.root, name, None)
 
     def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
                          ) -> list[str]:
@@ -181,10 +192,14 @@ def server_checkpoint_seq(log: PgLog) -> int:
 
 def share_checkpoint(log: PgLog, files: dict[str, Path], seq: int, chain: bytes) -> None:
     """Put the checkpoint at ``seq`` (its files, read now) on the server in one transaction,
-    replacing the one there."""
+    replacing the one there: its manifest, and the parts the server does not have (a part's
+    name says what it holds); the parts it no longer names are deleted."""
     with log.con.transaction(), log.con.cursor() as cur:
         cur.execute("DELETE FROM hmem_checkpoint_parts WHERE seq >= %s", (seq,))
+        held = {r[0] for r in cur.execute("SELECT DISTINCT file FROM hmem_checkpoint_parts")}
         for name, path in files.items():
+            if name != MANIFEST and name in held:
+                continue
             with open(path, "rb") as f:
                 part = 0
                 while chunk := f.read(_PART):
@@ -193,35 +208,33 @@ def share_checkpoint(log: PgLog, files: dict[str, Path], seq: int, chain: bytes)
                     part += 1
         cur.execute("INSERT INTO hmem_checkpoint_parts VALUES (%s, %s, 0, %s)",
                     (seq, _DONE, chain))
-        cur.execute("DELETE FROM hmem_checkpoint_parts WHERE seq < %s", (seq,))
+        cur.execute("DELETE FROM hmem_checkpoint_parts WHERE seq < %s AND NOT file = ANY(%s)",
+                    (seq, [name for name in files if name != MANIFEST]))
 
 
-def _fetch(log: PgLog, root: Path, have: int) -> int:
-    seq = server_checkpoint_seq(log)
-    if seq <= have:
-        return 0
-    names = [r[0] for r in log.con.execute(
-        "SELECT DISTINCT file FROM hmem_checkpoint_parts WHERE seq = %s AND file <> %s "
-        "ORDER BY file", (seq, _DONE))]
-    fetched: list[tuple[Path, Path]] = []
-    for name in names:
-        tmp = root / f"{name}.fetch-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            part = 0
-            while True:
-                row = log.con.execute(
-                    "SELECT data FROM hmem_checkpoint_parts WHERE seq = %s AND file = %s "
-                    "AND part = %s", (seq, name, part)).fetchone()
-                if row is None:
-                    break
-                f.write(row[0])
-                part += 1
-            f.flush()
-            os.fsync(f.fileno())
-        fetched.append((tmp, root / name))
-    for tmp, path in sorted(fetched, key=lambda item: item[1].suffix != ".columns"):
-        os.replace(tmp, path)
-    return seq
+def _fetch_file(log: PgLog, root: Path, name: str, seq: int | None) -> bool:
+    """Fetch the checkpoint file ``name`` (of the checkpoint at ``seq``; a part: whichever
+    checkpoint shared it) into ``root``, written beside its place and renamed into it; returns
+    whether the server has it."""
+    at = "" if seq is None else " AND seq = %s"
+    args: tuple[object, ...] = (name,) if seq is None else (name, seq)
+    rows = log.con.execute(
+        f"SELECT part, data FROM hmem_checkpoint_parts WHERE file = %s{at} ORDER BY seq DESC, "
+        f"part", args).fetchall()
+    if not rows:
+        return False
+    tmp = root / f"{name}.fetch-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        expected = 0
+        for part, data in rows:
+            if part != expected:  # the rows of an older copy of the same file: not needed
+                break
+            f.write(data)
+            expected += 1
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, root / name)
+    return True
 
 
 # the triggers that keep hmem_log append-only (eventlog/pg_log.py), and what each refuses

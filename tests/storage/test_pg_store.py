@@ -257,6 +257,36 @@ def test_a_process_on_another_host_starts_from_the_servers_checkpoint(
     assert min(reads) == 1
 
 
+def test_a_new_host_fetches_the_parts_of_the_namespaces_it_serves_only(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server keeps a part per namespace; a host with an empty cache fetches the manifest,
+    then a namespace's part when it first uses it. A writer's next share sends the parts that
+    changed only."""
+    with Memory(url, embedder=None) as m:
+        for ns in ("ana", "ben", "cy"):
+            m.in_namespace(ns).remember_many(
+                [{"subject": ns, "text": f"{ns} note {i}"} for i in range(50)])
+    with psycopg.connect(url, autocommit=True) as con:
+        shared = {r[0]: r[1] for r in con.execute(
+            "SELECT file, seq FROM hmem_checkpoint_parts WHERE file LIKE '%.part'")}
+    assert len(shared) == 3
+    host = tmp_path / "new-host"
+    monkeypatch.setenv("HMEM_CACHE", str(host))
+    with Memory(url, namespace="ben", embedder=None, read_only=True) as r:
+        assert [h.text for h in r.recall("ben note 7").hits][:1] == ["ben note 7"]
+        fetched = sorted(p.name for p in host.rglob("*.part"))
+        assert len(fetched) == 1 and fetched[0] in shared
+    monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "writer-host"))
+    with Memory(url, namespace="cy", embedder=None) as w:
+        w.remember("cy", "cy note new")
+    with psycopg.connect(url, autocommit=True) as con:
+        now = {r[0]: r[1] for r in con.execute(
+            "SELECT file, seq FROM hmem_checkpoint_parts WHERE file LIKE '%.part'")}
+    assert len(now) == 3 and len(set(now) & set(shared)) == 2  # ana's, ben's: as they were
+    assert all(now[f] == shared[f] for f in set(now) & set(shared))
+
+
 def test_tables_behind_the_log_are_written_again(url: str) -> None:
     """A log appended by something that did not keep the tables (a bare PgLog) is met by the
     next writer, which writes the tables whole."""
