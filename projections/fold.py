@@ -97,12 +97,14 @@ _CREATED = attrgetter(
 )
 
 
-def fold(events: Sequence[Event], into: FactColumns, *, gaps: bool = False) -> None:
+def fold(events: Sequence[Event], into: FactColumns, *, gaps: bool = False,
+         txs: Sequence[int] | None = None) -> None:
     """Fold ``events`` (the next ones of the log, in order) into ``into``. On the first event
     the fold refuses, the events before it are folded and ``ProjectionError`` names it.
     ``gaps``: the events are one namespace's of the log's next ones (increasing seqs after
-    ``into.last_seq``, not every seq)."""
-    refused = _Bulk(into, events, gaps=gaps).run()
+    ``into.last_seq``, not every seq); ``txs``: their tx times in microseconds, if the caller
+    has them."""
+    refused = _Bulk(into, events, gaps=gaps, txs=txs).run()
     if refused is None:
         return
     at, error = refused
@@ -162,10 +164,11 @@ class _Bulk:
     """One bulk fold of ``events`` into ``cols``: :meth:`run` checks, then commits."""
 
     def __init__(self, cols: FactColumns, events: Sequence[Event], *, isolated: bool = False,
-                 gaps: bool = False) -> None:
+                 gaps: bool = False, txs: Sequence[int] | None = None) -> None:
         """``isolated``: each event sees only the state before all of them (:func:`check`);
         ``gaps``: the seqs increase but need not be every one (:func:`fold`)."""
         self.cols, self.events, self.isolated, self.gaps = cols, events, isolated, gaps
+        self.given_txs = txs
         self.base_seq, self.base_slot, self.base_row = cols.last_seq, cols.n, cols.rows.n
 
     def run(self, *, commit: bool = True) -> tuple[int, HmemError | None] | None:
@@ -182,7 +185,8 @@ class _Bulk:
         if bad.size and not self.isolated:
             return int(bad[0]), None
         epoch, us = EPOCH, _US  # projections.timeutil.to_us, inlined
-        self.txs = [(e.tx_at - epoch) // us for e in events]
+        self.txs = list(self.given_txs) if self.given_txs is not None else [
+            (e.tx_at - epoch) // us for e in events]
         made = [i for i, e in enumerate(events) if isinstance(e, (FactRemembered, FactRevised))]
         self.made = made
         # the slots of the facts this batch makes, by seq - base_seq - 1 (-1: made none)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import nullcontext
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,8 @@ from projections.timeutil import to_us
 __all__ = ["Projector", "Space", "index_counts", "index_text"]
 
 _BULK = 32  # facts folded at once from which their documents are made together (index_runs)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
 
 Loaded = tuple[FactColumns, EventColumns]
 # (namespace, its part as the checkpoint named it, the seq to bring it to) -> its space
@@ -87,28 +90,32 @@ class Space:
             self.index = index
         return self.index
 
-    def fold(self, events: list[Event]) -> None:
-        """Fold this namespace's next ``events`` (increasing seqs, after :attr:`last_seq`),
-        record their rows and bring the index up to date; on a refused event, the ones before
-        it are folded and recorded, then its ``ProjectionError`` is raised."""
+    def fold(self, events: list[Event], txs: list[int] | None = None) -> None:
+        """Fold this namespace's next ``events`` (increasing seqs, after :attr:`last_seq`;
+        ``txs`` their tx times in microseconds, if the caller has them), record their rows and
+        bring the index up to date; on a refused event, the ones before it are folded and
+        recorded, then its ``ProjectionError`` is raised."""
         state = self.state
         base_seq, base_slot, base_vectors = state.last_seq, state.n, len(state.vectors)
+        if txs is None:
+            txs = [to_us(ev.tx_at) for ev in events]
         try:
-            fold(events, state, gaps=True)
+            fold(events, state, gaps=True, txs=txs)
         except ProjectionError:
             if state.last_seq != base_seq:
-                done = [ev for ev in events if ev.seq <= state.last_seq]
-                self._record(done, base_slot, base_vectors)
+                done = sum(1 for ev in events if ev.seq <= state.last_seq)
+                self._record(events[:done], txs[:done], base_slot, base_vectors)
             raise
-        self._record(events, base_slot, base_vectors)
+        self._record(events, txs, base_slot, base_vectors)
 
-    def _record(self, events: list[Event], base_slot: int, base_vectors: int) -> None:
+    def _record(self, events: list[Event], txs: list[int], base_slot: int, base_vectors: int
+                ) -> None:
         """What follows from ``events``, just folded: their event rows, the new facts' index
         tokens, the recall index if it is built."""
         if not events:
             return
         state = self.state
-        self.events.add(events, [to_us(ev.tx_at) for ev in events])
+        self.events.add(events, txs)
         subjects, table = state.subjects.values, state.table
         made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]
         names = [subjects[code] for code in table.subject[base_slot:state.n].tolist()]
@@ -346,11 +353,16 @@ class Projector:
             for ev in batch:
                 if ev.sealed:
                     check_opened(ev)
-            groups: dict[str, list[Event]] = {}
-            for ev in batch:
-                groups.setdefault(ev.namespace, []).append(ev)
+            txs = [(ev.tx_at - EPOCH) // _US for ev in batch]  # to_us, inlined
+            groups: dict[str, tuple[list[Event], list[int]]] = {}
+            for ev, tx in zip(batch, txs, strict=True):
+                entry = groups.get(ev.namespace)
+                if entry is None:
+                    entry = groups[ev.namespace] = [], []
+                entry[0].append(ev)
+                entry[1].append(tx)
             refused: tuple[int, ProjectionError] | None = None
-            for namespace, group in groups.items():
+            for namespace, (group, times) in groups.items():
                 if namespace in self._deferred:  # passed over: loaded with the log's events
                     self._changed.add(namespace)
                     known = self._receipts[namespace]
@@ -359,15 +371,18 @@ class Projector:
                     continue
                 space = self.kept_space(namespace)
                 last = space.last_seq
-                todo = group if group[0].seq > last else [ev for ev in group if ev.seq > last]
+                if group[0].seq <= last:  # folded already, before a refusal in a namespace
+                    keep = [i for i, ev in enumerate(group) if ev.seq > last]
+                    group, times = [group[i] for i in keep], [times[i] for i in keep]
+                todo = group
                 try:
-                    space.fold(todo)
+                    space.fold(todo, times)
                 except ProjectionError as e:
                     at = next(ev.seq for ev in todo if ev.seq > space.last_seq)
                     if refused is None or at < refused[0]:
                         refused = at, e
             through = len(batch) if refused is None else refused[0] - 1 - base
-            self.tx_times.extend(to_us(ev.tx_at) for ev in batch[:through])
+            self.tx_times.extend(txs[:through])
             if refused is not None:
                 raise refused[1]
             if out_of_step is not None:
