@@ -113,12 +113,17 @@ class _State:
 
 
 class IndexOnly:
-    """What ``rank`` reads from a ``Projector``: indexes, state.facts, last_seq."""
+    """What ``rank`` reads from a ``Projector``: indexes, space(namespace).state.facts,
+    last_seq."""
 
     def __init__(self, index: NamespaceIndex, facts: dict[int, Fact], last_seq: int) -> None:
         self.indexes = {NAMESPACE: index}
         self.state = _State(facts)
         self.last_seq = last_seq
+
+    def space(self, namespace: str) -> IndexOnly:
+        """The one namespace's state (``rank`` reads ``.state`` of it)."""
+        return self
 
 
 # ---------------------------------------------------------------------------------- builds
