@@ -384,6 +384,10 @@ class Projector:
             through = len(batch) if refused is None else refused[0] - 1 - base
             self.tx_times.extend(txs[:through])
             if refused is not None:
+                for namespace in groups:  # a receipt after the refused event is not folded
+                    if namespace in self._deferred:
+                        self._receipts[namespace] = [
+                            s for s in self._receipts[namespace] if s < refused[0]]
                 raise refused[1]
             if out_of_step is not None:
                 raise ProjectionError(
