@@ -56,7 +56,7 @@ from projections.projector import Loaded, Projector
 
 __all__ = [
     "CHECKPOINT_FILE", "Part", "Refused", "Seal", "Stamp", "authentic_parts", "from_log", "load",
-    "part_files", "read_part", "read_parts", "read_stamp", "save",
+    "named_parts", "part_files", "read_part", "read_parts", "read_stamp", "save",
 ]
 
 CHECKPOINT_FILE = "checkpoint.columns"
@@ -167,6 +167,17 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
     for stale in part_files(path):
         if stale.name not in named:
             stale.unlink(missing_ok=True)
+
+
+def named_parts(path: Path) -> set[str] | None:
+    """The part files the manifest at ``path`` names (not authenticated: for tidying a cache);
+    None when there is none or it is unreadable."""
+    try:
+        with open(path, "rb") as f:
+            manifest, _ = _manifest(f)
+    except (OSError, ValueError, msgspec.DecodeError, struct.error):
+        return None
+    return None if manifest is None else {p.file for p in manifest.parts}
 
 
 def read_stamp(path: Path) -> Stamp | None:

@@ -31,7 +31,7 @@ from eventlog.protocol import Then
 from eventlog.repair import VerifyReport, verify_events
 from eventlog.segments import ChainHead
 from hmem.storage.backend import Backend, Capabilities
-from projections import server_records, server_tables
+from projections import checkpoint, server_records, server_tables
 from projections.checkpoint import CHECKPOINT_FILE
 from projections.fold import touched_facts
 from projections.projector import Projector
@@ -139,8 +139,11 @@ class ServerBackend:
         with con.transaction():  # one snapshot: a checkpoint replaced meanwhile stays whole
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             seq = server_checkpoint_seq(self.log)
-            if seq > have:
-                _fetch_file(self.log, self.root, MANIFEST, seq)
+            if seq > have and _fetch_file(self.log, self.root, MANIFEST, seq):
+                named = checkpoint.named_parts(self.root / MANIFEST) or set()
+                for stale in checkpoint.part_files(self.root / MANIFEST):
+                    if stale.name not in named:  # fetched for an older one: not needed again
+                        stale.unlink(missing_ok=True)
 
     def fetch_part(self, name: str) -> bool:
         """Fetch the checkpoint part ``name`` from the server, if it has it."""

@@ -277,6 +277,8 @@ def test_a_new_host_fetches_the_parts_of_the_namespaces_it_serves_only(
         assert [h.text for h in r.recall("ben note 7").hits][:1] == ["ben note 7"]
         fetched = sorted(p.name for p in host.rglob("*.part"))
         assert len(fetched) == 1 and fetched[0] in shared
+        assert r.in_namespace("cy").recall("cy note 3").hits  # cy's part fetched too
+        assert len(list(host.rglob("*.part"))) == 2
     monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "writer-host"))
     with Memory(url, namespace="cy", embedder=None) as w:
         w.remember("cy", "cy note new")
@@ -285,6 +287,13 @@ def test_a_new_host_fetches_the_parts_of_the_namespaces_it_serves_only(
             "SELECT file, seq FROM hmem_checkpoint_parts WHERE file LIKE '%.part'")}
     assert len(now) == 3 and len(set(now) & set(shared)) == 2  # ana's, ben's: as they were
     assert all(now[f] == shared[f] for f in set(now) & set(shared))
+    monkeypatch.setenv("HMEM_CACHE", str(host))  # the first host again: cy's old part goes
+    with Memory(url, namespace="cy", embedder=None, read_only=True) as r:
+        assert "cy note new" in {h.text for h in r.recall("cy note new").hits}
+    assert sorted(p.name for p in host.rglob("*.part")) == sorted(
+        [*fetched, *(f for f in now if f not in shared)])  # ben's (still named), cy's new:
+    # cy's old part, fetched for the checkpoint before, is gone from this host's cache
+
 
 
 def test_tables_behind_the_log_are_written_again(url: str) -> None:
