@@ -198,8 +198,13 @@ def write_facts(
     if old:
         con.execute("DELETE FROM hmem_fact_versions WHERE fact_id = ANY(%s)", (old,))
         con.execute("DELETE FROM hmem_facts WHERE id = ANY(%s)", (old,))
-    for namespace, some in chosen.items():
-        _insert(con, projector.space(namespace).state, some)
+    facts: list[list[Any]] = []
+    versions: list[list[Any]] = []
+    for namespace, some in chosen.items():  # every namespace's rows in one statement each
+        more = _rows(projector.space(namespace).state, some)
+        facts += more[0]
+        versions += more[1]
+    _insert_rows(con, facts, versions)
     if moved.fetchone() is None:  # behind: every fact's rows, statement by statement
         _rewrite(con, projector, copy=False)
         return True
@@ -207,7 +212,10 @@ def write_facts(
 
 
 def _insert(con: Any, state: FactColumns, ids: Sequence[int]) -> None:
-    facts, versions = _rows(state, ids)
+    _insert_rows(con, *_rows(state, ids))
+
+
+def _insert_rows(con: Any, facts: list[list[Any]], versions: list[list[Any]]) -> None:
     with con.cursor() as cur:
         cur.executemany(f"INSERT INTO hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) VALUES "
                         f"({', '.join(['%s'] * (len(FACT_COLUMNS) + 1))})", facts)
