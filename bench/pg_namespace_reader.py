@@ -20,27 +20,13 @@ import sys
 import tempfile
 
 from bench.pg_server import PgServer
-from bench.report import child_json, line, parse_size
-from bench.scale_batch import SMALL, bench_bulk
+from bench.report import line, parse_size
+from bench.scale_batch import SMALL, bench_bulk, bench_small_reader
 from bench.synthetic import TmpDirs
 from hmem.memory import Memory
 from hmem.storage.copy import copy_store
 
 __all__ = ["main"]
-
-_READER = """
-import json, sys, time
-from bench.report import peak_rss_mib
-from hmem.memory import Memory
-t0 = time.perf_counter()
-m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=True, embedder=None)
-hits = m.recall(sys.argv[3])
-done = time.perf_counter()
-print("READER " + json.dumps({"open_recall_s": done - t0, "peak_rss_mib": peak_rss_mib(),
-                              "hits": len(hits)}))
-m.close()
-"""
-
 
 def bench_size(server: PgServer, tmp: TmpDirs, n: int) -> None:
     _, root = bench_bulk(tmp, n, dedup=True)
@@ -56,11 +42,8 @@ def bench_size(server: PgServer, tmp: TmpDirs, n: int) -> None:
         Memory(url, embedder=None).close()  # a writer's close shares its checkpoint
     for _ in range(3):
         with tempfile.TemporaryDirectory() as cache:
-            os.environ["HMEM_CACHE"] = cache
-            out = child_json(_READER, [url, SMALL, query], "READER")
-        line(f"new host, one {SMALL} namespace of 200 in {n:,}: open + first recall",
-             f"{1000 * out['open_recall_s']:.0f} ms, peak RSS {out['peak_rss_mib']:,.0f} MiB, "
-             f"{out['hits']} hits")
+            os.environ["HMEM_CACHE"] = cache  # a new host: nothing cached
+            bench_small_reader(url, query)
 
 
 def main(argv: list[str] | None = None) -> int:

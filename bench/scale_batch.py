@@ -78,7 +78,9 @@ def bench_copy(tmp: TmpDirs, root: Path) -> dict[str, Any]:
             "events_per_s": report.events / report.seconds}
 
 
-def bench_small_reader(root: Path, query: str) -> dict[str, Any]:
+def bench_small_reader(root: Path | str, query: str) -> dict[str, Any]:
+    """A fresh process opening the store at ``root`` (a directory or a URL) read-only in the
+    small namespace and recalling ``query`` once."""
     out = child_json(_SMALL_READER, [str(root), SMALL, query], "SMALL")
     line(f"fresh process, one {SMALL} namespace of 200: open + first recall",
          f"{1000 * out['open_recall_s']:.0f} ms, peak RSS {out['peak_rss_mib']:,.0f} MiB")

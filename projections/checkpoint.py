@@ -49,14 +49,14 @@ import msgspec
 import numpy as np
 
 from projections import checkpoint_part
-from projections.checkpoint_part import Refused
+from projections.checkpoint_part import UNREADABLE, Refused
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
 from projections.projector import Loaded, Projector
 
 __all__ = [
     "CHECKPOINT_FILE", "Part", "Refused", "Seal", "Stamp", "authentic_parts", "from_log", "load",
-    "named_parts", "part_files", "read_part", "read_parts", "read_stamp", "save",
+    "named_parts", "part_files", "read_part", "read_stamp", "save",
 ]
 
 CHECKPOINT_FILE = "checkpoint.columns"
@@ -114,9 +114,6 @@ def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
     """Write ``projector``'s state (at ``stamp``) as the checkpoint at ``path``, authenticated
     with ``seal``: the parts of the namespaces whose part on disk (named by an authentic
     manifest) is older, then the manifest."""
-    tx = projector.tx_times
-    if len(tx) != stamp[0]:
-        raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
     budget, projector.budget = projector.budget, None  # every changed namespace held at once
     try:
         _save(path, projector, stamp, seal)
@@ -126,6 +123,8 @@ def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
 
 def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
     tx = projector.tx_times
+    if len(tx) != stamp[0]:
+        raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
     old = {p.namespace: p for p in _authentic(path, seal)}
     parts = []
     projector.load_changed()
@@ -172,23 +171,15 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
 def named_parts(path: Path) -> set[str] | None:
     """The part files the manifest at ``path`` names (not authenticated: for tidying a cache);
     None when there is none or it is unreadable."""
-    try:
-        with open(path, "rb") as f:
-            manifest, _ = _manifest(f)
-    except (OSError, ValueError, msgspec.DecodeError, struct.error):
-        return None
-    return None if manifest is None else {p.file for p in manifest.parts}
+    peeked = _peek(path)
+    return None if peeked is None else {p.file for p in peeked[0].parts}
 
 
 def read_stamp(path: Path) -> Stamp | None:
     """The stamp the checkpoint at ``path`` claims (not yet authenticated: :func:`load` does
     that); None when there is none, it is unreadable or of another layout version."""
-    try:
-        with open(path, "rb") as f:
-            manifest, _ = _manifest(f)
-    except (OSError, ValueError, msgspec.DecodeError, struct.error):
-        return None
-    return None if manifest is None else (manifest.seq, manifest.chain)
+    peeked = _peek(path)
+    return None if peeked is None else (peeked[0].seq, peeked[0].chain)
 
 
 def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Projector:
@@ -196,19 +187,10 @@ def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Project
     read; the caller sets the projector's loader), when the checkpoint is authentic under
     ``seal``, holds exactly ``stamp``, was written after the last erasure ``seal`` records and
     is intact (each part's when it is read); else :class:`Refused`, saying why."""
-    manifest, tx = _read_manifest(path, stamp, seal)
-    for part in manifest.parts:
-        if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
-            raise Refused(f"its manifest names a part it cannot hold ({part.file})")
+    manifest, tx = _read_manifest(path, stamp, seal, times=True)
     if lazy:
         return Projector({}, tx, {p.namespace: (p, p.receipts) for p in manifest.parts})
-    return Projector(read_parts(path, manifest.parts), tx)
-
-
-def read_parts(path: Path, parts: list[Part]) -> dict[str, Loaded]:
-    """The states of the ``parts`` of the checkpoint at ``path``, by namespace (Refused, saying
-    why, when one is not what its manifest names)."""
-    return {part.namespace: read_part(path, part) for part in parts}
+    return Projector({part.namespace: read_part(path, part) for part in manifest.parts}, tx)
 
 
 def read_part(path: Path, part: Part) -> Loaded:
@@ -223,11 +205,15 @@ def read_part(path: Path, part: Part) -> Loaded:
 def authentic_parts(path: Path, stamp: Stamp, seal: Seal) -> tuple[int, dict[str, Part]]:
     """(the seq, each namespace's part) of the checkpoint at ``path`` when it holds ``stamp``
     and is authentic under ``seal`` (:class:`Refused` else)."""
-    manifest, _ = _read_manifest(path, stamp, seal)
+    manifest, _ = _read_manifest(path, stamp, seal, times=False)
     return manifest.seq, {p.namespace: p for p in manifest.parts}
 
 
-def _read_manifest(path: Path, stamp: Stamp, seal: Seal) -> tuple[_Manifest, array[int]]:
+def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool
+                   ) -> tuple[_Manifest, array[int]]:
+    """The manifest at ``path`` when it is authentic under ``seal``, holds ``stamp``, is as
+    new as the erasure record and names only parts it can hold; with ``times``, every event's
+    tx time too (checked against its digest). :class:`Refused` else."""
     try:
         with open(path, "rb") as f:
             manifest, raw = _manifest(f)
@@ -245,15 +231,18 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal) -> tuple[_Manifest, arr
                     f"it was written before the erasure (receipt {seal.erased_through}) its key "
                     f"file records, and may hold what that erased"
                 )
+            for part in manifest.parts:
+                if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
+                    raise Refused(f"its manifest names a part it cannot hold ({part.file})")
             tx = array("q")
-            tx.frombytes(f.read(8 * manifest.seq))
-            if len(tx) != manifest.seq or hashlib.sha256(tx).digest() != manifest.tx_sha256:
-                raise Refused("it is damaged (its tx times fail their digest)")
+            if times:
+                tx.frombytes(f.read(8 * manifest.seq))
+                if len(tx) != manifest.seq or hashlib.sha256(tx).digest() != manifest.tx_sha256:
+                    raise Refused("it is damaged (its tx times fail their digest)")
         return manifest, tx
     except Refused:
         raise
-    except (OSError, ValueError, KeyError, IndexError, TypeError, msgspec.DecodeError,
-            struct.error) as e:
+    except UNREADABLE as e:
         raise Refused(f"it cannot be read ({type(e).__name__}: {e})") from None
 
 
@@ -268,16 +257,26 @@ def _authentic(path: Path, seal: Seal) -> list[Part]:
     """The parts the manifest at ``path`` names when it is authentic under ``seal`` and as new
     as its erasure record; else none. (A part written before an erasure's keys were destroyed
     may hold what it erased, even at the seq of a part written after it.)"""
-    try:
-        with open(path, "rb") as f:
-            manifest, raw = _manifest(f)
-    except (OSError, ValueError, msgspec.DecodeError, struct.error):
+    peeked = _peek(path)
+    if peeked is None:
         return []
-    if manifest is None or not hmac.compare_digest(raw[1], _mac(seal, raw[0])) or (
+    manifest, (raw, mac) = peeked
+    if not hmac.compare_digest(mac, _mac(seal, raw)) or (
         manifest.erased_through != seal.erased_through
     ):
         return []
     return manifest.parts
+
+
+def _peek(path: Path) -> tuple[_Manifest, tuple[bytes, bytes]] | None:
+    """The manifest at ``path``, its bytes and its header's MAC, not authenticated; None when
+    there is none, it is unreadable or of another layout."""
+    try:
+        with open(path, "rb") as f:
+            manifest, raw = _manifest(f)
+    except UNREADABLE:
+        return None
+    return None if manifest is None else (manifest, raw)
 
 
 def _name_digest(namespace: str) -> str:

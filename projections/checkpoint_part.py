@@ -36,7 +36,7 @@ from projections.fold_state import FactColumns
 from projections.records import Episode, Vector
 from projections.request_keys import request_key
 
-__all__ = ["Refused", "read", "write"]
+__all__ = ["UNREADABLE", "Refused", "read", "write"]
 
 MAGIC = b"HMEMPART"
 VERSION = 1
@@ -46,6 +46,11 @@ _ALIGN = 64
 
 class Refused(Exception):
     """The checkpoint cannot be used; the message says why (the log is replayed instead)."""
+
+
+# what reading a checkpoint file that is damaged, cut short or of another make raises
+UNREADABLE = (OSError, ValueError, KeyError, IndexError, TypeError, msgspec.DecodeError,
+              struct.error)
 
 
 _STRING_TABLES = (
@@ -155,8 +160,7 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
         return facts, events
     except Refused:
         raise
-    except (OSError, ValueError, KeyError, IndexError, TypeError, msgspec.DecodeError,
-            struct.error) as e:
+    except UNREADABLE as e:
         raise Refused(f"its part {path.name} cannot be read ({type(e).__name__}: {e})") from None
 
 

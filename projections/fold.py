@@ -185,7 +185,7 @@ class _Bulk:
         if bad.size and not self.isolated:
             return int(bad[0]), None
         epoch, us = EPOCH, _US  # projections.timeutil.to_us, inlined
-        self.txs = list(self.given_txs) if self.given_txs is not None else [
+        self.txs = self.given_txs if self.given_txs is not None else [
             (e.tx_at - epoch) // us for e in events]
         made = [i for i, e in enumerate(events) if isinstance(e, (FactRemembered, FactRevised))]
         self.made = made

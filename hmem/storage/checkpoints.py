@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from eventlog.events import Event
 from eventlog.protocol import Log
 from eventlog.sealing import check_opened
 from hmem.storage.backend import Backend
@@ -71,12 +70,7 @@ class Checkpoints:
 
         def load(namespace: str, part: Part, upto: int) -> Space:
             base, loaded = self._part(log, namespace, part, upto, opened, erased_through)
-            if loaded is None:
-                return self.replayed(log, namespace, upto)
-            space = Space(loaded)
-            space.fold(_opened(log, [
-                ev for ev in log.read_raw(base + 1, upto) if ev.namespace == namespace]))
-            return space
+            return _caught_up(Space(loaded), log, namespace, base, upto)
 
         return load
 
@@ -205,21 +199,20 @@ class Checkpoints:
             path.unlink(missing_ok=True)
         self.seq = 0
 
-    def replayed(self, log: Log, namespace: str, upto: int) -> Space:
+    @staticmethod
+    def replayed(log: Log, namespace: str, upto: int) -> Space:
         """The namespace's state at ``upto``, its events folded from the log's first."""
-        space = Space()
-        space.fold(_opened(log, [
-            ev for ev in log.read_raw(1, upto) if ev.namespace == namespace]))
-        return space
+        return _caught_up(Space(), log, namespace, 0, upto)
 
 
-def _opened(log: Log, events: list[Event]) -> list[Event]:
-    """``events`` as read raw, their texts opened (as ``log.read`` gives them)."""
+def _caught_up(space: Space, log: Log, namespace: str, after: int, upto: int) -> Space:
+    """``space`` with the namespace's events of the log with ``after < seq <= upto`` folded
+    (read raw: only the namespace's own are opened)."""
+    events = [ev for ev in log.read_raw(after + 1, upto) if ev.namespace == namespace]
     sealer = log.sealer
-    if sealer is None:
-        return events
-    out = [sealer.open(ev) for ev in events]
-    for ev in out:
-        if ev.sealed:
+    if sealer is not None:
+        events = [sealer.open(ev) for ev in events]
+        for ev in events:
             check_opened(ev)
-    return out
+    space.fold(events)
+    return space

@@ -36,6 +36,15 @@ def fill(m: Memory, namespace: str, n: int, word: str = "tea", *, changes: bool 
     return ids
 
 
+def written(path: Path, namespaces: tuple[str, ...], n: int) -> None:
+    """A store at ``path`` whose writer filled each of ``namespaces`` with ``n`` facts (and a
+    revision and a forget), closed: its checkpoint published."""
+    w = store(path)
+    for ns in namespaces:
+        fill(w, ns, n)
+    close(w)
+
+
 def close(m: Memory) -> None:
     store_ = m.store
     m.close()
@@ -58,10 +67,7 @@ def replayed(path: Path) -> dict[str, list[tuple[object, ...]]]:
 
 def test_a_reader_loads_only_the_namespaces_it_reads(tmp_path):
     path = tmp_path / "s"
-    w = store(path)
-    for ns in NAMESPACES:
-        fill(w, ns, 5)
-    close(w)
+    written(path, NAMESPACES, 5)
     with store(path, read_only=True) as r:
         projector = r.store.projector
         assert [ns for ns, _ in projector.loaded()] == []
@@ -77,10 +83,7 @@ def test_a_namespace_loaded_late_holds_the_events_logged_after_the_checkpoint(tm
     """A reader opened from a checkpoint, then the writer goes on (without publishing) and
     another writer's publish replaces the parts the reader was opened with."""
     path = tmp_path / "s"
-    w = store(path)
-    for ns in NAMESPACES:
-        fill(w, ns, 4)
-    close(w)
+    written(path, NAMESPACES, 4)
     with store(path, read_only=True) as r:
         w = store(path)
         fill(w, "cy", 3, "coffee", changes=False)
@@ -103,10 +106,7 @@ def test_a_namespace_loaded_late_holds_the_events_logged_after_the_checkpoint(tm
 
 def test_a_writer_publishes_only_the_parts_of_the_namespaces_that_changed(tmp_path):
     path = tmp_path / "s"
-    w = store(path)
-    for ns in NAMESPACES:
-        fill(w, ns, 4)
-    close(w)
+    written(path, NAMESPACES, 4)
     ck = path / CHECKPOINT_FILE
     first = {p.name: p.stat().st_mtime_ns for p in checkpoint.part_files(ck)}
     w = store(path)
@@ -124,10 +124,7 @@ def test_a_writer_publishes_only_the_parts_of_the_namespaces_that_changed(tmp_pa
 def test_a_shared_writer_that_passed_over_a_namespace_publishes_it_whole(tmp_path):
     """Two shared writers of different namespaces: each publish holds the other's events."""
     path = tmp_path / "s"
-    w = store(path)
-    fill(w, "ana", 3)
-    fill(w, "ben", 3)
-    close(w)
+    written(path, ("ana", "ben"), 3)
     a, b = store(path, shared=True), store(path, shared=True)
     fill(a, "ana", 2, "juice", changes=False)
     fill(b, "ben", 2, "coffee", changes=False)
@@ -145,10 +142,7 @@ def test_a_shared_writer_that_passed_over_a_namespace_publishes_it_whole(tmp_pat
 
 def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
     path = tmp_path / "s"
-    w = store(path)
-    for ns in NAMESPACES:
-        fill(w, ns, 4)
-    close(w)
+    written(path, NAMESPACES, 4)
     ck = path / CHECKPOINT_FILE
     first = {p.name: p.read_bytes() for p in checkpoint.part_files(ck)}
     with Memory(path, namespace="ben", embedder=None) as m:
@@ -168,10 +162,7 @@ def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
 
 def test_a_memory_bound_drops_the_least_recently_used_namespaces_and_loses_nothing(tmp_path):
     path = tmp_path / "s"
-    w = store(path)
-    for ns in NAMESPACES:
-        fill(w, ns, 30)
-    close(w)
+    written(path, NAMESPACES, 30)
     s = Store(path, fsync="never", memory_mb=1)
     s.projector.budget = 1  # a byte: only the namespace in use stays loaded
     with Memory(store=s, clock=StepClock(START), embedder=None) as m:
