@@ -167,6 +167,11 @@ class KeyFile:
         have erased since this one read the header)."""
         return self._header_now().erased_through
 
+    def erasing_now(self) -> bool:
+        """Whether an erasure is under way as the file's header says now (another writer of a
+        shared store may have begun one since this one read the header)."""
+        return bool(self._header_now().flags & ERASING)
+
     def derived_key(self, purpose: str) -> bytes | None:
         """A 32-byte key for ``purpose``, derived from the file's secret; None for a
         version-1 file opened read-only (a writer's open gives it a secret)."""

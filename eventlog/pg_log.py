@@ -4,20 +4,19 @@ for stores that live on a server teams already run.
 - ``hmem_log(seq, payload, chain, tx_us)``: one row per event. ``payload`` is the event's msgpack
   encoding, as in a segment record; ``chain`` the 16-byte hash chain through it
   (:func:`eventlog.format.chain_next` from :data:`~eventlog.format.ZERO_CHAIN`), so a log
-  copied either way verifies the same.
-- Seqs are a total order without gaps: an append holds the store's advisory lock, reads the
-  head, numbers its events after it and inserts them in one transaction. Nothing is numbered
-  outside it, so a rolled-back or killed append leaves no hole; ``tx_at`` never goes back.
+  copied either way verifies the same. Payloads are sealed (:mod:`eventlog.sealing`) when the
+  store gives the log a :attr:`sealer` (hmem/storage/server_keys.py), else in the clear.
+- Seqs are a total order without gaps: an append holds the store's writer lock (a row lock of
+  ``hmem_writer``, which the server lets go if the process dies), reads the head, numbers its
+  events after it and inserts them in one transaction. Nothing is numbered outside it, so a
+  rolled-back or killed append leaves no hole; ``tx_at`` never goes back.
 - UPDATE, DELETE and TRUNCATE of the table are refused by triggers.
 - An acknowledged append is a committed transaction (the server's ``synchronous_commit``
   default: in its WAL on disk), so it survives the server being killed.
 
-It is a :class:`~eventlog.protocol.Log` whose writers are all shared (many writer processes,
-each holding the writer lock for one write transaction: here the session advisory lock, which
-the server lets go if the process dies), stamped by :func:`eventlog.stamping.stamp`. An append
-runs ``then(events)`` inside its transaction, so that the tables derived from it commit with it.
-
-Payloads are in the clear (no sealing on a server log yet, so ``erase`` is not available).
+It is a :class:`~eventlog.protocol.Log` whose writers are all shared (each holds the writer lock
+for one write transaction), stamped by :func:`eventlog.stamping.stamp`. An append runs
+``then(events)`` inside its transaction, so that the tables derived from it commit with it.
 Needs the ``postgres`` extra (psycopg 3).
 """
 
@@ -118,7 +117,7 @@ class PgLog:
 
     shared = True  # every writer takes the lock per write transaction
     fsync_policy = "always"  # what an acknowledged append survives: the server's commit
-    sealer: Sealer | None = None  # texts in the clear (no sealing on a server log yet)
+    sealer: Sealer | None = None  # seals texts on append, opens them on read; None: in the clear
 
     def __init__(self, url: str, *, read_only: bool = False, lock_wait: float = 10.0) -> None:
         import psycopg
@@ -145,7 +144,7 @@ class PgLog:
                 found: Any = self.con.execute("SELECT to_regclass('hmem_log')").fetchone()
                 if found[0] is None:
                     raise StoreNotFound(
-                        f"no hmem store in {self._where()}; create one by writing to it"
+                        f"no hmem store in {self.where()}; create one by writing to it"
                     )
             elif not self._made():  # DDL only once: it locks the table against every writer
                 with self.con.transaction():  # one creator at a time: concurrent CREATEs collide
@@ -254,7 +253,7 @@ class PgLog:
             return self._chains[seq]
         row = self._execute("SELECT chain FROM hmem_log WHERE seq = %s", (seq,)).fetchone()
         if row is None:
-            raise ServerLogCorrupted(self._where(), seq, "the row is missing")
+            raise ServerLogCorrupted(self.where(), seq, "the row is missing")
         return bytes(row[0])
 
     # ------------------------------------------------------------------ write
@@ -279,7 +278,7 @@ class PgLog:
         except self._psycopg.errors.LockNotAvailable as e:
             lock.execute("ROLLBACK")
             raise StoreLocked(
-                f"another writer of {self._where()} held it for {self.lock_wait:g} s; try again"
+                f"another writer of {self.where()} held it for {self.lock_wait:g} s; try again"
             ) from e
         except self._psycopg.errors.InsufficientPrivilege as e:
             lock.execute("ROLLBACK")
@@ -355,7 +354,7 @@ class PgLog:
                     then(stamped.events)
         except self._psycopg.errors.LockNotAvailable as e:
             raise StoreLocked(
-                f"another writer of {self._where()} held it for {self.lock_wait:g} s; nothing "
+                f"another writer of {self.where()} held it for {self.lock_wait:g} s; nothing "
                 f"of this call was stored: try again"
             ) from e
         except self._psycopg.OperationalError as e:
@@ -366,7 +365,7 @@ class PgLog:
             ) from e
         except self._psycopg.Error as e:  # refused by the server: rolled back, nothing stored
             raise LogWriteFailed(
-                f"{self._where()} refused the append ({type(e).__name__}: {e}); nothing of "
+                f"{self.where()} refused the append ({type(e).__name__}: {e}); nothing of "
                 f"this call was stored"
             ) from e
         self._set_head(rows[-1][0:1] + rows[-1][2:4])
@@ -379,15 +378,18 @@ class PgLog:
 
     def read(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[Event]:
         """Events with ``from_seq <= seq <= to_seq`` (default: to the last seq as of the last
-        refresh), in order, each checked against the chain (``ServerLogCorrupted`` at the
-        first that does not hold, or at a missing seq)."""
+        refresh), in order and opened, each checked against the chain (``ServerLogCorrupted``
+        at the first that does not hold, or at a missing seq)."""
+        events = self.read_raw(from_seq, to_seq)
+        return events if self.sealer is None else map(self.sealer.open, events)
+
+    def read_raw(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[Event]:
+        """As :meth:`read`, with events as the log stores them (sealed texts stay sealed)."""
         from_seq = max(from_seq, 1)
         last = self.last_seq if to_seq is None else min(to_seq, self.last_seq)
         if from_seq > last:
             return iter(())
         return self._read(from_seq, last, self.chain_at(from_seq - 1))
-
-    read_raw = read  # a server log holds no sealed texts
 
     def _read(self, expect: int, last: int, chain: bytes) -> Iterator[Event]:
         while expect <= last:
@@ -396,33 +398,36 @@ class PgLog:
                 "ORDER BY seq LIMIT %s", (expect, last, _PAGE)
             ).fetchall()
             if not page:
-                raise ServerLogCorrupted(self._where(), expect, "the row is missing")
+                raise ServerLogCorrupted(self.where(), expect, "the row is missing")
             for seq, payload, stored in page:
                 if seq != expect:
-                    raise ServerLogCorrupted(self._where(), expect, "the row is missing")
+                    raise ServerLogCorrupted(self.where(), expect, "the row is missing")
                 chain = chain_next(chain, payload)
                 if chain != bytes(stored):
-                    raise ServerLogCorrupted(self._where(), seq, "the hash chain does not hold")
+                    raise ServerLogCorrupted(self.where(), seq, "the hash chain does not hold")
                 yield self._decoded(seq, payload)
                 expect += 1
 
     def get(self, seq: int) -> Event:
-        """The event with this seq."""
+        """The event with this seq (opened: see :mod:`eventlog.sealing`)."""
+        ev = self.get_raw(seq)
+        return ev if self.sealer is None else self.sealer.open(ev)
+
+    def get_raw(self, seq: int) -> Event:
+        """The event with this seq as the log stores it (sealed texts stay sealed)."""
         row = self._execute("SELECT payload FROM hmem_log WHERE seq = %s", (seq,)).fetchone()
         if row is None:
             raise KeyError(f"no event with seq {seq} (the log holds 1..{self.last_seq})")
         return self._decoded(seq, row[0])
-
-    get_raw = get
 
     def _decoded(self, seq: int, payload: bytes) -> Event:
         """The event in the row ``seq``, which must say it is that seq."""
         try:
             event = decode(payload)
         except ValueError as e:  # msgspec's DecodeError (and ValidationError, a subclass)
-            raise ServerLogCorrupted(self._where(), seq, f"it holds no event ({e})") from e
+            raise ServerLogCorrupted(self.where(), seq, f"it holds no event ({e})") from e
         if event.seq != seq:
-            raise ServerLogCorrupted(self._where(), seq, f"its event says seq {event.seq}")
+            raise ServerLogCorrupted(self.where(), seq, f"its event says seq {event.seq}")
         return event
 
     def verify(self) -> int:
@@ -482,9 +487,6 @@ class PgLog:
 
     def where(self) -> str:
         """The log's table and database, for messages."""
-        return self._where()
-
-    def _where(self) -> str:
         info = self.con.info
         return f"hmem_log in database {info.dbname!r} on {info.host or 'localhost'}"
 

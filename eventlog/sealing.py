@@ -33,7 +33,9 @@ from eventlog.events import (
 )
 from eventlog.keyfile import KeyFile
 
-__all__ = ["Sealer", "SEALED_FIELDS", "ERASED", "key_owner", "is_erased", "check_opened"]
+__all__ = [
+    "Sealer", "SEALED_FIELDS", "ERASED", "key_owner", "is_erased", "check_opened", "blanked",
+]
 
 # ``sealed`` of an event read back whose key was erased (a real sealed blob is at least 28 bytes:
 # nonce and tag), so that an event read without its key file is never taken for an erased one
@@ -71,6 +73,17 @@ def key_owner(ev: EventBase) -> int:
 def is_erased(ev: EventBase) -> bool:
     """True for an event read back without its texts: its key was erased."""
     return ev.sealed == ERASED
+
+
+def blanked(ev: EventBase) -> Any:
+    """``ev`` as it reads once its key is erased (texts empty, ``sealed`` :data:`ERASED`),
+    whether its key is destroyed yet or not: what a process folds of an event an erasure
+    receipt names (another process's erasure may not have destroyed the key yet)."""
+    spec = SEALED_FIELDS.get(type(ev))
+    if spec is None:
+        return ev
+    names, empty = spec
+    return msgspec.structs.replace(ev, sealed=ERASED, **dict(zip(names, empty, strict=True)))
 
 
 def check_opened(ev: EventBase) -> None:

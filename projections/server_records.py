@@ -42,7 +42,7 @@ from projections.timeutil import to_us
 
 __all__ = [
     "RECORD_TABLES", "RECORD_DDL", "RECORD_WALL", "differences", "embedded_records",
-    "records_seq", "rewrite_records", "server_records", "write_records",
+    "records_seq", "rewrite_namespaces", "rewrite_records", "server_records", "write_records",
 ]
 
 # table -> its columns, in the order of the SQL surface's table of the same name
@@ -189,6 +189,18 @@ def rewrite_records(con: Any, projector: Projector, *, copy: bool) -> None:
                 for row in table_rows:
                     cp.write_row(row)
     con.execute(f"ANALYZE {', '.join(RECORD_TABLES)}")
+
+
+def rewrite_namespaces(con: Any, projector: Projector, namespaces: Iterable[str]) -> None:
+    """Every record row of ``namespaces`` again, from the fold (after an erasure folded them
+    again), in the caller's transaction; ``records_seq`` stays."""
+    chosen = sorted(set(namespaces))
+    for table in RECORD_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE namespace = ANY(%s)", (chosen,))
+    spaces = [projector.space(namespace) for namespace in chosen]
+    _insert(con, _rows([e for s in spaces for e in s.state.episodes.values()],
+                       [r for s in spaces for r in s.events.recalls.values()],
+                       [v for s in spaces for v in s.state.vectors]))
 
 
 def _insert(con: Any, rows: dict[str, list[tuple[Any, ...]]]) -> None:

@@ -42,7 +42,8 @@ from projections.sql_tables import TIME_COLUMNS, fact_rows, version_rows
 
 __all__ = [
     "FACT_COLUMNS", "NUL_SHOWN", "TABLES_VERSION", "create_tables", "differences", "embedded_rows",
-    "grant_namespace", "revoke_namespace", "server_rows", "store_id", "tables_seq", "write_facts",
+    "grant_namespace", "revoke_namespace", "rewrite_namespaces", "server_rows", "store_id",
+    "tables_seq", "write_facts",
 ]
 
 _TABLES = """
@@ -209,6 +210,19 @@ def write_facts(
         _rewrite(con, projector, copy=False)
         return True
     return False
+
+
+def rewrite_namespaces(con: Any, projector: Projector, namespaces: Iterable[str]) -> None:
+    """Every row of the facts of ``namespaces`` again, from the fold (after an erasure folded
+    them again), in the caller's transaction; ``tables_seq`` stays."""
+    chosen = sorted(set(namespaces))
+    con.execute("DELETE FROM hmem_fact_versions WHERE namespace = ANY(%s)", (chosen,))
+    con.execute("DELETE FROM hmem_facts WHERE namespace = ANY(%s)", (chosen,))
+    for namespace in chosen:
+        state = projector.space(namespace).state
+        every = state.table.ids[: state.n].tolist()
+        for start in range(0, len(every), 10_000):
+            _insert(con, state, every[start:start + 10_000])
 
 
 def _insert(con: Any, state: FactColumns, ids: Sequence[int]) -> None:

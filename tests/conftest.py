@@ -35,6 +35,7 @@ def examples(*, dev: int, ci: int) -> int:
 
 # A store on PostgreSQL keeps its process's projection in a cache directory: the tests' own.
 os.environ.setdefault("HMEM_CACHE", tempfile.mkdtemp(prefix="hmem-test-cache-"))
+os.environ.setdefault("HMEM_KEYS", tempfile.mkdtemp(prefix="hmem-test-keys-"))
 
 # Tests choose their embedder explicitly; "auto" must not pick up an installed local model.
 os.environ.setdefault("HMEM_EMBEDDER", "none")

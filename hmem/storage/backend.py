@@ -26,10 +26,16 @@ __all__ = ["Backend", "Capabilities"]
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do: ``erase`` (texts are sealed, so an erasure can destroy them),
-    and, when it cannot, ``no_erase``: why, for the error a caller gets."""
+    and, when it cannot, ``no_erase``: why, for the error a caller gets; ``many_hosts`` (see
+    below)."""
 
     erase: bool
     no_erase: str = ""
+    # processes on many hosts share the store and cannot be waited for: the checkpoint under
+    # the backend's root is this host's cache of one kept elsewhere (any process may delete
+    # from it), and an erasure reaches each process through its receipt (no reader is refused
+    # while one is under way: hmem/storage/shredding.py)
+    many_hosts: bool = False
 
 
 class Backend(Protocol):
@@ -73,6 +79,10 @@ class Backend(Protocol):
     def after_rebuild(self, projector: Projector) -> None:
         """After the whole log was folded again (a rebuild, a copy): whatever else the store
         derives from it, made again."""
+
+    def after_scrub(self, projector: Projector, namespaces: list[str]) -> None:
+        """After an erasure folded ``namespaces`` again (their texts erased): whatever else
+        the store derives from them, made again (a server's tables)."""
 
     def fetch_checkpoint(self, have: int) -> None:
         """Before a checkpoint is loaded: bring a newer one than ``have`` (its seq) to

@@ -22,8 +22,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from eventlog.events import Event, FactsErased
 from eventlog.protocol import Log
-from eventlog.sealing import check_opened
+from eventlog.sealing import blanked, check_opened, key_owner
 from hmem.storage.backend import Backend
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE, Part
@@ -69,8 +70,15 @@ class Checkpoints:
         docstring."""
 
         def load(namespace: str, part: Part, upto: int) -> Space:
+            tail = _events_of(log, namespace, opened, upto)
+            if any(isinstance(ev, FactsErased) for ev in tail):
+                self.notes.append(f"namespace {namespace!r} was erased in since the checkpoint; "
+                                  f"replayed its events")
+                return self.replayed(log, namespace, upto)
             base, loaded = self._part(log, namespace, part, upto, opened, erased_through)
-            return _caught_up(Space(loaded), log, namespace, base, upto)
+            if base != opened:
+                tail = _events_of(log, namespace, base, upto)
+            return _folded(Space(loaded), log, tail)
 
         return load
 
@@ -166,11 +174,18 @@ class Checkpoints:
             self.clock() - self._ended >= self._spent * (1 - SHARE) / SHARE
         )
 
-    def publish(self, projector: Projector, log: Log, *, closing: bool = False) -> int:
+    def publish(self, projector: Projector, log: Log, *, closing: bool = False,
+                scrubbed: bool = False) -> int:
         """Save ``projector``'s state as the checkpoint (the caller holds the log's writer
         lock) and share it if the backend does; returns its seq. A failure (a full disk, say)
-        is a note, not an error: the next open folds a longer tail of the log."""
+        is a note, not an error: the next open folds a longer tail of the log. While an
+        erasure is under way (begun, not finished: a state may hold what its receipt names)
+        only the erasure's own publish (``scrubbed``) is made."""
         seq = projector.last_seq
+        if not scrubbed and log.sealer is not None and log.sealer.keys.erasing_now():
+            self.notes.append("checkpoint not published: an erasure is under way (the writer "
+                              "that finishes it publishes one)")
+            return self.seq
         started = self.clock()
         try:
             checkpoint.save(self.path, projector, (seq, log.chain_at(seq).hex()),
@@ -199,20 +214,39 @@ class Checkpoints:
             path.unlink(missing_ok=True)
         self.seq = 0
 
+    def drop_parts(self, namespaces: list[str]) -> None:
+        """Delete this host's checkpoint parts of ``namespaces`` (the manifest stays: a part it
+        names that is gone is replayed when its namespace is first used)."""
+        for path in (p for ns in namespaces for p in checkpoint.part_files(self.path, ns)):
+            path.unlink(missing_ok=True)
+
     @staticmethod
     def replayed(log: Log, namespace: str, upto: int) -> Space:
         """The namespace's state at ``upto``, its events folded from the log's first."""
-        return _caught_up(Space(), log, namespace, 0, upto)
+        return _folded(Space(), log, _events_of(log, namespace, 0, upto))
 
 
-def _caught_up(space: Space, log: Log, namespace: str, after: int, upto: int) -> Space:
-    """``space`` with the namespace's events of the log with ``after < seq <= upto`` folded
-    (read raw: only the namespace's own are opened)."""
-    events = [ev for ev in log.read_raw(after + 1, upto) if ev.namespace == namespace]
+def _events_of(log: Log, namespace: str, after: int, upto: int) -> list[Event]:
+    """The namespace's events of the log with ``after < seq <= upto``, as stored (only the
+    namespace's own are opened, by :func:`_folded`)."""
+    return [ev for ev in log.read_raw(after + 1, upto) if ev.namespace == namespace]
+
+
+def _folded(space: Space, log: Log, events: list[Event]) -> Space:
+    """``space`` with ``events`` (of its namespace, as stored) opened and folded. An event an
+    erasure receipt among them names is folded as erased whether its key is destroyed yet or
+    not (another process's erasure destroys the keys after logging its receipt)."""
+    named = {seq for ev in events if isinstance(ev, FactsErased)
+             for seq in ev.fact_ids + ev.episode_ids + ev.recall_ids}
     sealer = log.sealer
-    if sealer is not None:
-        events = [sealer.open(ev) for ev in events]
-        for ev in events:
+    opened = []
+    for ev in events:
+        if key_owner(ev) in named:
+            opened.append(blanked(ev))
+            continue
+        if sealer is not None:
+            ev = sealer.open(ev)
             check_opened(ev)
-    space.fold(events)
+        opened.append(ev)
+    space.fold(opened)
     return space

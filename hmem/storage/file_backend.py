@@ -29,7 +29,7 @@ from eventlog.log import EventLog, FsyncPolicy
 from eventlog.protocol import Then
 from hmem.errors import StoreNotFound
 from hmem.storage.backend import Backend, Capabilities
-from hmem.storage.keys import key_path, open_sealer
+from hmem.storage.keys import DirectoryBinding, key_path, open_sealer
 from projections.projector import Projector
 
 __all__ = ["FileBackend", "LEGACY_FILES", "missing_store"]
@@ -80,7 +80,8 @@ class FileBackend:
                 self._mark = ReaderMark(self.log.directory)
             self._key_path = key_path(self.root, key_file)
             with self.log.writing() if shared else nullcontext():  # one makes the key file
-                self.log.sealer = open_sealer(self.log, self._key_path, self.root, seal=seal)
+                self.log.sealer = open_sealer(
+                    self.log, self._key_path, DirectoryBinding(self.root), seal=seal)
             if not read_only:
                 self._remove_legacy_files()
         except BaseException:
@@ -104,7 +105,8 @@ class FileBackend:
     def refresh(self) -> None:
         """A reader that opened the store while it was empty: its key file, once made."""
         if self.log.sealer is None and self._key_path.exists():
-            self.log.sealer = open_sealer(self.log, self._key_path, self.root, seal=False)
+            self.log.sealer = open_sealer(
+                self.log, self._key_path, DirectoryBinding(self.root), seal=False)
 
     @contextmanager
     def excluding_readers(self, what: str) -> Iterator[None]:
@@ -126,6 +128,9 @@ class FileBackend:
 
     def after_rebuild(self, projector: Projector) -> None:
         pass
+
+    def after_scrub(self, projector: Projector, namespaces: list[str]) -> None:
+        pass  # the checkpoint is all it derives
 
     def fetch_checkpoint(self, have: int) -> None:
         pass

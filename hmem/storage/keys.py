@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from eventlog.errors import KeyFileDamaged, KeyFileMissing
 from eventlog.events import FactsErased
@@ -22,7 +23,7 @@ from eventlog.sealing import Sealer, key_owner
 from eventlog.segments import fsync_dir
 
 __all__ = [
-    "KEYS_FILE", "KEYS_ID", "key_path", "open_sealer", "shred",
+    "KEYS_FILE", "KEYS_ID", "Binding", "DirectoryBinding", "key_path", "open_sealer", "shred",
     "missing_receipts",
 ]
 
@@ -39,15 +40,58 @@ def key_path(root: Path, key_file: str | os.PathLike[str] | None) -> Path:
     return root / KEYS_FILE
 
 
-def open_sealer(log: Log, path: Path, root: Path, *, seal: bool) -> Sealer | None:
-    """The sealer of the store at ``root`` whose log is ``log``: its key file opened (made, for
-    a new store that seals); None for a store in the clear. The store keeps its key file's id
-    (``keys.id``), so that it never takes another store's key file for its own."""
-    bound = _bound_id(root)
+class Binding(Protocol):
+    """Where a store records the id of its key file, so that it never takes another store's
+    key file for its own: ``keys.id`` in a store directory, a row on a server."""
+
+    @property
+    def where(self) -> str:
+        """The store, as messages show it."""
+
+    def bound(self) -> str | None:
+        """The id recorded (hex), None before the store made its key file."""
+
+    def bind(self, file_id: str) -> None:
+        """Record ``file_id`` (hex), durably."""
+
+
+class DirectoryBinding:
+    """The key file's id in ``keys.id`` of the store directory ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.where = str(root)
+
+    def bound(self) -> str | None:
+        try:
+            return (self.root / KEYS_ID).read_text(encoding="ascii").strip() or None
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as e:
+            raise KeyFileDamaged(f"{self.root / KEYS_ID} cannot be read ({e})") from None
+
+    def bind(self, file_id: str) -> None:
+        root = self.root
+        tmp = root / (KEYS_ID + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, f"{file_id}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, root / KEYS_ID)
+        fsync_dir(OS, root)
+
+
+def open_sealer(log: Log, path: Path, binding: Binding, *, seal: bool) -> Sealer | None:
+    """The sealer of the store whose log is ``log`` (its key file's id recorded by
+    ``binding``): its key file opened (made, for a new store that seals); None for a store in
+    the clear."""
+    bound = binding.bound()
     if path.exists():
         sealer = Sealer(KeyFile(path, read_only=log.read_only))
         try:
-            _check_owner(log, sealer.keys, bound, root)
+            _check_owner(log, sealer.keys, bound, binding)
             _check_opens(log, sealer)
         except BaseException:
             sealer.keys.close()
@@ -58,7 +102,7 @@ def open_sealer(log: Log, path: Path, root: Path, *, seal: bool) -> Sealer | Non
             return None
         file_id = bytes.fromhex(bound) if bound else os.urandom(16)
         if not bound:  # the binding first: a crash before the file leaves it to be made
-            _write_id(root, file_id.hex())
+            binding.bind(file_id.hex())
         return Sealer(KeyFile.create(path, file_id))
     if log.get_raw(1).sealed:
         raise KeyFileMissing(
@@ -69,34 +113,13 @@ def open_sealer(log: Log, path: Path, root: Path, *, seal: bool) -> Sealer | Non
     return None
 
 
-def _bound_id(root: Path) -> str | None:
-    try:
-        return (root / KEYS_ID).read_text(encoding="ascii").strip() or None
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as e:
-        raise KeyFileDamaged(f"{root / KEYS_ID} cannot be read ({e})") from None
-
-
-def _write_id(root: Path, file_id: str) -> None:
-    tmp = root / (KEYS_ID + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, f"{file_id}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, root / KEYS_ID)
-    fsync_dir(OS, root)
-
-
-def _check_owner(log: Log, keys: KeyFile, bound: str | None, root: Path) -> None:
-    """The key file is the one this store made (its id is the store's ``keys.id``)."""
+def _check_owner(log: Log, keys: KeyFile, bound: str | None, binding: Binding) -> None:
+    """The key file is the one this store made (its id is the one ``binding`` records)."""
     have = keys.file_id.hex()
     if bound is not None and bound != have:
         raise KeyFileDamaged(
             f"the key file {keys.path} is not this store's (its id is {have}; the store at "
-            f"{root} was made with {bound}); point key_file / $HMEM_KEY_FILE at its own"
+            f"{binding.where} was made with {bound}); point key_file / $HMEM_KEY_FILE at its own"
         )
     if bound is None:
         if log.last_seq == 0:
@@ -106,7 +129,7 @@ def _check_owner(log: Log, keys: KeyFile, bound: str | None, root: Path) -> None
                 f"path (two stores never share keys: erasing in one would erase in the other)"
             )
         if not log.read_only:  # a store made before stores kept the id: bound now
-            _write_id(root, have)
+            binding.bind(have)
 
 
 def _check_opens(log: Log, sealer: Sealer) -> None:

@@ -13,8 +13,8 @@ rows, when the log has grown by a tenth since, and at close: the manifest, and t
 parts the server does not have yet, each named by what it holds), and a process whose cache
 holds no checkpoint or an older one fetches the manifest first and each namespace's part when it
 first uses the namespace: a new host reads the manifest, the parts it serves and the log's
-tail, not every row. Texts are kept in the clear (no sealing on a server store yet),
-so nothing can be erased there.
+tail, not every row. A store made with a key file seals its texts and can erase them
+(hmem/storage/server_keys.py); every host learns of an erasure from its receipt in the log.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from eventlog.protocol import Then
 from eventlog.repair import VerifyReport, verify_events
 from eventlog.segments import ChainHead
 from hmem.storage.backend import Backend, Capabilities
+from hmem.storage.server_keys import open_server_sealer, server_key_path
 from projections import checkpoint, server_records, server_tables
 from projections.checkpoint import CHECKPOINT_FILE
 from projections.fold import touched_facts
@@ -55,9 +56,11 @@ def cache_home() -> Path:
 class ServerBackend:
     """The store at the PostgreSQL ``url`` (see the module docstring)."""
 
-    def __init__(self, url: str, *, read_only: bool) -> None:
+    def __init__(self, url: str, *, read_only: bool,
+                 key_file: str | os.PathLike[str] | None = None, seal: bool = True) -> None:
         self.shown = redacted(url)
         self.log = log = PgLog(url, read_only=read_only)
+        self._key_path: Path | None = None
         try:
             if not read_only:
                 with log.writing(), log.con.transaction():
@@ -65,29 +68,53 @@ class ServerBackend:
             sid = server_tables.store_id(log.con)
             if sid is None:  # a log written without hmem's tables (e.g. by a bare PgLog)
                 sid = "log-" + (log.chain_at(1).hex()[:16] if log.last_seq else "empty")
+            # a log without hmem's tables (no binding) stays in the clear
+            self._key_path = None if sid.startswith("log-") else server_key_path(key_file, sid)
+            if self._key_path is None:
+                pass
+            elif read_only:
+                log.sealer = open_server_sealer(log, self.shown, self._key_path, seal=False)
+            else:
+                with log.writing():  # one writer makes the key file of a new store
+                    log.refresh()
+                    log.sealer = open_server_sealer(log, self.shown, self._key_path, seal=seal)
         except BaseException:
-            log.close()
+            self.close()
             raise
         self.root = cache_home() / "pg" / sid
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(erase=False, no_erase=(
-            f"the store at {self.shown} keeps its texts in the clear (a store on PostgreSQL "
-            f"does not seal them yet): forget() tombstones a fact, but nothing can be erased"
+        if self.log.sealer is not None:
+            return Capabilities(erase=True, many_hosts=True)
+        return Capabilities(erase=False, many_hosts=True, no_erase=(
+            f"the store at {self.shown} keeps its texts in the clear (it was made before "
+            f"server stores sealed texts, or with seal=False): forget() tombstones a fact, but "
+            f"nothing can be erased from its log"
         ))
 
     @property
     def key_path(self) -> Path | None:
-        return None
+        return self._key_path
 
     @contextmanager
     def excluding_readers(self, what: str) -> Iterator[None]:
-        yield  # nothing can be erased here: nothing to exclude readers from
+        # other hosts cannot be waited for: each drops what it holds of an erasure when it
+        # folds the receipt (hmem/storage/shredding.py, Shredding.follow)
+        yield
 
     def refresh(self) -> None:
-        pass
+        """A reader that opened the store while it was empty: its key file, once made."""
+        if self.log.sealer is None and self._key_path is not None and self._key_path.exists():
+            self.log.sealer = open_server_sealer(self.log, self.shown, self._key_path, seal=False)
+
+    def after_scrub(self, projector: Projector, namespaces: list[str]) -> None:
+        """The tables' rows of ``namespaces`` again, from the state folded again."""
+        log = self.log
+        with log.writing(), log.con.transaction():
+            server_tables.rewrite_namespaces(log.con, projector, namespaces)
+            server_records.rewrite_namespaces(log.con, projector, namespaces)
 
     def on_append(self, projector: Projector) -> Then | None:
         def write_tables(stamped: list[Event]) -> None:
@@ -178,6 +205,8 @@ class ServerBackend:
 
     def close(self) -> None:
         self.log.close()
+        if self.log.sealer is not None:
+            self.log.sealer.keys.close()
 
 
 _: type[Backend] = ServerBackend  # a PostgreSQL database is a Backend (hmem/storage/backend.py)

@@ -99,7 +99,25 @@ class Shredding:
             for namespace in namespaces:
                 store.projector.replace(namespace, store.checkpoints.replayed(
                     store.log, namespace, store.projector.last_seq))
-        store.checkpoints.publish(store.projector, store.log)
+            store.backend.after_scrub(store.projector, namespaces)
+        # shared at once where a backend shares it: the one other hosts fetch held the texts
+        store.checkpoints.publish(store.projector, store.log, closing=True, scrubbed=True)
+
+    def follow(self, namespaces: list[str]) -> None:
+        """Another process logged erasure receipts in ``namespaces`` (a store on a server, where
+        every host learns of an erasure from its receipt): this host's checkpoint parts of them
+        are deleted when they are its own cache, and a loaded namespace is folded again from
+        the log, what the receipts name read as erased whether its keys are destroyed yet or
+        not. A deferred one is replayed when first used (its part predates the receipt)."""
+        store = self.store
+        if store.backend.capabilities.many_hosts:
+            store.checkpoints.drop_parts(namespaces)
+        projector = store.projector
+        loaded = dict(projector.loaded())
+        for namespace in namespaces:
+            if namespace in loaded:
+                projector.replace(namespace, store.checkpoints.replayed(
+                    store.log, namespace, projector.last_seq))
 
     def is_erased(self, seq: int) -> bool:
         """Whether the key of event ``seq`` was erased (never, in a store in the clear)."""
@@ -118,7 +136,10 @@ class Shredding:
     # ------------------------------------------------------------------ at open
 
     def check_no_unfinished(self) -> None:
-        """A reader's check: ``ErasureUnfinished`` if a writer died mid-erasure."""
+        """A reader's check: ``ErasureUnfinished`` if a writer died mid-erasure (none on a store
+        of many hosts, whose readers fold what a receipt names as erased: :meth:`follow`)."""
+        if self.store.backend.capabilities.many_hosts:
+            return
         erasure = unfinished_erasure(self.store.log, self.store.backend.shown)
         if erasure is not None:
             raise erasure

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from eventlog.events import (
     FactForgotten,
     FactRemembered,
     FactRevised,
+    FactsErased,
 )
 from eventlog.fileio import OS, FileIO
 from eventlog.format import SEGMENT_BYTES
@@ -147,7 +148,19 @@ class Store:
         if self.follows:
             self.log.refresh()
             self.backend.refresh()
-        return self.projector.apply_all(self.log.read(self.projector.last_seq + 1), bulk=True)
+        erased: dict[str, None] = {}
+
+        def noting_receipts(events: Iterable[Event]) -> Iterator[Event]:
+            for ev in events:
+                if isinstance(ev, FactsErased):
+                    erased[ev.namespace] = None
+                yield ev
+
+        n = self.projector.apply_all(
+            noting_receipts(self.log.read(self.projector.last_seq + 1)), bulk=True)
+        if erased:  # another process erased: what this one holds of those goes
+            self.shredding.follow(list(erased))
+        return n
 
     # ------------------------------------------------------------------ writing
 

@@ -110,7 +110,7 @@ def open_backend(
     if is_server_url(target):
         from hmem.storage.server_backend import ServerBackend
 
-        return ServerBackend(str(target), read_only=read_only)
+        return ServerBackend(str(target), read_only=read_only, key_file=key_file, seal=seal)
     from hmem.storage.file_backend import FileBackend
 
     return FileBackend(

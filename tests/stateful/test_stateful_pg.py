@@ -6,21 +6,21 @@ projections/server_records.py, written in each append's transaction) to the embe
 projection, row for row, and the namespace wall of row-level security: a role bound to one
 namespace reads exactly that namespace's rows, whatever SQL it sends, and none of the log.
 
-Erasure is not available on a server store yet (its log keeps texts in the clear): the erase
-rule holds it to a clear ``ErasureUnavailable`` that writes nothing.
+The erase rule runs here as on a directory (a server store seals its texts with a key file
+kept off the database): after an erasure the server's tables hold the state folded again, row
+for row, so no table keeps what was erased.
 """
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import Phase, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, invariant, rule
+from hypothesis.stateful import invariant
 
 from projections import server_records
 from projections.server_tables import embedded_rows, grant_namespace, server_rows
 from tests.conftest import examples
-from tests.stateful.stateful_support import NAMESPACES, elsewhere
+from tests.stateful.stateful_support import NAMESPACES
 from tests.stateful.test_stateful import MemoryMachine
 from tests.support.pg_support import (
     READER_ROLES,
@@ -29,8 +29,6 @@ from tests.support.pg_support import (
     fresh_store_url,
     psycopg,
 )
-
-facts = Bundle("facts")  # the machine's bundle (bundles are found by name)
 
 
 class PgMemoryMachine(MemoryMachine):
@@ -46,12 +44,6 @@ class PgMemoryMachine(MemoryMachine):
         if self.mem is not None:
             self.mem.close()
         drop_store(self.dir)
-
-    @rule(fact=facts, other=elsewhere, by_subject=st.booleans())
-    def erase(self, fact, other, by_subject):
-        """Not yet on a server store: a clear error, nothing written."""
-        m = self.m(self.ns_for(fact, other))
-        self._refused("ErasureUnavailable", lambda: m.erase(fact=fact[1], reason="asked"))
 
     @invariant()
     def store_matches_model(self):

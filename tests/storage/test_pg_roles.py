@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hmem import Memory, errors
+from hmem.storage.store import Store
 from projections.server_records import RECORD_TABLES
 from projections.server_tables import grant_namespace, revoke_namespace
 from tests.support.pg_support import fresh_store_url, pg_server, psycopg
@@ -131,10 +132,19 @@ def test_a_server_that_cannot_be_reached_is_unavailable_not_missing(where: str) 
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-1500:]
 
 
-def test_erasure_on_a_server_store_names_the_url_and_why(url: str) -> None:
+def test_erasure_on_a_server_store_in_the_clear_names_the_url_and_why(url: str) -> None:
+    """A store made before server stores sealed their texts (here: seal=False) stays in the
+    clear, and says so, with its URL and never its password or a cache directory."""
     secret = url.replace("postgresql://hmem@", "postgresql://hmem:s3cret@", 1)
-    with Memory(secret, embedder=None) as m:
-        m.remember("maya", "Maya lives in London")
+    clear = Store(secret, seal=False)
+    try:
+        with Memory(store=clear, embedder=None) as m:
+            m.remember("maya", "Maya lives in London")
+    finally:
+        clear.close()
+    with Memory(secret, embedder=None) as m:  # stays in the clear, never half sealed
+        assert m.store.log.sealer is None
+        m.remember("maya", "Maya likes tea")
         with pytest.raises(errors.ErasureUnavailable) as refused:
             m.erase(subject="maya")
     message = str(refused.value)
