@@ -147,3 +147,18 @@ def test_stats_usage_reads_the_usage_log_this_host_keeps_for_a_server_store(
         UsageLog(m.path).record("recall")
     code, summary = _json(run, "stats", "--usage")
     assert code == 0 and [(op["op"], op["calls"]) for op in summary["ops"]] == [("recall", 1)]
+
+
+def test_erase_on_a_url_then_log_show_shows_the_receipt_where_the_text_was(
+    run: Run, two_facts: None
+) -> None:
+    code, shown, _ = run("log", "show")
+    assert code == 0 and "Maya lives in London" in shown  # opened with the store's key file
+    code, out, _ = run("erase", "--subject", "maya")
+    assert code == 0 and "would erase" in out
+    code, receipt = _json(run, "erase", "--subject", "maya", "--yes", "--by", "dpo")
+    assert code == 0 and receipt["by"] == "dpo" and receipt["facts"] == 1
+    code, shown, _ = run("log", "show")
+    assert code == 0 and "London" not in shown and "receipt: subject erased" in shown
+    assert "Tom likes tea" in shown
+    assert run("log", "verify")[0] == 0

@@ -262,3 +262,50 @@ def test_a_copy_keeps_erasures_erased_in_every_direction(
         assert rows_holding(back, "4815162342") == [] and rows_holding(back, "oolong")
     finally:
         drop_store(back)
+
+
+def _back_up(url: str, backup: str) -> list[str]:
+    """Copy every table of the store's schema into the schema ``backup``; returns their names."""
+    with psycopg.connect(url, autocommit=True) as con:
+        tables = [r[0] for r in con.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+        con.execute(f"CREATE SCHEMA {backup}")
+        for table in tables:
+            con.execute(f"CREATE TABLE {backup}.{table} AS TABLE {table}")
+    return tables
+
+
+def _restore(url: str, backup: str, tables: list[str]) -> None:
+    """Put the rows of ``backup`` back in place of the store's (as restoring a dump would)."""
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("SET session_replication_role = replica")  # past hmem_log's triggers
+        for table in tables:
+            con.execute(f"DELETE FROM {table}")
+            con.execute(f"INSERT INTO {table} SELECT * FROM {backup}.{table}")
+        con.execute(f"DROP SCHEMA {backup} CASCADE")
+
+
+def test_a_database_backup_restored_after_an_erasure_serves_nothing_it_erased(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key file kept apart from the database: a backup of the database from before an
+    erasure, restored, shows the erased texts as erased to a reader, and its first writer logs
+    the receipts the restored log lacks and writes the tables again."""
+    at_host(monkeypatch, tmp_path / "host")
+    with Memory(url, embedder=None, clock=clock()) as m:
+        first = m.remember("alice", SECRET)
+        m.remember("bob", KEPT)
+    tables = _back_up(url, url.rsplit("%3D", 1)[1] + "_bak")
+    with Memory(url, embedder=None, clock=clock()) as m:
+        m.erase(fact=first)
+    _restore(url, url.rsplit("%3D", 1)[1] + "_bak", tables)
+    assert rows_holding(url, "4815162342")  # the restored tables hold the text
+    at_host(monkeypatch, tmp_path / "new-host")
+    with Memory(url, embedder=None, read_only=True) as r:
+        assert [h.text for h in r.recall("locker code oolong").hits] == [KEPT]
+        assert r.get(first).text == ""
+    with Memory(url, embedder=None, clock=clock()) as w:
+        assert any("backup restored" in n for n in w.notes)
+        assert w.get(first).text == "" and w.verify().ok
+    assert rows_holding(url, "4815162342") == []
+    assert files_holding([tmp_path], b"4815162342") == []
