@@ -26,7 +26,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from eventlog.errors import (
     AccessDenied,
@@ -44,9 +43,10 @@ from eventlog.format import ZERO_CHAIN, chain_next
 from eventlog.protocol import Log, Then
 from eventlog.sealing import Sealer
 from eventlog.segments import ChainHead, Recovery
+from eventlog.server_urls import redacted
 from eventlog.stamping import Head, stamp
 
-__all__ = ["PgLog", "SCHEMA", "is_server_url", "redacted"]
+__all__ = ["PgLog", "SCHEMA"]
 
 # the advisory lock key of the schema's creation only (any role can take an advisory lock, so
 # writers lock a row of hmem_writer instead: only roles that may update it can)
@@ -82,27 +82,6 @@ _WRITER_LOCK = "SELECT one FROM hmem_writer FOR UPDATE"
 _MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 _PAGE = 10_000  # rows read per query
 _HEAD = "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
-_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_server_url(target: object) -> bool:
-    """Whether ``target`` names a PostgreSQL store (a ``postgresql://`` URL), not a directory."""
-    return isinstance(target, str) and target.startswith(_SCHEMES)
-
-
-def redacted(url: str) -> str:
-    """``url`` with its password (in the authority or as ``password=``) shown as ``***``: what
-    messages and reports show."""
-    parts = urlsplit(url)
-    netloc, query = parts.netloc, parts.query
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}:***@{netloc.rsplit('@', 1)[1]}"
-    if "password=" in query:
-        query = "&".join("password=***" if q.startswith("password=") else q
-                         for q in query.split("&"))
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
 def _us(t: datetime) -> int:
     return (t - EPOCH) // _MICROSECOND
 
@@ -225,6 +204,15 @@ class PgLog:
     def segment_paths(self) -> list[Any]:
         return []
 
+    def connection(self) -> Any:
+        """The connection (:attr:`con`), made again if the server dropped it."""
+        return self._live()
+
+    @property
+    def holding(self) -> bool:
+        """Whether this process is inside :meth:`writing` (holds the writer lock)."""
+        return self._held > 0
+
     def refresh(self) -> int:
         """Pick up events other writers appended; returns the last seq. (Inside
         :meth:`writing`, once: nobody else appends while the lock is held.)"""
@@ -259,10 +247,10 @@ class PgLog:
     # ------------------------------------------------------------------ write
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
+    def writing(self, *, wait: bool = True) -> Iterator[None]:
         """A write transaction of this writer: hold the store's lock (waiting up to
-        ``lock_wait`` seconds: ``StoreLocked``) and take in what others appended; appends
-        inside need no other lock. Reentrant."""
+        ``lock_wait`` seconds, or not at all without ``wait``: ``StoreLocked``) and take in
+        what others appended; appends inside need no other lock. Reentrant."""
         if self._held:
             self._held += 1
             try:
@@ -273,8 +261,9 @@ class PgLog:
         self._check_writable()
         lock = self._lock_connection()
         try:
-            lock.execute("BEGIN")
-            lock.execute(_WRITER_LOCK)
+            with lock.pipeline():  # one round trip
+                lock.execute("BEGIN")
+                lock.execute(_WRITER_LOCK + ("" if wait else " NOWAIT"))
         except self._psycopg.errors.LockNotAvailable as e:
             lock.execute("ROLLBACK")
             raise StoreLocked(

@@ -202,12 +202,12 @@ class StoreHandle:
     # ------------------------------------------------------------------ seams
 
     @contextmanager
-    def reading(self) -> Iterator[Store]:
+    def reading(self, *, caught_up: bool = True) -> Iterator[Store]:
         """The store under its lock, with every event the log holds applied (a read-only
-        store first picks up what the writer appended)."""
+        store first picks up what the writer appended); without ``caught_up``, as it is."""
         store = self.store
         with store.lock:
-            if store.follows:  # a reader, or one of many writers: what the others appended
+            if caught_up and store.follows:  # a reader, or one of many writers: the others'
                 store.catch_up()
             yield store
 

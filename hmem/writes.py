@@ -175,7 +175,9 @@ class WriteMethods(StoreHandle):
         with self.transaction() as txn:
             if worker is not None:
                 self.check_embedder_dims()
-            with self.reading() as store:  # a retried request is a retry, even of a repeat
+            # a retried request is a retry, even of a repeat (a store whose writes go through
+            # a group: asked of the state as it is, the group's leader asks the log's)
+            with self.reading(caught_up=self.store.group is None) as store:
                 check_not_written(store.projector, store.log, events)
             repeats = self._repeats(events, dedup, txn.time)
             fresh = _new(repeats)

@@ -98,6 +98,16 @@ CREATE TABLE IF NOT EXISTS hmem_namespace_roles (
     role name NOT NULL, namespace text NOT NULL, PRIMARY KEY (role, namespace)
 );
 REVOKE ALL ON hmem_namespace_roles FROM PUBLIC;
+-- writes staged for group commit (hmem/storage/group_commit.py); unlogged: a staged write is
+-- acknowledged only once a committed transaction of hmem_log holds it
+CREATE UNLOGGED TABLE IF NOT EXISTS hmem_pending (
+    id bigserial PRIMARY KEY,
+    unit bytea NOT NULL,
+    staged_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    first_seq bigint,
+    error text
+);
+REVOKE ALL ON hmem_pending FROM PUBLIC;
 """
 
 # The wall: a bound role sees the rows of its namespaces; the function reads the bindings with
@@ -131,8 +141,9 @@ NUL_SHOWN = "\ufffd"
 
 
 # of _TABLES, _WALL and the record tables' (projections/server_records.py): a store at this
-# version is not altered on open. "1": facts and versions; "2": episodes, recalls, vectors too
-TABLES_VERSION = "2"
+# version is not altered on open. "1": facts and versions; "2": episodes, recalls, vectors too;
+# "3": hmem_pending (group commit)
+TABLES_VERSION = "3"
 _READ = ("hmem_facts", "hmem_fact_versions", *RECORD_TABLES)  # what a bound role may SELECT
 
 

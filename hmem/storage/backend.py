@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from eventlog.protocol import Log, Then
+from hmem.storage.group_commit import GroupCommit, GroupedStore
 from projections.projector import Projector
 
 __all__ = ["Backend", "Capabilities"]
@@ -79,6 +80,10 @@ class Backend(Protocol):
     def after_rebuild(self, projector: Projector) -> None:
         """After the whole log was folded again (a rebuild, a copy): whatever else the store
         derives from it, made again."""
+
+    def group_commit(self, store: GroupedStore) -> GroupCommit | None:
+        """What numbers ``store``'s writes with other writers' in one transaction (a server's:
+        hmem/storage/group_commit.py); None: each write takes the writer lock itself."""
 
     def after_scrub(self, projector: Projector, namespaces: list[str]) -> None:
         """After an erasure folded ``namespaces`` again (their texts erased): whatever else

@@ -29,6 +29,7 @@ from eventlog.log import EventLog, FsyncPolicy
 from eventlog.protocol import Then
 from hmem.errors import StoreNotFound
 from hmem.storage.backend import Backend, Capabilities
+from hmem.storage.group_commit import GroupCommit, GroupedStore
 from hmem.storage.keys import DirectoryBinding, key_path, open_sealer
 from projections.projector import Projector
 
@@ -128,6 +129,9 @@ class FileBackend:
 
     def after_rebuild(self, projector: Projector) -> None:
         pass
+
+    def group_commit(self, store: GroupedStore) -> GroupCommit | None:
+        return None  # a shared writer's append takes the file lock and fsyncs on its own
 
     def after_scrub(self, projector: Projector, namespaces: list[str]) -> None:
         pass  # the checkpoint is all it derives

@@ -26,11 +26,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from eventlog.events import Event
-from eventlog.pg_log import PgLog, redacted
+from eventlog.pg_log import PgLog
 from eventlog.protocol import Then
 from eventlog.repair import VerifyReport, verify_events
 from eventlog.segments import ChainHead
+from eventlog.server_urls import redacted
 from hmem.storage.backend import Backend, Capabilities
+from hmem.storage.group_commit import GroupCommit, GroupedStore
 from hmem.storage.server_keys import open_server_sealer, server_key_path
 from projections import checkpoint, server_records, server_tables
 from projections.checkpoint import CHECKPOINT_FILE
@@ -108,6 +110,11 @@ class ServerBackend:
         """A reader that opened the store while it was empty: its key file, once made."""
         if self.log.sealer is None and self._key_path is not None and self._key_path.exists():
             self.log.sealer = open_server_sealer(self.log, self.shown, self._key_path, seal=False)
+
+    def group_commit(self, store: GroupedStore) -> GroupCommit | None:
+        if self.log.read_only:
+            return None
+        return GroupCommit(self.log, store)
 
     def after_scrub(self, projector: Projector, namespaces: list[str]) -> None:
         """The tables' rows of ``namespaces`` again, from the state folded again."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -108,6 +108,7 @@ class Store:
         self.embed_tails: set[tuple[str, str]] = set()
         self.checkpoints = Checkpoints(self.backend, every=checkpoint_every, notes=self.notes)
         self.shredding = Shredding(self)
+        self.group = self.backend.group_commit(self)  # a server's: writes numbered in groups
         try:
             if read_only:
                 self.shredding.check_no_unfinished()
@@ -187,14 +188,29 @@ class Store:
         forget a fact only once. All or nothing: an invalid event rejects the whole batch
         before anything is written.
         """
+        if self.group is not None and self.group.usable():  # a server: numbered in a group
+            return self.group.append(events, dict(links or {}), checked)
         with self.log.writing():
             if self.shared:
                 self.catch_up()
             return self._append_batch(events, dict(links or {}), durable, checked)
 
+    def check_batch(self, events: Sequence[EventBase], links: Mapping[int, int]) -> None:
+        """What a batch whose fields were checked is checked for against the state (the
+        caller holds the writer lock, the state caught up): a retry (``AlreadyWritten``), and
+        :meth:`_check`'s rules."""
+        check_not_written(self.projector, self.log, events)
+        self._check(events, links, range(len(events)))
+
+    def append_checked(self, events: Sequence[EventBase], links: Mapping[int, int],
+                       settle: Callable[[list[Event]], None]) -> list[Event]:
+        """Append a batch of a group (hmem/storage/group_commit.py; the writer lock held);
+        ``settle(stamped)`` runs in the append's transaction."""
+        return self._append_batch(events, dict(links), True, range(len(events)), settle)
+
     def _append_batch(
         self, events: Sequence[EventBase], links: dict[int, int], durable: bool,
-        checked: Collection[int],
+        checked: Collection[int], settle: Callable[[list[Event]], None] | None = None,
     ) -> list[Event]:
         check_not_written(self.projector, self.log, events)  # a retry: answered, not checked
         self._check(events, links, checked)
@@ -205,6 +221,8 @@ class Store:
             projector.apply_all(stamped)
             if also is not None:
                 also(stamped)
+            if settle is not None:
+                settle(stamped)
 
         try:
             stamped = self.log.append_many(events, links, durable=durable, then=fold)

@@ -9,9 +9,9 @@ from pathlib import Path
 from eventlog.fileio import FileIO
 from eventlog.format import SEGMENT_BYTES
 from eventlog.log import FsyncPolicy
-from eventlog.pg_log import is_server_url, redacted
 from eventlog.repair import RepairReport, VerifyReport
 from eventlog.segments import ChainHead
+from eventlog.server_urls import is_server_url, redacted
 from hmem.errors import RepairUnavailable
 from hmem.storage.backend import Backend
 

@@ -13,7 +13,7 @@ from eventlog.events import EpisodeRecorded
 from hmem import Memory, errors
 from projections import server_records
 from projections.server_records import RECORD_TABLES, embedded_records
-from projections.server_tables import grant_namespace
+from projections.server_tables import TABLES_VERSION, grant_namespace
 from tests.support.backends import second_clock
 from tests.support.pg_support import READER_ROLES, as_role, fresh_store_url, psycopg
 
@@ -165,7 +165,7 @@ def test_a_store_made_before_the_record_tables_gets_them_once(url: str) -> None:
         last = m.last_seq
     with psycopg.connect(url) as con:
         meta = dict(con.execute("SELECT key, value FROM hmem_meta").fetchall())
-    assert (meta["records_seq"], meta["tables_version"]) == (str(last), "2")
+    assert (meta["records_seq"], meta["tables_version"]) == (str(last), TABLES_VERSION)
     with as_role(url, READER_ROLES[0]) as con:
         assert {r[0] for r in con.execute("SELECT namespace FROM hmem_episodes")} == {"hr"}
     with Memory(url, embedder=None) as m:  # once

@@ -1,0 +1,332 @@
+"""Group commit for a store on a server: the writes of many writer processes numbered and
+committed in one transaction, so that eight writers append more than one does.
+
+A write (:meth:`Store.append_batch` outside a :meth:`~eventlog.pg_log.PgLog.writing` block)
+first tries the store's writer lock without waiting. Free: the writer *leads* (below) with its
+own write first. Held: the write is *staged*, its events (not yet numbered) one row (a *unit*)
+of the unlogged table ``hmem_pending``, and its writer waits for a leader to settle it (woken
+by ``NOTIFY hmem_pending`` at each group's commit), leading itself whenever the lock is free.
+
+A leader, holding the lock, folds what the others appended, locks every pending unit
+(``FOR UPDATE``), checks each against the state as a lone write is checked, appends its own
+write and the units that pass as one batch (the tables with them), records each unit's result
+in its row (the seq of its first event, or why it was refused), and commits once.
+
+A unit that touches a fact (or a request id) an earlier write of the group touches waits for
+the next group, so each write is checked against a state its own checks can assume (as if the
+writes ran one after another). A writer whose unit was refused checks its write again against
+the state it folds now and raises what those checks raise (or stages it again: the state moved
+on). A writer that gives up waiting (``StoreLocked``) deletes its row, unless a leader settled
+it meanwhile: then the write was stored and is returned. A writer that dies after staging
+leaves its row to be appended by the next leader (as a killed append may have been stored: a
+retry with the same ``request_id`` writes it at most once); a row older than :data:`ORPHANED`
+is dropped unread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import ExitStack
+from typing import Any, Protocol
+
+import msgspec
+
+from eventlog.errors import HmemError, LogWriteFailed, StoreLocked
+from eventlog.events import (
+    EmbeddingRecorded,
+    Event,
+    EventBase,
+    FactForgotten,
+    FactRevised,
+    decode,
+    encode_record,
+)
+from eventlog.pg_log import PgLog
+from projections.checks import check_fields
+
+__all__ = ["GroupCommit", "GroupedStore", "ORPHANED"]
+
+GROUP = 64  # units a leader takes at once
+ORPHANED = 120  # seconds after which a staged unit has no writer waiting for it
+_ATTEMPTS = 3  # stagings of one write the leaders refuse while the writer's own checks pass
+_NOTICE_WAIT = 0.005  # seconds a staged writer waits for a group's NOTIFY before it looks
+_PATIENCE = 0.05  # seconds after which any staged writer leads when the lock is free
+_UNIT = msgspec.msgpack.Decoder(tuple[list[bytes], list[tuple[int, int]]])
+_encoder = msgspec.msgpack.Encoder()
+
+
+class GroupedStore(Protocol):
+    """What group commit uses of its store (:class:`hmem.storage.store.Store`)."""
+
+    diverged: bool
+
+    def catch_up(self) -> int: ...
+
+    def check_batch(self, events: Sequence[EventBase], links: Mapping[int, int]) -> None: ...
+
+    def append_checked(self, events: Sequence[EventBase], links: Mapping[int, int],
+                       settle: Callable[[list[Event]], None]) -> list[Event]: ...
+
+
+class GroupCommit:
+    """Group commit of the store ``store`` on the server log ``log`` (see the module
+    docstring)."""
+
+    def __init__(self, log: PgLog, store: GroupedStore) -> None:
+        self.log = log
+        self.store = store
+        self._led: dict[int, list[Event]] = {}  # this writer's own unit, when it led
+        self._listening: dict[int, bool] = {}  # the connection that LISTENs, by id
+
+    def usable(self) -> bool:
+        """Whether a write now may go through a group (not inside a writing() block: the lock
+        held here would keep the group from ever being led)."""
+        return not self.log.holding
+
+    def append(self, events: Sequence[EventBase], links: Mapping[int, int],
+               checked: Collection[int]) -> list[Event]:
+        """Append ``events`` (``links`` as :meth:`Store.append_batch` takes them) in a group,
+        led by this writer or another; returns them as logged."""
+        for j, ev in enumerate(events):  # what needs no state fails before anything is staged
+            if j not in checked:
+                check_fields(ev)
+        try:
+            led = self._lead(own=(events, links))
+            if led is not None:
+                return led[1]
+            refused = ""
+            for _ in range(_ATTEMPTS):
+                first, refused = self.wait_for(self.stage(events, links))
+                if not refused:
+                    return self._mine(first, len(events))
+                self.store.catch_up()  # refused by a leader: this writer's own checks, now
+                self.store.check_batch(events, links)
+        except self._errors() as e:  # the server went away: the write's fate is unknown
+            raise LogWriteFailed(
+                f"append to {self.log.where()} failed: {' '.join(str(e).split())}. The server "
+                f"did not confirm it, so it may have been stored: retry the call with the same "
+                f"request_id, which writes it at most once"
+            ) from e
+        raise LogWriteFailed(f"the write was refused {_ATTEMPTS} times ({refused}); nothing "
+                             f"of it was stored")
+
+    # ------------------------------------------------------------------ a staged write
+
+    def stage(self, events: Sequence[EventBase], links: Mapping[int, int]) -> int:
+        """Stage a write (its fields checked) for the next group; returns its unit's id."""
+        unit = _encoder.encode(([encode_record(ev) for ev in events], sorted(links.items())))
+        con = self.log.connection()
+        if not self._listening.get(id(con)):
+            con.execute("LISTEN hmem_pending")
+            self._listening = {id(con): True}
+        row = con.execute(
+            "INSERT INTO hmem_pending (unit) VALUES (%s) RETURNING id", (unit,)).fetchone()
+        return int(row[0])
+
+    def wait_for(self, uid: int) -> tuple[int, str]:
+        """(first seq, "") once the staged unit ``uid`` is appended, (0, why) once it is
+        refused; leads a group when it is the oldest waiting. Its row is deleted after."""
+        started = time.monotonic()
+        deadline = started + self.log.lock_wait
+        try:
+            while True:
+                self._await_group()  # a leader holds the lock (this write was staged for it)
+                settled, oldest = self._settled(uid)
+                # the oldest waiting leads the next group; any, once the lock is free and it
+                # has waited a while (the oldest may be a writer that died)
+                if settled is None and (oldest or time.monotonic() - started > _PATIENCE):
+                    led = self._lead(unit=uid, wait=oldest)
+                    settled = None if led is None else led[0].get(uid)
+                if settled is not None:
+                    return settled
+                if time.monotonic() > deadline:
+                    raise StoreLocked(
+                        f"another writer of {self.log.where()} held the store for "
+                        f"{self.log.lock_wait:g} s; nothing of this call was stored: try again")
+        except (HmemError, self._errors()):
+            final = self._unstage(uid)  # settled while this writer gave up: stored after all
+            if final is not None and not final[1]:
+                return final
+            raise
+        finally:
+            self._unstage(uid)
+
+    def _settled(self, uid: int) -> tuple[tuple[int, str] | None, bool]:
+        """(the unit's result, None while it is pending; whether it is the oldest pending)."""
+        row = self.log.connection().execute(
+            "SELECT first_seq, error, id = (SELECT min(id) FROM hmem_pending WHERE first_seq "
+            "IS NULL AND error IS NULL) FROM hmem_pending WHERE id = %s", (uid,)).fetchone()
+        return _result(row and row[:2]), bool(row and row[2])
+
+    def _await_group(self) -> None:
+        """Until a group commits (its NOTIFY), or a few milliseconds."""
+        for _ in self.log.connection().notifies(timeout=_NOTICE_WAIT, stop_after=1):
+            pass
+
+    def _unstage(self, uid: int) -> tuple[int, str] | None:
+        """Delete the unit's row (waiting for a leader holding it); its result, if any (None
+        also when the server cannot be asked: the row is then dropped as orphaned)."""
+        try:
+            row = self.log.connection().execute(
+                "DELETE FROM hmem_pending WHERE id = %s RETURNING first_seq, error", (uid,)
+            ).fetchone()
+        except (HmemError, self._errors()):
+            return None
+        return None if row is None else _result(row)
+
+    def _mine(self, first: int, n: int) -> list[Event]:
+        """This writer's events as logged, folded into its state."""
+        led = self._led.pop(first, None)
+        if led is not None:
+            return led
+        # read, not folded: the state takes them in with the others' at its next catch-up
+        # (every read and every lead folds first), so a writer that only writes folds the
+        # others' events in batches, when it leads
+        self.log.refresh()
+        return list(self.log.read(first, first + n - 1))
+
+    # ------------------------------------------------------------------ leading
+
+    def _lead(self, *, own: tuple[Sequence[EventBase], Mapping[int, int]] | None = None,
+              unit: int = 0, wait: bool = False
+              ) -> tuple[dict[int, tuple[int, str]], list[Event]] | None:
+        """Take the writer lock (if it is free, or once it is with ``wait``) and append
+        ``own`` (raising what its checks raise) with every pending unit that passes its
+        checks, in one transaction; returns (the units' results by id, ``own`` as logged).
+        None: another writer holds the lock."""
+        log, store = self.log, self.store
+        with ExitStack() as held:
+            try:
+                held.enter_context(log.writing(wait=wait))
+            except StoreLocked:
+                if wait:
+                    raise
+                return None
+            con = log.connection()
+            store.catch_up()
+            if own is not None:
+                store.check_batch(*own)
+            try:
+                with con.transaction():
+                    con.execute("DELETE FROM hmem_pending WHERE staged_at < clock_timestamp() - "
+                                "make_interval(secs => %s)", (ORPHANED,))
+                    rows = con.execute(
+                        "SELECT id, unit FROM hmem_pending WHERE first_seq IS NULL AND error "
+                        "IS NULL ORDER BY id LIMIT %s FOR UPDATE", (GROUP,)).fetchall()
+                    results, mine = self._append_group(
+                        [(int(i), bytes(u)) for i, u in rows], own, unit)
+                    if results:
+                        con.execute("NOTIFY hmem_pending")
+            except (HmemError, self._errors()) as e:
+                store.diverged = True  # folded, then not committed: loaded again
+                if isinstance(e, HmemError):
+                    raise
+                raise LogWriteFailed(f"the group's commit on {log.where()} failed ({e}); "
+                                     f"retry with the same request_id") from e
+        return results, mine
+
+    def _append_group(
+        self, rows: list[tuple[int, bytes]],
+        own: tuple[Sequence[EventBase], Mapping[int, int]] | None, uid: int,
+    ) -> tuple[dict[int, tuple[int, str]], list[Event]]:
+        """Append ``own`` (checked) with each unit of ``rows`` that passes its checks as one
+        batch and record every result, in the caller's transaction; returns the results by
+        unit id and ``own`` as logged."""
+        store, con = self.store, self.log.connection()
+        refused: dict[int, str] = {}
+        taken: list[tuple[int, Sequence[EventBase], Mapping[int, int]]] = []
+        touched: set[object] = set()
+        if own is not None:
+            taken.append((0, *own))
+            touched |= set(_touches(own[0]))
+        for row_id, unit in rows:
+            payloads, pairs = _UNIT.decode(unit)
+            events: list[EventBase] = [decode(p) for p in payloads]
+            links = dict(pairs)
+            keys = set(_touches(events))
+            if keys & touched:
+                continue  # the next group's: it depends on what an earlier write changes
+            try:
+                store.check_batch(events, links)
+            except HmemError as e:
+                refused[row_id] = f"{type(e).__name__}: {e}"
+                continue
+            touched |= keys
+            taken.append((row_id, events, links))
+        if len(taken) > 1:
+            merged, links, starts = _merged(taken)
+            try:
+                store.check_batch(merged, links)
+            except HmemError:  # they pass alone, not together: the first one alone
+                taken = taken[:1]
+        results: dict[int, tuple[int, str]] = {i: (0, why) for i, why in refused.items()}
+        mine: list[Event] = []
+        if taken:
+            merged, links, starts = _merged(taken)
+
+            def settle(stamped: list[Event]) -> None:
+                nonlocal mine
+                for (row_id, events, _), start in zip(taken, starts, strict=True):
+                    logged = stamped[start:start + len(events)]
+                    if row_id == 0:
+                        mine = logged
+                        continue
+                    results[row_id] = (logged[0].seq, "")
+                    if row_id == uid:
+                        self._led[logged[0].seq] = logged
+                with con.cursor() as cur:
+                    cur.executemany("UPDATE hmem_pending SET first_seq = %s WHERE id = %s",
+                                    [(results[i][0], i) for i, _, _ in taken if i])
+
+            store.append_checked(merged, links, settle)
+        if refused:
+            with con.cursor() as cur:
+                cur.executemany("UPDATE hmem_pending SET error = %s WHERE id = %s",
+                                [(why, i) for i, why in refused.items()])
+        return results, mine
+
+    def _errors(self) -> type[Exception]:
+        import psycopg
+
+        return psycopg.Error
+
+    def _lock_errors(self) -> type[Exception]:
+        import psycopg
+
+        return psycopg.errors.LockNotAvailable
+
+
+def _result(row: Any) -> tuple[int, str] | None:
+    """A row's (first seq, why refused), None while it is pending."""
+    if row is None:
+        return (0, "the staged write was dropped (older than the wait for it allows)")
+    first, error = row
+    if error is not None:
+        return (0, str(error))
+    return None if first is None else (int(first), "")
+
+
+def _touches(events: Iterable[EventBase]) -> Iterable[object]:
+    """What a unit's events depend on another unit not changing: the facts they revise,
+    forget or embed, and their request ids."""
+    for ev in events:
+        if isinstance(ev, (FactRevised, FactForgotten, EmbeddingRecorded)) and ev.fact_id:
+            yield ("fact", ev.fact_id)
+        request_id = getattr(ev, "request_id", None)
+        if request_id is not None:
+            yield ("request", ev.namespace, request_id)
+
+
+def _merged(taken: list[tuple[int, Sequence[EventBase], Mapping[int, int]]]
+            ) -> tuple[list[EventBase], dict[int, int], list[int]]:
+    """The units as one batch: their events, their links (shifted) and where each starts."""
+    merged: list[EventBase] = []
+    links: dict[int, int] = {}
+    starts: list[int] = []
+    for _, events, unit_links in taken:
+        start = len(merged)
+        starts.append(start)
+        merged += events
+        links.update({start + j: start + i for j, i in unit_links.items()})
+    return merged, links, starts
