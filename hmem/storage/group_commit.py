@@ -4,13 +4,16 @@ committed in one transaction, so that eight writers append more than one does.
 A write (:meth:`Store.append_batch` outside a :meth:`~eventlog.pg_log.PgLog.writing` block)
 first tries the store's writer lock without waiting. Free: the writer *leads* (below) with its
 own write first. Held: the write is *staged*, its events (not yet numbered) one row (a *unit*)
-of the unlogged table ``hmem_pending``, and its writer waits for a leader to settle it (woken
-by ``NOTIFY hmem_pending`` at each group's commit), leading itself whenever the lock is free.
+of the unlogged table ``hmem_pending``, and its writer waits for a group's ``NOTIFY
+hmem_pending``.
 
 A leader, holding the lock, folds what the others appended, locks every pending unit
 (``FOR UPDATE``), checks each against the state as a lone write is checked, appends its own
 write and the units that pass as one batch (the tables with them), records each unit's result
-in its row (the seq of its first event, or why it was refused), and commits once.
+in its row (the seq of its first event, or why it was refused), and commits once. Its NOTIFY,
+delivered at the commit, tells each unit's writer its result and names the oldest unit still
+pending, whose writer leads the next group (a writer that hears nothing for a while reads its
+row, and leads if the lock is free).
 
 A unit that touches a fact (or a request id) an earlier write of the group touches waits for
 the next group, so each write is checked against a state its own checks can assume (as if the
@@ -19,8 +22,10 @@ the state it folds now and raises what those checks raise (or stages it again: t
 on). A writer that gives up waiting (``StoreLocked``) deletes its row, unless a leader settled
 it meanwhile: then the write was stored and is returned. A writer that dies after staging
 leaves its row to be appended by the next leader (as a killed append may have been stored: a
-retry with the same ``request_id`` writes it at most once); a row older than :data:`ORPHANED`
-is dropped unread.
+retry with the same ``request_id`` writes it at most once). Leaders delete settled rows after
+a minute and pending ones after :data:`ORPHANED` (no writer waits that long). The rows hold the
+writes' texts in the clear until then, in a table no role but the store's owner reads, never
+WAL-logged (so in no backup or replica).
 """
 
 from __future__ import annotations
@@ -50,8 +55,10 @@ __all__ = ["GroupCommit", "GroupedStore", "ORPHANED"]
 GROUP = 64  # units a leader takes at once
 ORPHANED = 120  # seconds after which a staged unit has no writer waiting for it
 _ATTEMPTS = 3  # stagings of one write the leaders refuse while the writer's own checks pass
-_NOTICE_WAIT = 0.005  # seconds a staged writer waits for a group's NOTIFY before it looks
+_NOTICE_WAIT = 0.02  # seconds a staged writer waits for a group's NOTIFY before it looks
 _PATIENCE = 0.05  # seconds after which any staged writer leads when the lock is free
+_SETTLED_KEPT = 60  # seconds a settled unit's row is kept for a writer that missed its NOTIFY
+_REFUSED, _NEXT = -1, -2  # what a NOTIFY tells a unit besides its first seq
 _UNIT = msgspec.msgpack.Decoder(tuple[list[bytes], list[tuple[int, int]]])
 _encoder = msgspec.msgpack.Encoder()
 
@@ -126,13 +133,18 @@ class GroupCommit:
 
     def wait_for(self, uid: int) -> tuple[int, str]:
         """(first seq, "") once the staged unit ``uid`` is appended, (0, why) once it is
-        refused; leads a group when it is the oldest waiting. Its row is deleted after."""
+        refused; leads a group when it is named next (or is the oldest waiting)."""
         started = time.monotonic()
         deadline = started + self.log.lock_wait
         try:
             while True:
-                self._await_group()  # a leader holds the lock (this write was staged for it)
-                settled, oldest = self._settled(uid)
+                heard = self._await_group(uid)  # a leader holds the lock: its NOTIFY
+                if heard == _REFUSED:
+                    settled, oldest = self._settled(uid)
+                elif heard == _NEXT or heard is None:
+                    settled, oldest = (None, True) if heard else self._settled(uid)
+                else:
+                    return (heard, "")
                 # the oldest waiting leads the next group; any, once the lock is free and it
                 # has waited a while (the oldest may be a writer that died)
                 if settled is None and (oldest or time.monotonic() - started > _PATIENCE):
@@ -149,8 +161,6 @@ class GroupCommit:
             if final is not None and not final[1]:
                 return final
             raise
-        finally:
-            self._unstage(uid)
 
     def _settled(self, uid: int) -> tuple[tuple[int, str] | None, bool]:
         """(the unit's result, None while it is pending; whether it is the oldest pending)."""
@@ -159,10 +169,18 @@ class GroupCommit:
             "IS NULL AND error IS NULL) FROM hmem_pending WHERE id = %s", (uid,)).fetchone()
         return _result(row and row[:2]), bool(row and row[2])
 
-    def _await_group(self) -> None:
-        """Until a group commits (its NOTIFY), or a few milliseconds."""
-        for _ in self.log.connection().notifies(timeout=_NOTICE_WAIT, stop_after=1):
-            pass
+    def _await_group(self, uid: int) -> int | None:
+        """Until a group's NOTIFY names the unit ``uid`` (or a while): the seq of its first
+        event, :data:`_REFUSED`, :data:`_NEXT` (this writer leads the next group), or None
+        (not named: look at the row)."""
+        con = self.log.connection()
+        until = time.monotonic() + _NOTICE_WAIT
+        while (left := until - time.monotonic()) > 0:
+            for notice in con.notifies(timeout=left, stop_after=1):
+                heard = _named(notice.payload, uid)
+                if heard is not None:
+                    return heard
+        return None
 
     def _unstage(self, uid: int) -> tuple[int, str] | None:
         """Delete the unit's row (waiting for a leader holding it); its result, if any (None
@@ -183,8 +201,7 @@ class GroupCommit:
         # read, not folded: the state takes them in with the others' at its next catch-up
         # (every read and every lead folds first), so a writer that only writes folds the
         # others' events in batches, when it leads
-        self.log.refresh()
-        return list(self.log.read(first, first + n - 1))
+        return [self.log.get(seq) for seq in range(first, first + n)]
 
     # ------------------------------------------------------------------ leading
 
@@ -195,35 +212,47 @@ class GroupCommit:
         ``own`` (raising what its checks raise) with every pending unit that passes its
         checks, in one transaction; returns (the units' results by id, ``own`` as logged).
         None: another writer holds the lock."""
-        log, store = self.log, self.store
         with ExitStack() as held:
             try:
-                held.enter_context(log.writing(wait=wait))
+                held.enter_context(self.log.writing(wait=wait))
             except StoreLocked:
                 if wait:
                     raise
                 return None
-            con = log.connection()
-            store.catch_up()
+            self.store.catch_up()
             if own is not None:
-                store.check_batch(*own)
-            try:
-                with con.transaction():
-                    con.execute("DELETE FROM hmem_pending WHERE staged_at < clock_timestamp() - "
-                                "make_interval(secs => %s)", (ORPHANED,))
-                    rows = con.execute(
-                        "SELECT id, unit FROM hmem_pending WHERE first_seq IS NULL AND error "
-                        "IS NULL ORDER BY id LIMIT %s FOR UPDATE", (GROUP,)).fetchall()
-                    results, mine = self._append_group(
-                        [(int(i), bytes(u)) for i, u in rows], own, unit)
-                    if results:
-                        con.execute("NOTIFY hmem_pending")
-            except (HmemError, self._errors()) as e:
-                store.diverged = True  # folded, then not committed: loaded again
-                if isinstance(e, HmemError):
-                    raise
-                raise LogWriteFailed(f"the group's commit on {log.where()} failed ({e}); "
-                                     f"retry with the same request_id") from e
+                self.store.check_batch(*own)
+            return self._group(own, unit)
+
+    def _group(self, own: tuple[Sequence[EventBase], Mapping[int, int]] | None, uid: int
+               ) -> tuple[dict[int, tuple[int, str]], list[Event]]:
+        """One group, in one transaction (the writer lock held): (the units' results by id,
+        ``own`` as logged). Its NOTIFY tells each unit's writer its result and names the
+        oldest unit still pending, whose writer leads the next group."""
+        log, store = self.log, self.store
+        con = log.connection()
+        try:
+            with con.pipeline(), con.transaction():  # BEGIN and the two: one round trip
+                con.execute(  # rows their writers read (or no writer waits for)
+                    "DELETE FROM hmem_pending WHERE staged_at < clock_timestamp() - "
+                    "make_interval(secs => CASE WHEN first_seq IS NULL AND error IS NULL "
+                    "THEN %s ELSE %s END)", (ORPHANED, _SETTLED_KEPT))
+                rows = con.execute(
+                    "SELECT id, unit FROM hmem_pending WHERE first_seq IS NULL AND error "
+                    "IS NULL ORDER BY id LIMIT %s FOR UPDATE", (GROUP,)).fetchall()
+                results, mine = self._append_group(
+                    [(int(i), bytes(u)) for i, u in rows], own, uid)
+                if results or rows:  # sent with the COMMIT: no round trip of its own
+                    con.execute(
+                        "SELECT pg_notify('hmem_pending', %s || coalesce(' next:' || (SELECT "
+                        "min(id) FROM hmem_pending WHERE first_seq IS NULL AND error IS NULL "
+                        "AND NOT id = ANY(%s)), ''))", (_payload(results), list(results)))
+        except (HmemError, self._errors()) as e:
+            store.diverged = True  # folded, then not committed: loaded again
+            if isinstance(e, HmemError):
+                raise
+            raise LogWriteFailed(f"the group's commit on {log.where()} failed ({e}); "
+                                 f"retry with the same request_id") from e
         return results, mine
 
     def _append_group(
@@ -254,7 +283,7 @@ class GroupCommit:
                 continue
             touched |= keys
             taken.append((row_id, events, links))
-        if len(taken) > 1:
+        if len(taken) > 1:  # checked alone, then as the one batch they are appended as
             merged, links, starts = _merged(taken)
             try:
                 store.check_batch(merged, links)
@@ -330,3 +359,22 @@ def _merged(taken: list[tuple[int, Sequence[EventBase], Mapping[int, int]]]
         merged += events
         links.update({start + j: start + i for j, i in unit_links.items()})
     return merged, links, starts
+
+
+def _payload(results: Mapping[int, tuple[int, str]]) -> str:
+    """A group's NOTIFY: ``id:seq`` of each appended unit, ``id:!`` of each refused one (the
+    server adds ``next:id``, the oldest unit still pending, whose writer leads the next
+    group)."""
+    return " ".join(f"{i}:{seq}" if not why else f"{i}:!" for i, (seq, why) in results.items())
+
+
+def _named(payload: str, uid: int) -> int | None:
+    """What a group's NOTIFY says of the unit ``uid`` (see :meth:`GroupCommit._await_group`)."""
+    mine, leads = f"{uid}:", f"next:{uid}"
+    for word in payload.split():
+        if word == leads:
+            return _NEXT
+        if word.startswith(mine):
+            rest = word[len(mine):]
+            return _REFUSED if rest == "!" else int(rest)
+    return None

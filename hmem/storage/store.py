@@ -204,16 +204,18 @@ class Store:
 
     def append_checked(self, events: Sequence[EventBase], links: Mapping[int, int],
                        settle: Callable[[list[Event]], None]) -> list[Event]:
-        """Append a batch of a group (hmem/storage/group_commit.py; the writer lock held);
-        ``settle(stamped)`` runs in the append's transaction."""
-        return self._append_batch(events, dict(links), True, range(len(events)), settle)
+        """Append a batch of a group that passed :meth:`check_batch` against the state as it
+        is (hmem/storage/group_commit.py; the writer lock held); ``settle(stamped)`` runs in
+        the append's transaction."""
+        return self._append_batch(events, dict(links), True, (), settle)
 
     def _append_batch(
         self, events: Sequence[EventBase], links: dict[int, int], durable: bool,
         checked: Collection[int], settle: Callable[[list[Event]], None] | None = None,
     ) -> list[Event]:
-        check_not_written(self.projector, self.log, events)  # a retry: answered, not checked
-        self._check(events, links, checked)
+        if settle is None:  # a group's batch was checked as a whole (append_checked)
+            check_not_written(self.projector, self.log, events)  # a retry: answered
+            self._check(events, links, checked)
         projector = self.projector
         also = self.backend.on_append(projector)  # e.g. a server's tables, in the transaction
 
