@@ -362,3 +362,27 @@ def test_two_mcp_servers_on_one_server_store(url: str) -> None:
         for client in (a, b):
             client.proc.kill()
             client.proc.wait()
+
+
+def test_writers_killed_while_others_write_lose_no_acknowledged_write(url: str) -> None:
+    """Two of four writer processes are killed (SIGKILL) mid-run, perhaps while leading a
+    group or with a write staged: the others go on; every acknowledged remember is there, no
+    write is there twice, and the log has no gap."""
+    Memory(url, embedder=None).close()
+    procs = _writers(url, 100_000)
+    acked: dict[str, list[int]] = {}
+    for name, p in zip("pqrs", procs, strict=True):
+        assert p.stdout is not None
+        acked[name] = [int(p.stdout.readline()) for _ in range(20)]
+    for p in procs[:2]:
+        p.kill()
+    for name, p in zip("rs", procs[2:], strict=True):
+        assert p.stdout is not None
+        acked[name] += [int(p.stdout.readline()) for _ in range(30)]  # they go on
+        p.kill()
+    for p in procs:
+        p.communicate(timeout=60)
+    _check_acked(url, acked)
+    with Memory(url, embedder=None, read_only=True) as m:
+        texts = m.sql("SELECT text FROM facts").fetchall()
+        assert len(texts) == len(set(texts)) == m.last_seq  # each write once, nothing else
