@@ -23,7 +23,7 @@ Needs the ``postgres`` extra (psycopg 3).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from typing import Any
 
@@ -261,9 +261,16 @@ class PgLog:
         self._check_writable()
         lock = self._lock_connection()
         try:
-            with lock.pipeline():  # one round trip
+            with lock.pipeline():  # one round trip: the lock, then the head it guards
                 lock.execute("BEGIN")
-                lock.execute(_WRITER_LOCK + ("" if wait else " NOWAIT"))
+                # not waiting: SKIP LOCKED answers no row instead of an error that would
+                # abort the pipeline; never prepared (a statement an error skips is not made)
+                got = lock.execute(_WRITER_LOCK + ("" if wait else " SKIP LOCKED"),
+                                   prepare=False)
+                cursor = lock.execute(_HEAD, prepare=False)  # read once the pipeline synced
+            if got.fetchone() is None:
+                raise self._psycopg.errors.LockNotAvailable("the writer lock is held")
+            head = cursor.fetchone()
         except self._psycopg.errors.LockNotAvailable as e:
             lock.execute("ROLLBACK")
             raise StoreLocked(
@@ -274,9 +281,9 @@ class PgLog:
             raise self._denied(e) from None
         except self._psycopg.OperationalError as e:
             raise self._unavailable(e) from e
-        self._held = 1
+        self._held, self._fresh = 1, True
+        self._set_head(head or (0, ZERO_CHAIN, 0))
         try:
-            self.refresh()
             yield
         finally:
             self._held, self._fresh = 0, False
@@ -319,8 +326,10 @@ class PgLog:
             return []
         con = self._live()
         try:
-            # one round trip for the statements, one for the commit (pipeline mode)
-            with con.pipeline(), con.transaction():
+            # one round trip for the statements, one for the commit (pipeline mode); inside
+            # a caller's transaction (a group: hmem/storage/group_commit.py), part of it
+            idle = con.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE
+            with con.pipeline(), con.transaction() if idle else nullcontext():
                 if self._held and self._fresh:  # the head read under the lock still holds
                     head: tuple[Any, ...] | None = self._head
                 else:
