@@ -28,12 +28,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eventlog.errors import (
-    AccessDenied,
-    HmemError,
     LogWriteFailed,
     ReadOnlyStore,
     ServerLogCorrupted,
-    ServerUnavailable,
     StoreClosed,
     StoreLocked,
     StoreNotFound,
@@ -43,7 +40,7 @@ from eventlog.format import ZERO_CHAIN, chain_next
 from eventlog.protocol import Log, Then
 from eventlog.sealing import Sealer
 from eventlog.segments import ChainHead, Recovery
-from eventlog.server_urls import redacted
+from eventlog.server_urls import denied, not_connected, redacted, unavailable
 from eventlog.stamping import Head, stamp
 
 __all__ = ["PgLog", "SCHEMA"]
@@ -116,7 +113,7 @@ class PgLog:
         try:
             self.con: Any = self._connect()
         except psycopg.OperationalError as e:
-            raise self._not_connected(e) from e
+            raise not_connected(self.url, e) from e
         try:
             self._check_schema()
             if read_only:
@@ -131,9 +128,9 @@ class PgLog:
                     self.con.execute(SCHEMA)
             self.refresh()
         except psycopg.errors.InsufficientPrivilege as e:
-            denied = self._denied(e)
+            refused = denied(self.url, self.con.info.user, self.read_only, e)
             self.con.close()
-            raise denied from None
+            raise refused from None
         except BaseException:
             self.con.close()
             raise
@@ -149,26 +146,6 @@ class PgLog:
                 f"{path}); create it first (CREATE SCHEMA name, as the role that will own the "
                 f"store) or correct options=-csearch_path=... in the URL"
             )
-
-    def _not_connected(self, e: Exception) -> HmemError:
-        """The error for a connection the server refused or never answered."""
-        state = getattr(e, "sqlstate", None)
-        if state == "3D000":  # invalid_catalog_name: the database does not exist
-            return StoreNotFound(f"no database for the store at {redacted(self.url)}: "
-                                 f"{str(e).strip()}")
-        if state in ("28000", "28P01"):  # the role may not log in, or a wrong password
-            return AccessDenied(f"the server refused the login to {redacted(self.url)}: "
-                                f"{str(e).strip()}")
-        return self._unavailable(e)
-
-    def _denied(self, e: Exception) -> AccessDenied:
-        action = "read" if self.read_only else "write"
-        return AccessDenied(
-            f"the role {self.con.info.user!r} may not {action} the store at {redacted(self.url)} "
-            f"({str(e).strip()}). A role bound to namespaces "
-            f"(grant_namespace) reads its rows in SQL (hmem_facts, hmem_fact_versions), not "
-            f"through hmem; connect as the store's owner to use hmem"
-        )
 
     def _made(self) -> bool:
         """Whether the log's table, both of its guards and the writers' lock row exist."""
@@ -278,9 +255,9 @@ class PgLog:
             ) from e
         except self._psycopg.errors.InsufficientPrivilege as e:
             lock.execute("ROLLBACK")
-            raise self._denied(e) from None
+            raise denied(self.url, self.con.info.user, self.read_only, e) from None
         except self._psycopg.OperationalError as e:
-            raise self._unavailable(e) from e
+            raise unavailable(self.url, e) from e
         self._held, self._fresh = 1, True
         self._set_head(head or (0, ZERO_CHAIN, 0))
         try:
@@ -301,7 +278,7 @@ class PgLog:
             try:
                 self._lock_con = self._connect()
             except self._psycopg.OperationalError as e:
-                raise self._unavailable(e) from e
+                raise unavailable(self.url, e) from e
         return self._lock_con
 
     def append(self, event: EventBase) -> Event:
@@ -441,7 +418,7 @@ class PgLog:
         except self._psycopg.errors.LockNotAvailable:
             raise
         except self._psycopg.OperationalError as e:
-            raise self._unavailable(e) from e
+            raise unavailable(self.url, e) from e
 
     def _live(self) -> Any:
         """The connection, made again if the server dropped it (never inside a write
@@ -457,19 +434,13 @@ class PgLog:
             try:
                 self.con = self._connect()
             except self._psycopg.OperationalError as e:
-                raise self._unavailable(e) from e
+                raise unavailable(self.url, e) from e
         return self.con
 
     def _connect(self) -> Any:
         con = self._psycopg.connect(self.url, autocommit=True)
         con.execute(f"SET lock_timeout = {int(self.lock_wait * 1000)}")  # StoreLocked after it
         return con
-
-    def _unavailable(self, e: Exception) -> ServerUnavailable:
-        return ServerUnavailable(
-            f"the PostgreSQL server of the store at {redacted(self.url)} is unavailable: "
-            f"{' '.join(str(e).split())}; try again when it is back"
-        )
 
     def _check_writable(self) -> None:
         if self._closed:
