@@ -177,7 +177,8 @@ class WriteMethods(StoreHandle):
                 self.check_embedder_dims()
             # a retried request is a retry, even of a repeat (a store whose writes go through
             # a group: asked of the state as it is, the group's leader asks the log's)
-            with self.reading(caught_up=self.store.group is None) as store:
+            asked = any(ev.request_id is not None for ev in events)
+            with self.reading(caught_up=self.store.group is None or asked) as store:
                 check_not_written(store.projector, store.log, events)
             repeats = self._repeats(events, dedup, txn.time)
             fresh = _new(repeats)

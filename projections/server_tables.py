@@ -104,9 +104,13 @@ CREATE UNLOGGED TABLE IF NOT EXISTS hmem_pending (
     id bigserial PRIMARY KEY,
     unit bytea NOT NULL,
     staged_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    pid integer,  -- the writer's session: a unit whose session ended is never appended
+    backend_start timestamptz,
     first_seq bigint,
     error text
 );
+ALTER TABLE hmem_pending ADD COLUMN IF NOT EXISTS pid integer;
+ALTER TABLE hmem_pending ADD COLUMN IF NOT EXISTS backend_start timestamptz;
 REVOKE ALL ON hmem_pending FROM PUBLIC;
 """
 
@@ -142,8 +146,8 @@ NUL_SHOWN = "\ufffd"
 
 # of _TABLES, _WALL and the record tables' (projections/server_records.py): a store at this
 # version is not altered on open. "1": facts and versions; "2": episodes, recalls, vectors too;
-# "3": hmem_pending (group commit)
-TABLES_VERSION = "3"
+# "3": hmem_pending (group commit); "4": its writer's session
+TABLES_VERSION = "4"
 _READ = ("hmem_facts", "hmem_fact_versions", *RECORD_TABLES)  # what a bound role may SELECT
 
 

@@ -75,6 +75,8 @@ class GroupedStore(Protocol):
     def append_checked(self, events: Sequence[EventBase], links: Mapping[int, int],
                        settle: Callable[[list[Event]], None]) -> list[Event]: ...
 
+    def maybe_publish(self) -> None: ...
+
 
 class GroupCommit:
     """Group commit of the store ``store`` on the server log ``log`` (see the module
@@ -127,8 +129,9 @@ class GroupCommit:
         if not self._listening.get(id(con)):
             con.execute("LISTEN hmem_pending")
             self._listening = {id(con): True}
-        row = con.execute(
-            "INSERT INTO hmem_pending (unit) VALUES (%s) RETURNING id", (unit,)).fetchone()
+        row = con.execute(  # with its session: a unit whose writer's session ended is dropped
+            "INSERT INTO hmem_pending (unit, pid, backend_start) SELECT %s, pid, backend_start "
+            "FROM pg_stat_activity WHERE pid = pg_backend_pid() RETURNING id", (unit,)).fetchone()
         return int(row[0])
 
     def wait_for(self, uid: int) -> tuple[int, str]:
@@ -156,18 +159,28 @@ class GroupCommit:
                     raise StoreLocked(
                         f"another writer of {self.log.where()} held the store for "
                         f"{self.log.lock_wait:g} s; nothing of this call was stored: try again")
-        except (HmemError, self._errors()):
-            final = self._unstage(uid)  # settled while this writer gave up: stored after all
+        except (HmemError, self._errors()) as e:
+            known, final = self._unstage(uid)  # waits for a leader holding the row
+            if not known:
+                raise self._unknown(e) from e
             if final is not None and not final[1]:
-                return final
-            raise
+                return final  # settled while this writer gave up: stored after all
+            raise  # deleted while pending (or refused): nothing of it was stored
+
+    def _unknown(self, e: BaseException) -> LogWriteFailed:
+        return LogWriteFailed(
+            f"a write to {self.log.where()} waited for its group and could not learn whether "
+            f"it was stored ({type(e).__name__}: {e}); retry the call with the same "
+            f"request_id, which writes it at most once")
 
     def _settled(self, uid: int) -> tuple[tuple[int, str] | None, bool]:
         """(the unit's result, None while it is pending; whether it is the oldest pending)."""
         row = self.log.connection().execute(
             "SELECT first_seq, error, id = (SELECT min(id) FROM hmem_pending WHERE first_seq "
             "IS NULL AND error IS NULL) FROM hmem_pending WHERE id = %s", (uid,)).fetchone()
-        return _result(row and row[:2]), bool(row and row[2])
+        if row is None:  # dropped: settled long ago (its NOTIFY missed) or taken for orphaned
+            raise self._unknown(LookupError(f"staged write {uid} is no longer there"))
+        return _result(row[:2]), bool(row[2])
 
     def _await_group(self, uid: int) -> int | None:
         """Until a group's NOTIFY names the unit ``uid`` (or a while): the seq of its first
@@ -182,16 +195,21 @@ class GroupCommit:
                     return heard
         return None
 
-    def _unstage(self, uid: int) -> tuple[int, str] | None:
-        """Delete the unit's row (waiting for a leader holding it); its result, if any (None
-        also when the server cannot be asked: the row is then dropped as orphaned)."""
+    def _unstage(self, uid: int) -> tuple[bool, tuple[int, str] | None]:
+        """Delete the unit's row, waiting for a leader holding it however long its group
+        takes: (whether its fate is known, its result: None when it was still pending, so it
+        is never appended now). Not known: the server gone, or the row dropped."""
         try:
-            row = self.log.connection().execute(
-                "DELETE FROM hmem_pending WHERE id = %s RETURNING first_seq, error", (uid,)
-            ).fetchone()
+            con = self.log.connection()
+            with con.transaction():
+                con.execute("SET LOCAL lock_timeout = 0")
+                row = con.execute("DELETE FROM hmem_pending WHERE id = %s RETURNING first_seq, "
+                                  "error", (uid,)).fetchone()
         except (HmemError, self._errors()):
-            return None
-        return None if row is None else _result(row)
+            return False, None
+        if row is None:
+            return False, None
+        return True, _result(row)
 
     def _mine(self, first: int, n: int) -> list[Event]:
         """This writer's events as logged, folded into its state."""
@@ -222,46 +240,55 @@ class GroupCommit:
             self.store.catch_up()
             if own is not None:
                 self.store.check_batch(*own)
-            return self._group(own, unit)
+            results, mine, led = self._group(own, unit)
+            self._led.update(led)  # committed: this writer's unit as logged
+            self.store.maybe_publish()  # after the commit (the lock still held)
+            return results, mine
 
     def _group(self, own: tuple[Sequence[EventBase], Mapping[int, int]] | None, uid: int
-               ) -> tuple[dict[int, tuple[int, str]], list[Event]]:
+               ) -> tuple[dict[int, tuple[int, str]], list[Event], dict[int, list[Event]]]:
         """One group, in one transaction (the writer lock held): (the units' results by id,
-        ``own`` as logged). Its NOTIFY tells each unit's writer its result and names the
-        oldest unit still pending, whose writer leads the next group."""
+        ``own`` as logged, the unit ``uid`` as logged by its first seq). Its NOTIFY tells each
+        unit's writer its result and names the oldest unit still pending, whose writer leads
+        the next group. Units whose writer's session has ended are dropped unread (a writer
+        that died before its write was committed wrote nothing)."""
         log, store = self.log, self.store
         con = log.connection()
         try:
             with con.pipeline(), con.transaction():  # BEGIN and the two: one round trip
-                con.execute(  # rows their writers read (or no writer waits for)
-                    "DELETE FROM hmem_pending WHERE staged_at < clock_timestamp() - "
+                con.execute(  # rows their writers read, or no writer waits for
+                    "DELETE FROM hmem_pending p WHERE staged_at < clock_timestamp() - "
                     "make_interval(secs => CASE WHEN first_seq IS NULL AND error IS NULL "
-                    "THEN %s ELSE %s END)", (ORPHANED, _SETTLED_KEPT))
+                    "THEN %s ELSE %s END) OR (first_seq IS NULL AND error IS NULL AND NOT "
+                    "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = p.pid AND "
+                    "(a.backend_start = p.backend_start OR a.backend_start IS NULL)))",
+                    (ORPHANED, _SETTLED_KEPT))
                 rows = con.execute(
                     "SELECT id, unit FROM hmem_pending WHERE first_seq IS NULL AND error "
                     "IS NULL ORDER BY id LIMIT %s FOR UPDATE", (GROUP,)).fetchall()
-                results, mine = self._append_group(
+                results, mine, led = self._append_group(
                     [(int(i), bytes(u)) for i, u in rows], own, uid)
                 if results or rows:  # sent with the COMMIT: no round trip of its own
                     con.execute(
                         "SELECT pg_notify('hmem_pending', %s || coalesce(' next:' || (SELECT "
                         "min(id) FROM hmem_pending WHERE first_seq IS NULL AND error IS NULL "
                         "AND NOT id = ANY(%s)), ''))", (_payload(results), list(results)))
-        except (HmemError, self._errors()) as e:
+        except BaseException as e:
             store.diverged = True  # folded, then not committed: loaded again
-            if isinstance(e, HmemError):
+            if isinstance(e, HmemError) or not isinstance(e, self._errors()):
                 raise
             raise LogWriteFailed(f"the group's commit on {log.where()} failed ({e}); "
                                  f"retry with the same request_id") from e
-        return results, mine
+        return results, mine, led
 
     def _append_group(
         self, rows: list[tuple[int, bytes]],
         own: tuple[Sequence[EventBase], Mapping[int, int]] | None, uid: int,
-    ) -> tuple[dict[int, tuple[int, str]], list[Event]]:
+    ) -> tuple[dict[int, tuple[int, str]], list[Event], dict[int, list[Event]]]:
         """Append ``own`` (checked) with each unit of ``rows`` that passes its checks as one
         batch and record every result, in the caller's transaction; returns the results by
-        unit id and ``own`` as logged."""
+        unit id, ``own`` as logged and the unit ``uid`` as logged (by its first seq). A unit
+        that cannot be read or checked (a newer hmem's, say) is refused, saying why."""
         store, con = self.store, self.log.connection()
         refused: dict[int, str] = {}
         taken: list[tuple[int, Sequence[EventBase], Mapping[int, int]]] = []
@@ -270,15 +297,15 @@ class GroupCommit:
             taken.append((0, *own))
             touched |= set(_touches(own[0]))
         for row_id, unit in rows:
-            payloads, pairs = _UNIT.decode(unit)
-            events: list[EventBase] = [decode(p) for p in payloads]
-            links = dict(pairs)
-            keys = set(_touches(events))
-            if keys & touched:
-                continue  # the next group's: it depends on what an earlier write changes
             try:
+                payloads, pairs = _UNIT.decode(unit)
+                events: list[EventBase] = [decode(p) for p in payloads]
+                links = dict(pairs)
+                keys = set(_touches(events))
+                if keys & touched:
+                    continue  # the next group's: it depends on what an earlier write changes
                 store.check_batch(events, links)
-            except HmemError as e:
+            except Exception as e:  # noqa: BLE001 (the unit's writer is told, typed there)
                 refused[row_id] = f"{type(e).__name__}: {e}"
                 continue
             touched |= keys
@@ -291,6 +318,7 @@ class GroupCommit:
                 taken = taken[:1]
         results: dict[int, tuple[int, str]] = {i: (0, why) for i, why in refused.items()}
         mine: list[Event] = []
+        led: dict[int, list[Event]] = {}
         if taken:
             merged, links, starts = _merged(taken)
 
@@ -303,7 +331,7 @@ class GroupCommit:
                         continue
                     results[row_id] = (logged[0].seq, "")
                     if row_id == uid:
-                        self._led[logged[0].seq] = logged
+                        led[logged[0].seq] = logged
                 with con.cursor() as cur:
                     cur.executemany("UPDATE hmem_pending SET first_seq = %s WHERE id = %s",
                                     [(results[i][0], i) for i, _, _ in taken if i])
@@ -313,7 +341,7 @@ class GroupCommit:
             with con.cursor() as cur:
                 cur.executemany("UPDATE hmem_pending SET error = %s WHERE id = %s",
                                 [(why, i) for i, why in refused.items()])
-        return results, mine
+        return results, mine, led
 
     def _errors(self) -> type[Exception]:
         import psycopg
@@ -328,8 +356,6 @@ class GroupCommit:
 
 def _result(row: Any) -> tuple[int, str] | None:
     """A row's (first seq, why refused), None while it is pending."""
-    if row is None:
-        return (0, "the staged write was dropped (older than the wait for it allows)")
     first, error = row
     if error is not None:
         return (0, str(error))

@@ -122,7 +122,7 @@ class Store:
                     if self.log.sealer is not None:
                         self.shredding.finish()
                     self.notes += self.backend.after_open(self.projector)
-                    self._maybe_publish()
+                    self.maybe_publish()
         except BaseException:
             self.backend.close()
             raise
@@ -234,8 +234,10 @@ class Store:
             if projector.last_seq != self.log.last_seq:  # folded, then rolled back (or not)
                 self.diverged = True
             raise
-        self._maybe_publish()
+        if settle is None:  # a group publishes once its transaction committed
+            self.maybe_publish()
         return stamped
+
 
     def _check(
         self, events: Sequence[EventBase], links: Mapping[int, int], checked: Collection[int]
@@ -279,7 +281,7 @@ class Store:
                     )
                 touched.add(ev.fact_id)
 
-    def _maybe_publish(self, *, closing: bool = False) -> None:
+    def maybe_publish(self, *, closing: bool = False) -> None:
         """Publish a checkpoint when one is due (the caller holds the log's writer lock)."""
         if self.read_only or not self.checkpoints.due(self.projector.last_seq, closing=closing):
             return
@@ -374,6 +376,6 @@ class Store:
             with self.log.writing():
                 if self.shared:
                     self.catch_up()
-                self._maybe_publish(closing=True)
+                self.maybe_publish(closing=True)
         except StoreLocked:
             self.notes.append("checkpoint not published at close: another writer was busy")
