@@ -167,6 +167,10 @@ class KeyFile:
         have erased since this one read the header)."""
         return self._header_now().erased_through
 
+    def reread(self) -> None:
+        """Take in the header as the file holds it now (another writer's erasure)."""
+        self._read_header()
+
     def erasing_now(self) -> bool:
         """Whether an erasure is under way as the file's header says now (another writer of a
         shared store may have begun one since this one read the header)."""

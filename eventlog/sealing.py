@@ -76,11 +76,11 @@ def is_erased(ev: EventBase) -> bool:
 
 
 def blanked(ev: EventBase) -> Any:
-    """``ev`` as it reads once its key is erased (texts empty, ``sealed`` :data:`ERASED`),
-    whether its key is destroyed yet or not: what a process folds of an event an erasure
-    receipt names (another process's erasure may not have destroyed the key yet)."""
+    """``ev`` (as stored) as it reads once its key is erased (texts empty, ``sealed``
+    :data:`ERASED`), whether its key is destroyed yet or not: what a process reads of an event
+    an erasure receipt names (another process's erasure may not have destroyed the key yet)."""
     spec = SEALED_FIELDS.get(type(ev))
-    if spec is None:
+    if spec is None or not ev.sealed:  # nothing was sealed (a forget without a reason)
         return ev
     names, empty = spec
     return msgspec.structs.replace(ev, sealed=ERASED, **dict(zip(names, empty, strict=True)))
@@ -101,6 +101,9 @@ class Sealer:
 
     def __init__(self, keys: KeyFile) -> None:
         self.keys = keys
+        # seqs an erasure receipt names, known to this process: opened as erased whether their
+        # keys are destroyed yet or not (the erasing writer logs its receipt first)
+        self.erased: set[int] = set()
 
     def seal(self, ev: EventBase) -> EventBase:
         """``ev`` (stamped with its seq) as the log stores it: texts in ``sealed``, fields empty.
@@ -129,6 +132,8 @@ class Sealer:
         if not ev.sealed:
             return ev
         owner = key_owner(ev)
+        if owner in self.erased:
+            return blanked(ev)
         key = self.keys.key(owner)
         if key is None:
             return msgspec.structs.replace(ev, sealed=ERASED)

@@ -168,7 +168,7 @@ class LifecycleMethods(StoreHandle):
             try:
                 stamped = store.append(receipt)
             except BaseException:
-                keys.mark(erasing=False)  # nothing was logged: nothing to finish
+                store.shredding.abandon()  # nothing was logged: nothing to finish
                 raise
             store.shredding.erased(stamped.seq)
             self.copies.clear()

@@ -110,6 +110,12 @@ def part_files(path: Path, namespace: str | None = None) -> list[Path]:
     return sorted(path.parent.glob(f"{path.name}.{which}.part"))
 
 
+def part_prefix(manifest: str, namespace: str) -> str:
+    """What the name of every part of ``namespace`` beside the manifest ``manifest`` starts
+    with (whatever its seq and digest)."""
+    return f"{manifest}.{_name_digest(namespace)}-"
+
+
 def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
     """Write ``projector``'s state (at ``stamp``) as the checkpoint at ``path``, authenticated
     with ``seal``: the parts of the namespaces whose part on disk (named by an authentic

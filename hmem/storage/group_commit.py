@@ -17,15 +17,19 @@ row, and leads if the lock is free).
 
 A unit that touches a fact (or a request id) an earlier write of the group touches waits for
 the next group, so each write is checked against a state its own checks can assume (as if the
-writes ran one after another). A writer whose unit was refused checks its write again against
-the state it folds now and raises what those checks raise (or stages it again: the state moved
-on). A writer that gives up waiting (``StoreLocked``) deletes its row, unless a leader settled
-it meanwhile: then the write was stored and is returned. A writer that dies after staging
-leaves its row to be appended by the next leader (as a killed append may have been stored: a
-retry with the same ``request_id`` writes it at most once). Leaders delete settled rows after
-a minute and pending ones after :data:`ORPHANED` (no writer waits that long). The rows hold the
-writes' texts in the clear until then, in a table no role but the store's owner reads, never
-WAL-logged (so in no backup or replica).
+writes ran one after another); a unit that cannot be read or checked is refused, saying why. A
+writer whose unit was refused checks its write again against the state it folds now and raises
+what those checks raise (or stages it again: the state moved on).
+
+A writer that gives up waiting deletes its row, waiting for a leader that holds it: if the
+leader appended it, the write was stored and is returned; if its fate cannot be learned (the
+server gone), ``LogWriteFailed`` says to retry with the same ``request_id``; ``StoreLocked`` only
+when nothing was stored. A unit whose writer's session has ended is dropped unread, so a writer
+that dies before its write is committed wrote nothing, as with a lone write. Leaders delete
+settled rows after a minute (an erasure at once) and pending ones after :data:`ORPHANED`. The
+rows hold the writes' texts in the clear until then, in a table no role but the store's owner
+reads; it is unlogged (in no WAL, replica or base backup), but ``pg_dump`` copies its rows
+unless given ``--no-unlogged-table-data``.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ class GroupedStore(Protocol):
                        settle: Callable[[list[Event]], None]) -> list[Event]: ...
 
     def maybe_publish(self) -> None: ...
+
+    def finish_interrupted_erasure(self) -> None: ...
 
 
 class GroupCommit:
@@ -238,6 +244,7 @@ class GroupCommit:
                     raise
                 return None
             self.store.catch_up()
+            self.store.finish_interrupted_erasure()
             if own is not None:
                 self.store.check_batch(*own)
             results, mine, led = self._group(own, unit)

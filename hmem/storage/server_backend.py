@@ -117,11 +117,19 @@ class ServerBackend:
         return GroupCommit(self.log, store)
 
     def after_scrub(self, projector: Projector, namespaces: list[str]) -> None:
-        """The tables' rows of ``namespaces`` again, from the state folded again."""
+        """The tables' rows of ``namespaces`` again, from the state folded again; their parts
+        of the checkpoint shared on the server deleted (the next share sends new ones: a host
+        meanwhile replays the namespace), and the writes staged for group commit that were
+        settled (their texts are in the clear)."""
         log = self.log
         with log.writing(), log.con.transaction():
             server_tables.rewrite_namespaces(log.con, projector, namespaces)
             server_records.rewrite_namespaces(log.con, projector, namespaces)
+            for namespace in namespaces:
+                log.con.execute("DELETE FROM hmem_checkpoint_parts WHERE starts_with(file, %s)",
+                                (checkpoint.part_prefix(MANIFEST, namespace),))
+            log.con.execute("DELETE FROM hmem_pending WHERE first_seq IS NOT NULL OR error IS "
+                            "NOT NULL")
 
     def on_append(self, projector: Projector) -> Then | None:
         def write_tables(stamped: list[Event]) -> None:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from msgspec.structs import replace
 
-from eventlog.events import Event, EventBase
+from eventlog.events import Event, EventBase, FactsErased
 from eventlog.keyfile import KeyFile
 from eventlog.protocol import Log
 from hmem.errors import ErasureUnavailable, ErasureUnfinished, InvalidInput
@@ -55,6 +55,7 @@ class Shredding:
 
     def __init__(self, store: ErasingStore) -> None:
         self.store = store
+        self.active = False  # this process is erasing (or finishing an erasure) now
 
     def keys(self) -> KeyFile:
         """The key file, for an erasure; :class:`~hmem.errors.ErasureUnavailable` (saying why)
@@ -75,15 +76,24 @@ class Shredding:
         keys = self.keys()
         keys.check(self.store.log.last_seq)
         keys.mark(erasing=True)
+        self.active = True
+
+    def abandon(self) -> None:
+        """The receipt was not logged: nothing to finish."""
+        self.keys().mark(erasing=False)
+        self.active = False
 
     def erased(self, receipt_seq: int) -> None:
         """After the erasure receipt ``receipt_seq`` was logged: destroy the keys it names, then
         replace the derived state and its checkpoint (:meth:`scrub`)."""
         keys = self.keys()
-        shred(self.store.log, keys, receipt_seq)
-        namespace = self.store.projector.namespace_of_receipt(receipt_seq)
-        self.scrub(None if namespace is None else [namespace])
-        keys.mark(scrubbed_through=receipt_seq, erasing=False, exports_pending=True)
+        try:
+            shred(self.store.log, keys, receipt_seq)
+            namespace = self.store.projector.namespace_of_receipt(receipt_seq)
+            self.scrub(None if namespace is None else [namespace])
+            keys.mark(scrubbed_through=receipt_seq, erasing=False, exports_pending=True)
+        finally:
+            self.active = False
 
     def scrub(self, namespaces: list[str] | None = None) -> None:
         """Remove what the checkpoint holds of ``namespaces`` (all: the whole checkpoint),
@@ -102,6 +112,33 @@ class Shredding:
             store.backend.after_scrub(store.projector, namespaces)
         # shared at once where a backend shares it: the one other hosts fetch held the texts
         store.checkpoints.publish(store.projector, store.log, closing=True, scrubbed=True)
+
+    def note_receipts(self, receipts: list[FactsErased]) -> None:
+        """What ``receipts`` name is read as erased by this process from now on, whatever
+        the state of its keys (:attr:`eventlog.sealing.Sealer.erased`)."""
+        sealer = self.store.log.sealer
+        if sealer is not None:
+            for ev in receipts:
+                sealer.erased.update(ev.fact_ids + ev.episode_ids + ev.recall_ids)
+
+    def note_all_receipts(self) -> None:
+        """:meth:`note_receipts` of every receipt the state holds (at open)."""
+        if self.store.log.sealer is not None:
+            log = self.store.log
+            self.note_receipts([ev for seq in self.store.projector.seqs_of("erased")
+                                if isinstance(ev := log.get_raw(seq), FactsErased)])
+
+    def finish_if_interrupted(self) -> None:
+        """A writer holding the writer lock that finds an erasure under way in the key file
+        finishes it: an erasure holds the lock from its start to its end, so its writer died
+        (on a server, the tables and the shared checkpoint would hold the texts until the next
+        writer's open otherwise)."""
+        store = self.store
+        sealer = store.log.sealer
+        if self.active or sealer is None or store.log.read_only or not sealer.keys.erasing_now():
+            return
+        sealer.keys.reread()
+        self.finish()
 
     def follow(self, namespaces: list[str]) -> None:
         """Another process logged erasure receipts in ``namespaces`` (a store on a server, where
@@ -148,6 +185,15 @@ class Shredding:
         """The writer's open: finish an erasure a crash interrupted; on a log restored (or cut
         back) from before erasures its key file records, log their receipts, give the erased
         seqs after the log's end new keys, and replace the derived state."""
+        if self.active:
+            return
+        self.active = True
+        try:
+            self._finish()
+        finally:
+            self.active = False
+
+    def _finish(self) -> None:
         store = self.store
         log = store.log
         keys = self.keys()

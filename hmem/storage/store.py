@@ -116,6 +116,7 @@ class Store:
                 self.notes.append(f"log recovery: {self.log.recovery}")
             self.projector = self._loaded()
             self.catch_up()
+            self.shredding.note_all_receipts()
             if not read_only:
                 with self.log.writing():
                     self.catch_up()
@@ -149,19 +150,25 @@ class Store:
         if self.follows:
             self.log.refresh()
             self.backend.refresh()
-        erased: dict[str, None] = {}
+        receipts: list[FactsErased] = []
 
         def noting_receipts(events: Iterable[Event]) -> Iterator[Event]:
             for ev in events:
                 if isinstance(ev, FactsErased):
-                    erased[ev.namespace] = None
+                    receipts.append(ev)
                 yield ev
 
         n = self.projector.apply_all(
             noting_receipts(self.log.read(self.projector.last_seq + 1)), bulk=True)
-        if erased:  # another process erased: what this one holds of those goes
-            self.shredding.follow(list(erased))
+        if receipts:  # another process erased: what this one holds of those goes
+            self.shredding.note_receipts(receipts)
+            self.shredding.follow(list(dict.fromkeys(ev.namespace for ev in receipts)))
         return n
+
+    def finish_interrupted_erasure(self) -> None:
+        """Under the writer lock: finish an erasure whose writer died (see
+        :meth:`Shredding.finish_if_interrupted`)."""
+        self.shredding.finish_if_interrupted()
 
     # ------------------------------------------------------------------ writing
 
@@ -193,6 +200,7 @@ class Store:
         with self.log.writing():
             if self.shared:
                 self.catch_up()
+                self.shredding.finish_if_interrupted()
             return self._append_batch(events, dict(links or {}), durable, checked)
 
     def check_batch(self, events: Sequence[EventBase], links: Mapping[int, int]) -> None:

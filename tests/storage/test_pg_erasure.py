@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from eventlog.events import EpisodeRecorded
+from eventlog.events import EpisodeRecorded, FactRemembered
 from hmem import Memory
 from hmem.errors import KeyFileDamaged, KeyFileMissing
 from hmem.storage import shredding
 from hmem.storage.copy import copy_store
 from hmem.storage.server_keys import keys_home
 from hmem.storage.targets import verify_log_at
+from projections import checkpoint
 from projections.server_tables import store_id
 from tests.storage.test_erasure import files_holding
 from tests.support.pg_support import drop_store, fresh_store_url, psycopg
@@ -309,3 +310,95 @@ def test_a_database_backup_restored_after_an_erasure_serves_nothing_it_erased(
         assert w.get(first).text == "" and w.verify().ok
     assert rows_holding(url, "4815162342") == []
     assert files_holding([tmp_path], b"4815162342") == []
+
+
+def test_a_text_written_through_a_group_is_erased_from_the_staged_writes_too(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write another writer's group appended leaves its staged row (its texts in the clear)
+    until the erasure deletes the settled rows."""
+    at_host(monkeypatch, tmp_path / "host")
+    with Memory(url, embedder=None) as a, Memory(url, embedder=None) as b:
+        group = b.store.group
+        assert group is not None
+        staged = FactRemembered(subject="alice", text=SECRET, tx_at=datetime.now(timezone.utc))
+        uid = group.stage([staged], {})
+        a.remember("bob", KEPT)  # a leads: b's write goes in its group
+        first, why = group.wait_for(uid)
+        assert not why and rows_holding(url, "4815162342")
+        a.erase(fact=first)
+    assert rows_holding(url, "4815162342") == []
+
+
+def test_every_read_of_another_host_shows_a_receipts_facts_erased_before_their_keys_go(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the state: the events a why shows, the logged recalls, the log itself, read
+    through a process that folded the receipt while the keys are still there."""
+    monkeypatch.setattr(shredding, "shred", lambda *_: None)  # the keys are never destroyed
+    at_host(monkeypatch, tmp_path / "host-a")
+    with Memory(url, embedder=None, clock=clock(), log_recalls=True) as a:
+        first = a.remember("alice", SECRET)
+        a.recall("locker code", subject="alice")
+    at_host(monkeypatch, tmp_path / "host-b")
+    with Memory(url, embedder=None, read_only=True) as b:
+        assert b.get(first).text == SECRET
+        at_host(monkeypatch, tmp_path / "host-a")
+        with Memory(url, embedder=None, clock=clock()) as a:
+            a.erase(subject="alice")
+        assert b.get(first).text == ""
+        assert "4815162342" not in str(b.why(first))
+        assert all("4815" not in (getattr(e, "text", "") or "") for e in b.why(first).events)
+        assert all("locker" not in r.query for r in b.recalls())
+        assert all("4815162342" not in getattr(ev, "text", "") for ev in b.store.log.read())
+
+
+def test_an_erasure_whose_checkpoint_cannot_be_published_leaves_no_text_on_the_server(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at_host(monkeypatch, tmp_path / "host")
+    with Memory(url, embedder=None, clock=clock()) as a:
+        first = a.remember("alice", SECRET)
+        a.remember("bob", KEPT)
+    assert rows_holding(url, "4815162342")
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with Memory(url, embedder=None, clock=clock()) as a:
+        monkeypatch.setattr(checkpoint, "save", full)
+        a.erase(fact=first)
+        assert rows_holding(url, "4815162342") == []  # the namespace's shared part went too
+        monkeypatch.undo()
+    at_host(monkeypatch, tmp_path / "new-host")  # a new host replays the namespace
+    with Memory(url, embedder=None, read_only=True) as r:
+        assert [h.text for h in r.recall("locker code oolong").hits] == [KEPT]
+
+
+def test_a_writer_finishes_an_erasure_whose_writer_died_after_its_receipt(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived writer elsewhere that takes the writer lock and finds an erasure under way
+    finishes it (the erasing writer held the lock throughout, so it died): the tables and the
+    shared checkpoint lose the texts without waiting for some writer's open."""
+    at_host(monkeypatch, tmp_path / "host-a")
+    with Memory(url, embedder=None, clock=clock()) as a:
+        first = a.remember("alice", SECRET)
+        a.remember("bob", KEPT)
+    other = Memory(url, embedder=None, clock=clock())  # opened before the erasure
+    try:
+        def dies(*_: object) -> None:
+            raise OSError("the key file's disk went away")
+
+        monkeypatch.setattr(shredding, "shred", dies)
+        with Memory(url, embedder=None, clock=clock()) as a:
+            with pytest.raises(OSError):
+                a.erase(fact=first)
+        monkeypatch.undo()
+        assert rows_holding(url, "4815162342")  # the tables still hold it
+        other.remember("carol", "Carol keeps bees")  # a write under the lock finishes it
+        assert any("finished an erasure" in n for n in other.notes)
+        assert rows_holding(url, "4815162342") == []
+        assert other.get(first).text == "" and other.verify().ok
+    finally:
+        other.close()
