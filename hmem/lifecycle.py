@@ -138,6 +138,7 @@ class LifecycleMethods(StoreHandle):
         keys = store.shredding.keys()
         with store.lock, store.backend.excluding_readers("an erasure"), store.log.writing():
             store.catch_up()  # a shared writer: what the others appended first
+            store.shredding.finish_if_interrupted()  # an earlier erasure its writer left
             space = store.projector.space(self.namespace)
             events = space.events
             named = subject_key(subject) if isinstance(subject, str) else None
@@ -170,7 +171,14 @@ class LifecycleMethods(StoreHandle):
             except BaseException:
                 store.shredding.abandon()  # nothing was logged: nothing to finish
                 raise
-            store.shredding.erased(stamped.seq)
+            # from now on this process reads what the receipt names as erased, even if
+            # destroying the keys fails below (the next writer to take the lock finishes it)
+            store.shredding.note_receipts([stamped])
+            try:
+                store.shredding.erased(stamped.seq)
+            except BaseException:
+                store.shredding.follow([self.namespace])
+                raise
             self.copies.clear()
         done, missed = rewrite_exports(self)
         keys.mark(exports_pending=False)

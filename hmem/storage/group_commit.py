@@ -165,8 +165,10 @@ class GroupCommit:
                     raise StoreLocked(
                         f"another writer of {self.log.where()} held the store for "
                         f"{self.log.lock_wait:g} s; nothing of this call was stored: try again")
-        except (HmemError, self._errors()) as e:
+        except BaseException as e:  # an interrupt too: a staged write is never left behind
             known, final = self._unstage(uid)  # waits for a leader holding the row
+            if not isinstance(e, Exception):
+                raise
             if not known:
                 raise self._unknown(e) from e
             if final is not None and not final[1]:
@@ -202,13 +204,15 @@ class GroupCommit:
         return None
 
     def _unstage(self, uid: int) -> tuple[bool, tuple[int, str] | None]:
-        """Delete the unit's row, waiting for a leader holding it however long its group
-        takes: (whether its fate is known, its result: None when it was still pending, so it
-        is never appended now). Not known: the server gone, or the row dropped."""
+        """Delete the unit's row, waiting for a leader holding it (up to three times the lock
+        wait): (whether its fate is known, its result: None when it was still pending, so it
+        is never appended now). Not known: the server gone, the leader stalled, or the row
+        dropped."""
         try:
             con = self.log.connection()
             with con.transaction():
-                con.execute("SET LOCAL lock_timeout = 0")
+                # a group holds it milliseconds: a leader that holds it this long is gone
+                con.execute(f"SET LOCAL lock_timeout = {int(self.log.lock_wait * 3000)}")
                 row = con.execute("DELETE FROM hmem_pending WHERE id = %s RETURNING first_seq, "
                                   "error", (uid,)).fetchone()
         except (HmemError, self._errors()):
@@ -266,9 +270,9 @@ class GroupCommit:
                 con.execute(  # rows their writers read, or no writer waits for
                     "DELETE FROM hmem_pending p WHERE staged_at < clock_timestamp() - "
                     "make_interval(secs => CASE WHEN first_seq IS NULL AND error IS NULL "
-                    "THEN %s ELSE %s END) OR (first_seq IS NULL AND error IS NULL AND NOT "
-                    "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = p.pid AND "
-                    "(a.backend_start = p.backend_start OR a.backend_start IS NULL)))",
+                    "THEN %s ELSE %s END) OR (first_seq IS NULL AND error IS NULL AND pid IS "
+                    "NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = "
+                    "p.pid AND (a.backend_start = p.backend_start OR a.backend_start IS NULL)))",
                     (ORPHANED, _SETTLED_KEPT))
                 rows = con.execute(
                     "SELECT id, unit FROM hmem_pending WHERE first_seq IS NULL AND error "

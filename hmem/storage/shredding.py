@@ -17,6 +17,7 @@ A reader that finds the flag set (a writer died mid-erasure) refuses to open
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Protocol
 
@@ -113,20 +114,25 @@ class Shredding:
         # shared at once where a backend shares it: the one other hosts fetch held the texts
         store.checkpoints.publish(store.projector, store.log, closing=True, scrubbed=True)
 
-    def note_receipts(self, receipts: list[FactsErased]) -> None:
-        """What ``receipts`` name is read as erased by this process from now on, whatever
-        the state of its keys (:attr:`eventlog.sealing.Sealer.erased`)."""
+    def note_receipts(self, receipts: Sequence[EventBase]) -> None:
+        """What the erasure receipts among ``receipts`` name is read as erased by this
+        process from now on, whatever the state of its keys
+        (:attr:`eventlog.sealing.Sealer.erased`)."""
         sealer = self.store.log.sealer
         if sealer is not None:
             for ev in receipts:
-                sealer.erased.update(ev.fact_ids + ev.episode_ids + ev.recall_ids)
+                if isinstance(ev, FactsErased):
+                    sealer.erased.update(ev.fact_ids + ev.episode_ids + ev.recall_ids)
 
     def note_all_receipts(self) -> None:
-        """:meth:`note_receipts` of every receipt the state holds (at open)."""
-        if self.store.log.sealer is not None:
-            log = self.store.log
+        """:meth:`note_receipts` of every receipt the state holds whose keys the key file does
+        not record destroyed (at open; normally none)."""
+        sealer = self.store.log.sealer
+        if sealer is not None:
+            log, done = self.store.log, sealer.keys.erased_through
             self.note_receipts([ev for seq in self.store.projector.seqs_of("erased")
-                                if isinstance(ev := log.get_raw(seq), FactsErased)])
+                                if seq > done and isinstance(ev := log.get_raw(seq),
+                                                             FactsErased)])
 
     def finish_if_interrupted(self) -> None:
         """A writer holding the writer lock that finds an erasure under way in the key file

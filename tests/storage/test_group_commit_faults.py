@@ -148,3 +148,39 @@ def test_a_write_staged_by_a_writer_that_died_is_never_appended(url: str) -> Non
         assert a.history("bob") == []  # never appended: its writer is gone
         with psycopg.connect(url) as con:
             assert con.execute("SELECT count(*) FROM hmem_pending").fetchone()[0] == 0
+
+
+def test_an_interrupted_writer_leaves_no_staged_write_behind(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Memory(url, embedder=None) as a, Memory(url, embedder=None) as b:
+        group = b.store.group
+        uid = group.stage([remembered("bob", "Bob's write the user cancelled")], {})
+
+        def interrupted(*_: object) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(group, "_await_group", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            group.wait_for(uid)
+        a.remember("ana", "Ana leads", dedup=False)
+        assert a.history("bob") == []
+
+
+def test_a_write_staged_by_an_earlier_hmem_without_its_session_is_still_appended(
+    url: str,
+) -> None:
+    """A writer of the release before (no session recorded) is not taken for a dead one."""
+    from hmem.storage.group_commit import GroupCommit
+
+    with Memory(url, embedder=None) as a:
+        a.remember("x", "first", dedup=False)
+        unit = GroupCommit(a.store.log, a.store)  # its encoding of a unit
+        with psycopg.connect(url, autocommit=True) as con:
+            con.execute("INSERT INTO hmem_pending (unit) VALUES (%s)", (
+                __import__("msgspec").msgpack.encode((
+                    [__import__("eventlog.events", fromlist=["x"]).encode_record(
+                        remembered("bob", "Bob from an older writer"))], [])),))
+        del unit
+        a.remember("ana", "Ana leads", dedup=False)
+        assert [f.text for f in a.history("bob")] == ["Bob from an older writer"]

@@ -235,7 +235,8 @@ def test_an_erasure_cut_short_after_its_receipt_leaks_nothing_and_is_finished_by
     with Memory(url, embedder=None) as w:
         assert any("finished an erasure" in n for n in w.notes)
     assert rows_holding(url, "4815162342") == []
-    assert files_holding([tmp_path / "host-a"], b"4815162342")  # until host A comes back
+    # the failed eraser dropped its host's cached part of the namespace at once
+    assert files_holding([tmp_path / "host-a"], b"4815162342") == []
     at_host(monkeypatch, tmp_path / "host-a")
     with Memory(url, embedder=None, read_only=True) as r:
         assert [h.text for h in r.recall("locker code oolong").hits] == [KEPT]
@@ -402,3 +403,37 @@ def test_a_writer_finishes_an_erasure_whose_writer_died_after_its_receipt(
         assert other.get(first).text == "" and other.verify().ok
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("backend", ["file", "postgres"])
+def test_an_erasure_left_unfinished_is_finished_by_the_next_erasure_and_never_read_meanwhile(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The erasing writer fails after logging its receipt: it reads the erased text no more
+    (every read), and its next erasure finishes the first one before its own (the first's key
+    destroyed, on a server no table row left)."""
+    from tests.support.backends import new_store
+
+    at_host(monkeypatch, tmp_path / "host")
+    with new_store(backend) as where, Memory(where, embedder=None, clock=clock()) as m:
+        first = m.remember("alice", SECRET)
+        second = m.remember("tom", "Tom hides the spare key under the zebra mat")
+        m.remember("bob", KEPT)
+
+        def dies(*_: object) -> None:
+            raise OSError("the key file's disk went away")
+
+        monkeypatch.setattr(shredding, "shred", dies)
+        with pytest.raises(OSError):
+            m.erase(fact=first)
+        monkeypatch.undo()
+        at_host(monkeypatch, tmp_path / "host")
+        assert m.get(first).text == ""
+        assert all("4815" not in (getattr(e, "text", "") or "") for e in m.why(first).events)
+        assert all("4815162342" not in getattr(ev, "text", "") for ev in m.store.log.read())
+        m.erase(fact=second)
+        keys = m.store.log.sealer.keys
+        assert keys.key(first) is None and keys.key(second) is None
+        assert not keys.erasing_now() and m.verify().ok
+        if backend == "postgres":
+            assert rows_holding(where, "4815162342") == [] and rows_holding(where, "zebra") == []
