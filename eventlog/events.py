@@ -194,6 +194,11 @@ class FactsErased(EventBase, frozen=True, tag="erased"):
     chain_head: str = ""
     subject_digest: str = ""
 
+    @property
+    def named(self) -> tuple[int, ...]:
+        """Every event the receipt erases: its facts, episodes and logged recalls."""
+        return self.fact_ids + self.episode_ids + self.recall_ids
+
 
 Event = (
     FactRemembered | FactRevised | FactForgotten | EmbeddingRecorded | EpisodeRecorded

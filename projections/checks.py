@@ -97,7 +97,7 @@ def check_fields(ev: EventBase, *, at_tx: bool = True) -> None:
         if ev.scope not in ERASE_SCOPES:
             raise InvalidInput(f"scope must be one of {ERASE_SCOPES}, not {ev.scope!r}")
         check_text("reason", ev.reason or "", MAX_NAME_CHARS, allow_empty=True)
-        ids = ev.fact_ids + ev.episode_ids + ev.recall_ids
+        ids = ev.named
         if not ids or len(set(ids)) != len(ids):
             raise InvalidInput("an erasure names each erased event once, and at least one")
 

@@ -236,8 +236,7 @@ def _folded(space: Space, log: Log, events: list[Event]) -> Space:
     """``space`` with ``events`` (of its namespace, as stored) opened and folded. An event an
     erasure receipt among them names is folded as erased whether its key is destroyed yet or
     not (another process's erasure destroys the keys after logging its receipt)."""
-    named = {seq for ev in events if isinstance(ev, FactsErased)
-             for seq in ev.fact_ids + ev.episode_ids + ev.recall_ids}
+    named = {seq for ev in events if isinstance(ev, FactsErased) for seq in ev.named}
     sealer = log.sealer
     opened = []
     for ev in events:

@@ -359,11 +359,6 @@ class GroupCommit:
 
         return psycopg.Error
 
-    def _lock_errors(self) -> type[Exception]:
-        import psycopg
-
-        return psycopg.errors.LockNotAvailable
-
 
 def _result(row: Any) -> tuple[int, str] | None:
     """A row's (first seq, why refused), None while it is pending."""

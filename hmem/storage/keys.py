@@ -152,7 +152,7 @@ def shred(log: Log, keys: KeyFile, receipt_seq: int) -> None:
     receipt = log.get_raw(receipt_seq)
     if not isinstance(receipt, FactsErased):
         raise KeyFileDamaged(f"event {receipt_seq} is no erasure receipt")
-    keys.erase(receipt.fact_ids + receipt.episode_ids + receipt.recall_ids, receipt_seq)
+    keys.erase(receipt.named, receipt_seq)
     keys.mark(erased_through=max(keys.erased_through, receipt_seq))
 
 
@@ -170,7 +170,7 @@ def missing_receipts(
     for seq in receipts:
         ev = log.get_raw(seq)
         assert isinstance(ev, FactsErased)
-        named.update(ev.fact_ids + ev.episode_ids + ev.recall_ids)
+        named.update(ev.named)
     groups: dict[str, dict[str, list[int]]] = {}
     for seq in keys.erased_seqs(log.last_seq):
         if seq not in named:

@@ -122,7 +122,7 @@ class Shredding:
         if sealer is not None:
             for ev in receipts:
                 if isinstance(ev, FactsErased):
-                    sealer.erased.update(ev.fact_ids + ev.episode_ids + ev.recall_ids)
+                    sealer.erased.update(ev.named)
 
     def note_all_receipts(self) -> None:
         """:meth:`note_receipts` of every receipt the state holds whose keys the key file does

@@ -246,7 +246,6 @@ class Store:
             self.maybe_publish()
         return stamped
 
-
     def _check(
         self, events: Sequence[EventBase], links: Mapping[int, int], checked: Collection[int]
     ) -> None:

@@ -8,7 +8,6 @@ writers (each its own connections); threads make them write at once."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pytest
@@ -16,14 +15,7 @@ import pytest
 from eventlog.events import FactRemembered, FactRevised
 from hmem import Memory
 from hmem.errors import FactAlreadyForgotten
-from tests.support.pg_support import drop_store, fresh_store_url, psycopg
-
-
-@pytest.fixture
-def url() -> Iterator[str]:
-    url = fresh_store_url()
-    yield url
-    drop_store(url)
+from tests.support.pg_support import psycopg
 
 
 def remembered(subject: str, text: str) -> FactRemembered:

@@ -7,25 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from datetime import datetime, timezone
 
 import pytest
 
-from eventlog.events import FactRemembered
 from hmem import Memory
-from tests.support.pg_support import drop_store, fresh_store_url, psycopg
-
-
-@pytest.fixture
-def url() -> Iterator[str]:
-    url = fresh_store_url()
-    yield url
-    drop_store(url)
-
-
-def remembered(subject: str, text: str) -> FactRemembered:
-    return FactRemembered(subject=subject, text=text, tx_at=datetime.now(timezone.utc))
+from tests.storage.test_group_commit import remembered
+from tests.support.pg_support import psycopg
 
 
 def test_a_writer_that_gives_up_while_a_group_holds_its_write_learns_it_was_stored(

@@ -5,7 +5,6 @@ first finds the words it looks for, so that it can fail."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,6 @@ from tests.support.pg_support import drop_store, fresh_store_url, psycopg
 SECRET = "Alice's locker code is 4815162342"
 MOVED = "Alice moved to Reykjavik-Nordurmyri"
 KEPT = "Bob drinks oolong every morning"
-
-
-@pytest.fixture
-def url() -> Iterator[str]:
-    url = fresh_store_url()
-    yield url
-    drop_store(url)
 
 
 def clock() -> Any:
