@@ -70,16 +70,14 @@ class ServerBackend:
             sid = server_tables.store_id(log.con)
             if sid is None:  # a log written without hmem's tables (e.g. by a bare PgLog)
                 sid = "log-" + (log.chain_at(1).hex()[:16] if log.last_seq else "empty")
-            # a log without hmem's tables (no binding) stays in the clear
-            self._key_path = None if sid.startswith("log-") else server_key_path(key_file, sid)
-            if self._key_path is None:
-                pass
-            elif read_only:
-                log.sealer = open_server_sealer(log, self.shown, self._key_path, seal=False)
-            else:
-                with log.writing():  # one writer makes the key file of a new store
-                    log.refresh()
-                    log.sealer = open_server_sealer(log, self.shown, self._key_path, seal=seal)
+            if not sid.startswith("log-"):  # a log without hmem's tables stays in the clear
+                self._key_path = server_key_path(key_file, sid)
+                if read_only:
+                    log.sealer = open_server_sealer(log, self.shown, self._key_path, seal=False)
+                else:
+                    with log.writing():  # one writer makes the key file of a new store
+                        log.sealer = open_server_sealer(log, self.shown, self._key_path,
+                                                        seal=seal)
         except BaseException:
             self.close()
             raise
