@@ -125,12 +125,20 @@ class PgLog:
             elif not self._made():  # DDL only once: it locks the table against every writer
                 with self.con.transaction():  # one creator at a time: concurrent CREATEs collide
                     self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
-                    self.con.execute(SCHEMA)
+                    # made while this one waited: its DROP TRIGGER would queue behind a
+                    # writer's read of hmem_log, and every read of hmem_log behind it
+                    if not self._made():
+                        self.con.execute(SCHEMA)
             self.refresh()
         except psycopg.errors.InsufficientPrivilege as e:
             refused = denied(self.url, self.con.info.user, self.read_only, e)
             self.con.close()
             raise refused from None
+        except psycopg.errors.LockNotAvailable as e:
+            locked = StoreLocked(f"another writer of {self.where()} held the log for "
+                                 f"{self.lock_wait:g} s while this one opened it; try again")
+            self.con.close()
+            raise locked from e
         except BaseException:
             self.con.close()
             raise

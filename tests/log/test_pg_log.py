@@ -18,7 +18,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra: pip install 'hmem[postgres]'")
 
 from bench.pg_server import PgServer  # noqa: E402
-from eventlog.errors import ServerLogCorrupted  # noqa: E402
+from eventlog.errors import ServerLogCorrupted, StoreLocked  # noqa: E402
 from eventlog.events import FactRemembered  # noqa: E402
 from eventlog.pg_log import PgLog  # noqa: E402
 
@@ -132,6 +132,29 @@ def _check(url: str, acked: dict[str, list[list[int]]]) -> None:
             assert [by_seq[s].text for s in seqs] == [f"{name} {i} {j}" for j in range(len(seqs))]
     times = [e.tx_at for e in events]
     assert times == sorted(times)
+
+
+def test_a_writer_that_finds_the_log_made_while_it_waited_to_make_it_opens_at_once(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers racing to make the log: one that saw no log, then took the creation lock after
+    another made it, makes nothing. (Making it again drops the log's triggers, which waits
+    for every writer holding the lock; a writer whose next statement then queues behind that
+    waits on itself, until the lock wait runs out.)"""
+    with PgLog(url) as holder, holder.writing():
+        real, looks = PgLog._made, itertools.count()
+        monkeypatch.setattr(PgLog, "_made", lambda self: next(looks) > 0 and real(self))
+        with PgLog(url, lock_wait=1) as late:  # its first look: not made yet
+            assert late.last_seq == 0
+        assert next(looks) == 2  # looked again under the creation lock
+
+
+def test_an_open_the_server_keeps_waiting_for_a_lock_is_store_locked(url: str) -> None:
+    PgLog(url).close()
+    with psycopg.connect(url) as con:  # a transaction holding hmem_log against every reader
+        con.execute("LOCK TABLE hmem_log IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(StoreLocked, match="held the log for 0.5 s while this one opened"):
+            PgLog(url, lock_wait=0.5)
 
 
 def test_four_writer_processes_append_without_a_gap(url: str) -> None:

@@ -92,6 +92,7 @@ def test_an_append_the_server_refuses_stores_nothing_and_is_forgotten(
 
 WRITER = """
 import sys
+import traceback
 from hmem import Memory
 from hmem.errors import HmemError
 url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -99,12 +100,14 @@ try:
     m = Memory(url, embedder=None)
 except Exception as e:  # the server was killed before this writer opened the store
     print("stopped", type(e).__name__, isinstance(e, HmemError), flush=True)
+    traceback.print_exc()
     n = 0
 for i in range(n):
     try:
         fid = m.remember(name, f"{name} note {i}", request_id=f"{name}-{i}")
     except Exception as e:
         print("stopped", type(e).__name__, isinstance(e, HmemError), flush=True)
+        traceback.print_exc()
         break
     print(fid, flush=True)
 """
@@ -135,6 +138,7 @@ def test_writer_processes_on_one_database(url: str) -> None:
     for name, p in zip("pqrs", _writers(url, 25), strict=True):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
+        assert "stopped" not in out, out + err  # the writer's traceback
         acked[name] = list(map(int, out.split()))
         assert len(acked[name]) == 25
     _check_acked(url, acked)
