@@ -79,6 +79,10 @@ _WRITER_LOCK = "SELECT one FROM hmem_writer FOR UPDATE"
 _MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 _PAGE = 10_000  # rows read per query
 _HEAD = "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
+# the rows after a seq, read in writing()'s round trip only when the lock was got (a
+# transaction skips no row it locked itself)
+_TAIL = ("SELECT seq, payload, chain FROM hmem_log WHERE seq > %s AND EXISTS (SELECT 1 FROM "
+         "hmem_writer FOR UPDATE SKIP LOCKED) ORDER BY seq LIMIT %s")
 def _us(t: datetime) -> int:
     return (t - EPOCH) // _MICROSECOND
 
@@ -109,6 +113,7 @@ class PgLog:
         self._head: tuple[int, bytes, int] = (0, ZERO_CHAIN, 0)
         self._chains: dict[int, bytes] = {}  # seq -> chain, of the last two heads seen
         self._fresh = False  # the head was read under the lock this writer holds
+        self._tail: tuple[int, list[Any]] = (0, [])  # rows read with the lock: (first seq, rows)
         self._lock_con: Any = None  # the writer lock's own connection (writing())
         try:
             self.con: Any = self._connect()
@@ -253,6 +258,10 @@ class PgLog:
                 got = lock.execute(_WRITER_LOCK + ("" if wait else " SKIP LOCKED"),
                                    prepare=False)
                 cursor = lock.execute(_HEAD, prepare=False)  # read once the pipeline synced
+                # what others appended since this writer's last look (its caller reads it
+                # next), when the lock was got: no round trip of its own
+                after = self.last_seq
+                tail = lock.execute(_TAIL, (after, _PAGE), prepare=False)
             if got.fetchone() is None:
                 raise self._psycopg.errors.LockNotAvailable("the writer lock is held")
             head = cursor.fetchone()
@@ -267,11 +276,12 @@ class PgLog:
         except self._psycopg.OperationalError as e:
             raise unavailable(self.url, e) from e
         self._held, self._fresh = 1, True
+        self._tail = (after + 1, tail.fetchall())
         self._set_head(head or (0, ZERO_CHAIN, 0))
         try:
             yield
         finally:
-            self._held, self._fresh = 0, False
+            self._held, self._fresh, self._tail = 0, False, (0, [])
             try:
                 if not (lock.closed or lock.broken):
                     lock.execute("ROLLBACK")  # the lock transaction wrote nothing
@@ -376,10 +386,15 @@ class PgLog:
 
     def _read(self, expect: int, last: int, chain: bytes) -> Iterator[Event]:
         while expect <= last:
-            page = self._execute(
-                "SELECT seq, payload, chain FROM hmem_log WHERE seq >= %s AND seq <= %s "
-                "ORDER BY seq LIMIT %s", (expect, last, _PAGE)
-            ).fetchall()
+            first, tail = self._tail
+            if tail and first == expect:  # read with the lock
+                self._tail = (0, [])
+                page = [row for row in tail if row[0] <= last]
+            else:
+                page = self._execute(
+                    "SELECT seq, payload, chain FROM hmem_log WHERE seq >= %s AND seq <= %s "
+                    "ORDER BY seq LIMIT %s", (expect, last, _PAGE)
+                ).fetchall()
             if not page:
                 raise ServerLogCorrupted(self.where(), expect, "the row is missing")
             for seq, payload, stored in page:

@@ -28,7 +28,7 @@ from eventlog.events import Event, EventBase, encode_record
 from eventlog.format import MAX_RECORD_BYTES, chain_next
 from eventlog.sealing import Sealer
 
-__all__ = ["Head", "Stamped", "check_links", "stamp"]
+__all__ = ["Head", "Stamped", "check_links", "stamp", "stamped_as"]
 
 
 class Head(NamedTuple):
@@ -78,12 +78,7 @@ def stamp(
         sealer.keys.reserve(seq + len(events))
     for j, ev in enumerate(events):
         seq += 1
-        changes: dict[str, Any] = {"seq": seq}
-        if ev.tx_at < last_tx:
-            changes["tx_at"] = last_tx
-        if j in links:
-            changes["fact_id"] = stamped[links[j]].seq
-        event: Any = msgspec.structs.replace(ev, **changes)
+        event = _numbered(ev, seq, last_tx, stamped[links[j]].seq if j in links else None)
         payload = encode_record(event if sealer is None else sealer.seal(event))
         if len(payload) > MAX_RECORD_BYTES:
             raise RecordRejected(
@@ -97,3 +92,30 @@ def stamp(
         chains.append(chain)
         last_tx = event.tx_at
     return Stamped(stamped, payloads, chains)
+
+
+def stamped_as(events: Sequence[EventBase], first_seq: int, first_tx: datetime,
+               links: Mapping[int, int] | None = None) -> list[Event]:
+    """``events`` as the append that logged the first of them at ``first_seq``, stamped
+    ``first_tx``, returned them from :func:`stamp` (a writer whose events another process
+    appended learns only those two)."""
+    links = links or {}
+    stamped: list[Event] = []
+    last_tx = first_tx
+    for j, ev in enumerate(events):
+        event = _numbered(ev, first_seq + j, last_tx,
+                          stamped[links[j]].seq if j in links else None)
+        stamped.append(event)
+        last_tx = event.tx_at
+    return stamped
+
+
+def _numbered(ev: EventBase, seq: int, last_tx: datetime, fact_id: int | None) -> Event:
+    """``ev`` with its seq, its tx time never before ``last_tx``, and its linked fact."""
+    changes: dict[str, Any] = {"seq": seq}
+    if ev.tx_at < last_tx:
+        changes["tx_at"] = last_tx
+    if fact_id is not None:
+        changes["fact_id"] = fact_id
+    event: Event = msgspec.structs.replace(ev, **changes)  # type: ignore[assignment]
+    return event

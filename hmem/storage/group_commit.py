@@ -37,12 +37,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import ExitStack
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import msgspec
 
 from eventlog.errors import HmemError, LogWriteFailed, StoreLocked
 from eventlog.events import (
+    EPOCH,
     EmbeddingRecorded,
     Event,
     EventBase,
@@ -52,6 +54,7 @@ from eventlog.events import (
     encode_record,
 )
 from eventlog.pg_log import PgLog
+from eventlog.stamping import stamped_as
 from projections.checks import check_fields
 
 __all__ = ["GroupCommit", "GroupedStore", "ORPHANED"]
@@ -62,7 +65,8 @@ _ATTEMPTS = 3  # stagings of one write the leaders refuse while the writer's own
 _NOTICE_WAIT = 0.02  # seconds a staged writer waits for a group's NOTIFY before it looks
 _PATIENCE = 0.05  # seconds after which any staged writer leads when the lock is free
 _SETTLED_KEPT = 60  # seconds a settled unit's row is kept for a writer that missed its NOTIFY
-_REFUSED, _NEXT = -1, -2  # what a NOTIFY tells a unit besides its first seq
+_REFUSED, _NEXT = -1, -2  # what a NOTIFY tells a unit besides where its events went
+_MICROSECOND = timedelta(microseconds=1)
 _UNIT = msgspec.msgpack.Decoder(tuple[list[bytes], list[tuple[int, int]]])
 _encoder = msgspec.msgpack.Encoder()
 
@@ -92,7 +96,9 @@ class GroupCommit:
         self.log = log
         self.store = store
         self._led: dict[int, list[Event]] = {}  # this writer's own unit, when it led
-        self._listening: dict[int, bool] = {}  # the connection that LISTENs, by id
+        self._stamped: dict[int, datetime] = {}  # its unit's first tx time, by first seq
+        # the connection that LISTENs (by id): its session (pid, backend start)
+        self._sessions: dict[int, tuple[Any, Any]] = {}
 
     def usable(self) -> bool:
         """Whether a write now may go through a group (not inside a writing() block: the lock
@@ -114,7 +120,7 @@ class GroupCommit:
             for _ in range(_ATTEMPTS):
                 first, refused = self.wait_for(self.stage(events, links))
                 if not refused:
-                    return self._mine(first, len(events))
+                    return self._mine(first, events, links)
                 self.store.catch_up()  # refused by a leader: this writer's own checks, now
                 self.store.check_batch(events, links)
         except self._errors() as e:  # the server went away: the write's fate is unknown
@@ -132,12 +138,17 @@ class GroupCommit:
         """Stage a write (its fields checked) for the next group; returns its unit's id."""
         unit = _encoder.encode(([encode_record(ev) for ev in events], sorted(links.items())))
         con = self.log.connection()
-        if not self._listening.get(id(con)):
+        session = self._sessions.get(id(con))
+        if session is None:
             con.execute("LISTEN hmem_pending")
-            self._listening = {id(con): True}
+            session = con.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = "
+                                  "pg_backend_pid()").fetchone()
+            self._sessions = {id(con): session}
+        for _ in con.notifies(timeout=0):  # earlier groups': none of them can name this unit
+            pass
         row = con.execute(  # with its session: a unit whose writer's session ended is dropped
-            "INSERT INTO hmem_pending (unit, pid, backend_start) SELECT %s, pid, backend_start "
-            "FROM pg_stat_activity WHERE pid = pg_backend_pid() RETURNING id", (unit,)).fetchone()
+            "INSERT INTO hmem_pending (unit, pid, backend_start) VALUES (%s, %s, %s) "
+            "RETURNING id", (unit, *session)).fetchone()
         return int(row[0])
 
     def wait_for(self, uid: int) -> tuple[int, str]:
@@ -148,12 +159,14 @@ class GroupCommit:
         try:
             while True:
                 heard = self._await_group(uid)  # a leader holds the lock: its NOTIFY
-                if heard == _REFUSED:
+                if isinstance(heard, tuple):
+                    first, tx_us = heard
+                    self._stamped[first] = EPOCH + tx_us * _MICROSECOND
+                    return (first, "")
+                if heard == _NEXT:
+                    settled, oldest = None, True
+                else:  # refused, or no word of it
                     settled, oldest = self._settled(uid)
-                elif heard == _NEXT or heard is None:
-                    settled, oldest = (None, True) if heard else self._settled(uid)
-                else:
-                    return (heard, "")
                 # the oldest waiting leads the next group; any, once the lock is free and it
                 # has waited a while (the oldest may be a writer that died)
                 if settled is None and (oldest or time.monotonic() - started > _PATIENCE):
@@ -190,10 +203,10 @@ class GroupCommit:
             raise self._unknown(LookupError(f"staged write {uid} is no longer there"))
         return _result(row[:2]), bool(row[2])
 
-    def _await_group(self, uid: int) -> int | None:
-        """Until a group's NOTIFY names the unit ``uid`` (or a while): the seq of its first
-        event, :data:`_REFUSED`, :data:`_NEXT` (this writer leads the next group), or None
-        (not named: look at the row)."""
+    def _await_group(self, uid: int) -> tuple[int, int] | int | None:
+        """Until a group's NOTIFY names the unit ``uid`` (or a while): the seq and tx time
+        (microseconds) of its first event, :data:`_REFUSED`, :data:`_NEXT` (this writer
+        leads the next group), or None (no word of it: look at the row)."""
         con = self.log.connection()
         until = time.monotonic() + _NOTICE_WAIT
         while (left := until - time.monotonic()) > 0:
@@ -221,15 +234,19 @@ class GroupCommit:
             return False, None
         return True, _result(row)
 
-    def _mine(self, first: int, n: int) -> list[Event]:
-        """This writer's events as logged, folded into its state."""
+    def _mine(self, first: int, events: Sequence[EventBase], links: Mapping[int, int]
+              ) -> list[Event]:
+        """This writer's events as logged (``first``: the seq of the first)."""
         led = self._led.pop(first, None)
         if led is not None:
             return led
-        # read, not folded: the state takes them in with the others' at its next catch-up
-        # (every read and every lead folds first), so a writer that only writes folds the
-        # others' events in batches, when it leads
-        return [self.log.get(seq) for seq in range(first, first + n)]
+        # not folded: the state takes them in with the others' at its next catch-up (every
+        # read and every lead folds first), so a writer that only writes folds the others'
+        # events in batches, when it leads
+        tx = self._stamped.pop(first, None)
+        if tx is not None:  # stamped here as the leader stamped them: no round trip
+            return stamped_as(events, first, tx, links)
+        return [self.log.get(seq) for seq in range(first, first + len(events))]
 
     # ------------------------------------------------------------------ leading
 
@@ -277,13 +294,14 @@ class GroupCommit:
                 rows = con.execute(
                     "SELECT id, unit FROM hmem_pending WHERE first_seq IS NULL AND error "
                     "IS NULL ORDER BY id LIMIT %s FOR UPDATE", (GROUP,)).fetchall()
-                results, mine, led = self._append_group(
+                results, firsts, mine, led = self._append_group(
                     [(int(i), bytes(u)) for i, u in rows], own, uid)
                 if results or rows:  # sent with the COMMIT: no round trip of its own
                     con.execute(
                         "SELECT pg_notify('hmem_pending', %s || coalesce(' next:' || (SELECT "
                         "min(id) FROM hmem_pending WHERE first_seq IS NULL AND error IS NULL "
-                        "AND NOT id = ANY(%s)), ''))", (_payload(results), list(results)))
+                        "AND NOT id = ANY(%s)), ''))",
+                        (_payload(results, firsts), list(results)))
         except BaseException as e:
             store.diverged = True  # folded, then not committed: loaded again
             if isinstance(e, HmemError) or not isinstance(e, self._errors()):
@@ -295,10 +313,12 @@ class GroupCommit:
     def _append_group(
         self, rows: list[tuple[int, bytes]],
         own: tuple[Sequence[EventBase], Mapping[int, int]] | None, uid: int,
-    ) -> tuple[dict[int, tuple[int, str]], list[Event], dict[int, list[Event]]]:
+    ) -> tuple[dict[int, tuple[int, str]], dict[int, datetime], list[Event],
+               dict[int, list[Event]]]:
         """Append ``own`` (checked) with each unit of ``rows`` that passes its checks as one
         batch and record every result, in the caller's transaction; returns the results by
-        unit id, ``own`` as logged and the unit ``uid`` as logged (by its first seq). A unit
+        unit id, the tx time of each appended unit's first event, ``own`` as logged and the
+        unit ``uid`` as logged (by its first seq). A unit
         that cannot be read or checked (a newer hmem's, say) is refused, saying why."""
         store, con = self.store, self.log.connection()
         refused: dict[int, str] = {}
@@ -328,6 +348,7 @@ class GroupCommit:
             except HmemError:  # they pass alone, not together: the first one alone
                 taken = taken[:1]
         results: dict[int, tuple[int, str]] = {i: (0, why) for i, why in refused.items()}
+        firsts: dict[int, datetime] = {}
         mine: list[Event] = []
         led: dict[int, list[Event]] = {}
         if taken:
@@ -341,6 +362,7 @@ class GroupCommit:
                         mine = logged
                         continue
                     results[row_id] = (logged[0].seq, "")
+                    firsts[row_id] = logged[0].tx_at
                     if row_id == uid:
                         led[logged[0].seq] = logged
                 with con.cursor() as cur:
@@ -352,7 +374,7 @@ class GroupCommit:
             with con.cursor() as cur:
                 cur.executemany("UPDATE hmem_pending SET error = %s WHERE id = %s",
                                 [(why, i) for i, why in refused.items()])
-        return results, mine, led
+        return results, firsts, mine, led
 
     def _errors(self) -> type[Exception]:
         import psycopg
@@ -393,14 +415,16 @@ def _merged(taken: list[tuple[int, Sequence[EventBase], Mapping[int, int]]]
     return merged, links, starts
 
 
-def _payload(results: Mapping[int, tuple[int, str]]) -> str:
-    """A group's NOTIFY: ``id:seq`` of each appended unit, ``id:!`` of each refused one (the
-    server adds ``next:id``, the oldest unit still pending, whose writer leads the next
-    group)."""
-    return " ".join(f"{i}:{seq}" if not why else f"{i}:!" for i, (seq, why) in results.items())
+def _payload(results: Mapping[int, tuple[int, str]], firsts: Mapping[int, datetime]) -> str:
+    """A group's NOTIFY: ``id:seq:us`` of each appended unit (the seq of its first event and
+    that event's tx time in microseconds: its writer stamps its events as the leader did),
+    ``id:!`` of each refused one (the server adds ``next:id``, the oldest unit still
+    pending, whose writer leads the next group)."""
+    return " ".join(f"{i}:{seq}:{(firsts[i] - EPOCH) // _MICROSECOND}" if not why
+                    else f"{i}:!" for i, (seq, why) in results.items())
 
 
-def _named(payload: str, uid: int) -> int | None:
+def _named(payload: str, uid: int) -> tuple[int, int] | int | None:
     """What a group's NOTIFY says of the unit ``uid`` (see :meth:`GroupCommit._await_group`)."""
     mine, leads = f"{uid}:", f"next:{uid}"
     for word in payload.split():
@@ -408,5 +432,8 @@ def _named(payload: str, uid: int) -> int | None:
             return _NEXT
         if word.startswith(mine):
             rest = word[len(mine):]
-            return _REFUSED if rest == "!" else int(rest)
+            if rest == "!":
+                return _REFUSED
+            seq, tx_us = rest.split(":")
+            return int(seq), int(tx_us)
     return None

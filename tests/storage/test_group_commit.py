@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from eventlog.events import FactRemembered, FactRevised
+from eventlog.events import EmbeddingRecorded, FactRemembered, FactRevised
 from hmem import Memory
 from hmem.errors import FactAlreadyForgotten
 from tests.support.pg_support import psycopg
@@ -51,6 +51,26 @@ def test_writes_staged_while_another_leads_are_appended_in_its_group_in_one_tran
         assert [h.text for h in b.history("bob")] == [f"Bob note {i}" for i in range(3)]
         assert a.verify().ok and b.verify().ok
     assert pending(url) == 0
+
+
+def test_a_writer_whose_write_another_led_returns_its_events_as_the_log_holds_them(
+    url: str,
+) -> None:
+    """Told only the seq and tx time of its first event, a writer stamps its events as the
+    leader did: seqs, a link to an earlier event of its write, a tx time the log moved past."""
+    with Memory(url, embedder=None) as a, Memory(url, embedder=None) as b:
+        group = b.store.group
+        assert group is not None
+        long_ago = datetime(2001, 1, 1, tzinfo=timezone.utc)
+        events = [FactRemembered(subject="bob", text="Bob note", tx_at=long_ago),
+                  EmbeddingRecorded(fact_id=0, model="m", dims=2, vector=bytes(8), tx_at=long_ago)]
+        uid = group.stage(events, {1: 0})
+        a.remember("ana", "Ana leads", dedup=False)
+        first, why = group.wait_for(uid)
+        assert why == ""
+        got = group._mine(first, events, {1: 0})
+        assert got == [b.store.log.get(seq) for seq in (first, first + 1)]
+        assert got[1].fact_id == first and got[0].tx_at > long_ago
 
 
 def test_a_staged_write_that_no_longer_passes_its_checks_is_refused_saying_why(

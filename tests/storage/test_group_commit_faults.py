@@ -73,11 +73,11 @@ def test_a_failed_group_leaves_nothing_a_later_write_is_taken_for(
         real = group_commit._payload
         calls = []
 
-        def fails_once(results):  # type: ignore[no-untyped-def]
+        def fails_once(results, firsts):  # type: ignore[no-untyped-def]
             calls.append(1)
             if len(calls) == 1:  # the group's COMMIT is lost (here: before it is sent)
                 raise psycopg.OperationalError("server closed the connection unexpectedly")
-            return real(results)
+            return real(results, firsts)
 
         monkeypatch.setattr(group_commit, "_payload", fails_once)
         uid1 = b.store.group.stage([remembered("bob", "one")], {})
@@ -86,11 +86,12 @@ def test_a_failed_group_leaves_nothing_a_later_write_is_taken_for(
         assert b.store.group._led == {}
         b.store.diverged = False
         b.store.catch_up()
-        uid2 = b.store.group.stage([remembered("bob", "two"), remembered("bob", "three")], {})
+        events = [remembered("bob", "two"), remembered("bob", "three")]
+        uid2 = b.store.group.stage(events, {})
         uid_a = a.store.group.stage([remembered("ana", "ana")], {})
         assert a.store.group.wait_for(uid_a)[1] == ""  # a leads: b's uid2 first
         first, _ = b.store.group.wait_for(uid2)
-        got = b.store.group._mine(first, 2)
+        got = b.store.group._mine(first, events, {})
         assert [e.text for e in got] == ["two", "three"]
 
 
