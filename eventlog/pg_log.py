@@ -79,6 +79,8 @@ _WRITER_LOCK = "SELECT one FROM hmem_writer FOR UPDATE"
 _MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 _PAGE = 10_000  # rows read per query
 _HEAD = "SELECT seq, chain, tx_us FROM hmem_log ORDER BY seq DESC LIMIT 1"
+_INSERT = ("INSERT INTO hmem_log (seq, payload, chain, tx_us) SELECT * FROM "
+           "unnest(%b::bigint[], %b::bytea[], %b::bytea[], %b::bigint[])")
 # the rows after a seq, read in writing()'s round trip only when the lock was got (a
 # transaction skips no row it locked itself)
 _TAIL = ("SELECT seq, payload, chain FROM hmem_log WHERE seq > %s AND EXISTS (SELECT 1 FROM "
@@ -338,11 +340,9 @@ class PgLog:
                     (ev.seq, payload, chain, _us(ev.tx_at))
                     for ev, payload, chain in zip(*stamped, strict=True)
                 ]
-                with con.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO hmem_log (seq, payload, chain, tx_us) VALUES (%s, %s, %s, %s)",
-                        rows,
-                    )
+                for start in range(0, len(rows), _PAGE):  # one statement, not one a row
+                    chunk = rows[start:start + _PAGE]
+                    con.execute(_INSERT, [[row[k] for row in chunk] for k in range(4)])
                 if then is not None:
                     then(stamped.events)
         except self._psycopg.errors.LockNotAvailable as e:

@@ -38,6 +38,7 @@ import numpy as np
 from eventlog.events import EPOCH, EpisodeRecorded, Event, RecallServed
 from projections.projector import Projector
 from projections.records import Episode, Vector
+from projections.sql_insert import insert_rows
 from projections.timeutil import to_us
 
 __all__ = [
@@ -204,12 +205,8 @@ def rewrite_namespaces(con: Any, projector: Projector, namespaces: Iterable[str]
 
 
 def _insert(con: Any, rows: dict[str, list[tuple[Any, ...]]]) -> None:
-    with con.cursor() as cur:
-        for table, table_rows in rows.items():
-            if table_rows:
-                columns = RECORD_TABLES[table]
-                cur.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-                                f"({', '.join(['%s'] * len(columns))})", table_rows)
+    for table, table_rows in rows.items():
+        insert_rows(con, table, RECORD_TABLES[table], table_rows)
 
 
 def embedded_records(projector: Projector) -> dict[str, list[tuple[Any, ...]]]:

@@ -38,6 +38,7 @@ from projections.errors import InvalidInput
 from projections.fold_state import FactColumns
 from projections.projector import Projector
 from projections.server_records import RECORD_DDL, RECORD_TABLES, RECORD_WALL
+from projections.sql_insert import insert_rows
 from projections.sql_tables import TIME_COLUMNS, fact_rows, version_rows
 
 __all__ = [
@@ -245,11 +246,8 @@ def _insert(con: Any, state: FactColumns, ids: Sequence[int]) -> None:
 
 
 def _insert_rows(con: Any, facts: list[list[Any]], versions: list[list[Any]]) -> None:
-    with con.cursor() as cur:
-        cur.executemany(f"INSERT INTO hmem_facts (chain_id, {', '.join(FACT_COLUMNS)}) VALUES "
-                        f"({', '.join(['%s'] * (len(FACT_COLUMNS) + 1))})", facts)
-        cur.executemany(f"INSERT INTO hmem_fact_versions ({_VERSION_COLUMNS}) VALUES "
-                        f"(%s, %s, %s, %s, %s, %s, %s, %s)", versions)
+    insert_rows(con, "hmem_facts", ("chain_id", *FACT_COLUMNS), facts)
+    insert_rows(con, "hmem_fact_versions", _VERSION_COLUMNS.split(", "), versions)
 
 
 def _rewrite(con: Any, projector: Projector, *, copy: bool) -> None:
@@ -291,11 +289,8 @@ def _rows(state: FactColumns, ids: Sequence[int]) -> tuple[list[list[Any]], list
         return [], []
     chains = {fid: _chain_id(state, fid) for fid in ids}
     facts = fact_rows(state, ids)
-    columns = [facts[c] for c in FACT_COLUMNS]
-    fact_out = []
-    for values in zip(*columns, strict=True):
-        row = [_value(name, v) for name, v in zip(FACT_COLUMNS, values, strict=True)]
-        fact_out.append([chains[row[0]], *row])
+    columns = [_column(name, facts[name]) for name in FACT_COLUMNS]  # column by column
+    fact_out = [[chains[row[0]], *row] for row in zip(*columns, strict=True)]
     v = version_rows(state, ids)
     version_out = [
         [fid, no, chains[fid], ns, _range(vf, vt), _range(tf, tt), tfs, tts]
@@ -334,20 +329,19 @@ def _range(start: int, end: int | None) -> str:
     return f'["{_time(start).isoformat()}",{upper})'
 
 
-def _value(name: str, value: Any) -> Any:
-    if value is None or value is np.ma.masked:
-        return None
+def _column(name: str, values: Any) -> list[Any]:
+    """A column of the fold's rows as the server takes it: NULL for a masked value, times as
+    datetimes, a NUL in a text as U+FFFD."""
+    if isinstance(values, np.ma.MaskedArray):
+        out = [None if masked else x for x, masked in
+               zip(values.data.tolist(), np.ma.getmaskarray(values).tolist(), strict=True)]
+    else:
+        out = values.tolist()
     if name.endswith("_at"):
-        return _time(int(value))
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, str):
-        return value.replace("\x00", NUL_SHOWN)
-    if isinstance(value, list):
-        return [v.replace("\x00", NUL_SHOWN) if isinstance(v, str) else v for v in value]
-    return value
+        return [None if x is None else _time(int(x)) for x in out]
+    if values.dtype == object:
+        return [_shown(x.tolist() if isinstance(x, np.ndarray) else x) for x in out]
+    return out
 
 
 def grant_namespace(con: Any, role: str, namespace: str) -> None:

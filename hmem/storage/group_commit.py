@@ -365,15 +365,16 @@ class GroupCommit:
                     firsts[row_id] = logged[0].tx_at
                     if row_id == uid:
                         led[logged[0].seq] = logged
-                with con.cursor() as cur:
-                    cur.executemany("UPDATE hmem_pending SET first_seq = %s WHERE id = %s",
-                                    [(results[i][0], i) for i, _, _ in taken if i])
+                done = [i for i, _, _ in taken if i]
+                con.execute("UPDATE hmem_pending p SET first_seq = r.seq FROM unnest(%s::bigint[], "
+                            "%s::bigint[]) r(id, seq) WHERE p.id = r.id",
+                            (done, [results[i][0] for i in done]))
 
             store.append_checked(merged, links, settle)
         if refused:
-            with con.cursor() as cur:
-                cur.executemany("UPDATE hmem_pending SET error = %s WHERE id = %s",
-                                [(why, i) for i, why in refused.items()])
+            con.execute("UPDATE hmem_pending p SET error = r.why FROM unnest(%s::bigint[], "
+                        "%s::text[]) r(id, why) WHERE p.id = r.id",
+                        (list(refused), list(refused.values())))
         return results, firsts, mine, led
 
     def _errors(self) -> type[Exception]:
