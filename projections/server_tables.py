@@ -340,7 +340,8 @@ def _column(name: str, values: Any) -> list[Any]:
     if name.endswith("_at"):
         return [None if x is None else _time(int(x)) for x in out]
     if values.dtype == object:
-        return [_shown(x.tolist() if isinstance(x, np.ndarray) else x) for x in out]
+        return [_shown(x.tolist() if isinstance(x, np.ndarray | np.generic) else x)
+                for x in out]
     return out
 
 

@@ -1,6 +1,7 @@
-"""numpy's BLAS threads while the local model runs: one process-wide limit of one thread, held
-while any call needs it (counted, so that calls which overlap never restore each other's limits
-out of order) and lifted when the last one ends.
+"""numpy's BLAS threads while the local model runs, or a recall scores a few thousand vectors:
+one process-wide limit of one thread, held while any call needs it (counted, so that calls
+which overlap never restore each other's limits out of order) and lifted when the last one
+ends.
 
 A one-thread BLAS is what the model's small products want: a query's embedding is a few dozen
 tokens, for which BLAS threads cost more to wake than they save, and on a machine whose cores

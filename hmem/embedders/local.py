@@ -20,8 +20,9 @@ call of several batches runs them on ``threads`` worker threads with one BLAS th
 (hmem/embedders/blas.py: a process-wide limit held while such calls run), so that numpy's
 single-threaded elementwise work runs on every core too; a larger single batch runs on BLAS as
 configured. The background worker embeds with :meth:`LocalEmbedder.embed_behind`: every core
-but one, so that queries keep one. Tokenisation runs in the Rust
-tokenizer. Once loaded the embedder holds no mutable state: ``embed`` is thread-safe.
+but one, so that queries keep one, in a child process (hmem/embedders/child_process.py).
+Tokenisation runs in the Rust tokenizer. Once loaded the embedder holds no mutable state:
+``embed`` is thread-safe.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import json
 import math
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -41,6 +43,7 @@ import numpy as np
 
 from hmem.embedders.base import check_output, check_texts
 from hmem.embedders.blas import one_blas_thread
+from hmem.embedders.child_process import ChildProcess
 from hmem.errors import EmbedderError, EmbedderUnavailable, InvalidInput
 
 __all__ = ["LocalEmbedder", "bundled_model_dir"]
@@ -81,7 +84,9 @@ class LocalEmbedder:
     ``batch_tokens``: texts are sorted by length and embedded in batches of about this many
     (padded) tokens, which bounds memory (~25 kB per token) and keeps padding small.
     ``threads``: worker threads for calls of several batches (default: the CPUs this process
-    may use; 1 runs batches one after another on numpy's BLAS as configured).
+    may use; 1 runs batches one after another on numpy's BLAS as configured). ``behind``:
+    where :meth:`embed_behind` (the background worker's calls) runs: ``"process"`` (default), a
+    child process holding its own copy of the weights; ``"thread"``, the calling thread.
 
     The constructor checks the files and the optional dependencies (raising
     :class:`EmbedderUnavailable` with the install command); the weights (~90 MB) are read on
@@ -98,6 +103,7 @@ class LocalEmbedder:
         max_seq_length: int | None = None,
         batch_tokens: int = 512,
         threads: int | None = None,
+        behind: str = "process",
     ) -> None:
         for module in ("tokenizers", "safetensors"):
             if find_spec(module) is None:
@@ -137,9 +143,13 @@ class LocalEmbedder:
         self.threads = _cpu_count() if threads is None else int(threads)
         if self.threads < 1:
             raise InvalidInput(f"threads must be positive, got {threads}")
+        if behind not in ("process", "thread"):
+            raise InvalidInput(f"behind must be 'process' or 'thread', got {behind!r}")
+        self.behind = behind
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._weights: _Weights | None = None
+        self._child: ChildProcess | None = None
 
     def __repr__(self) -> str:
         return f"LocalEmbedder({str(self.model_dir)!r}, max_seq_length={self.max_seq_length})"
@@ -178,8 +188,25 @@ class LocalEmbedder:
     def embed_behind(self, texts: Sequence[str]) -> np.ndarray:
         """:meth:`embed` for a background worker: the same vectors, on every core but one and
         with single-threaded BLAS, so that the queries a process answers meanwhile (their own
-        embedding, their ranking) keep a core to themselves."""
+        embedding, their ranking) keep a core to themselves; with ``behind="process"`` (the
+        default) in a child process (hmem/embedders/child_process.py), where it takes no turns
+        at this process's GIL."""
+        texts = check_texts(texts)
+        if self.behind == "process" and texts:
+            vectors = self._child_process().embed(texts, self.dims)
+            if vectors is not None:
+                return check_output(self, texts, vectors)
         return self._embed(texts, max(1, self.threads - 1), behind=True)
+
+    def _child_process(self) -> ChildProcess:
+        with self._lock:
+            if self._child is None:
+                self._child = ChildProcess("hmem.embedders.local:LocalEmbedder", {
+                    "model_dir": str(self.model_dir), "max_seq_length": self.max_seq_length,
+                    "batch_tokens": self.batch_tokens, "threads": self.threads,
+                    "behind": "thread"})
+                weakref.finalize(self, self._child.close)  # ends the child with the embedder
+            return self._child
 
     def _embed(self, texts: Sequence[str], threads: int, *, behind: bool) -> np.ndarray:
         texts = check_texts(texts)

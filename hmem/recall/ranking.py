@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields, replace
 from functools import partial
 
 import msgspec
 import numpy as np
 
+from hmem.embedders.blas import one_blas_thread
 from hmem.errors import InvalidInput
 from hmem.recall.evidence import Cosines, evident
 from hmem.recall.hits import Hit, RecallResult, context_of, hit_of
@@ -30,6 +32,7 @@ __all__ = [
 ]
 
 _DAY_US = 86_400 * 1_000_000
+_SMALL_PRODUCT = 1 << 22  # vector values a product reads on one BLAS thread (16 MB float32)
 FUSIONS = ("rrf", "weighted")
 DENSE_SEARCHES = ("auto", "exact", "codes")
 CODES_FROM = 20_000  # "auto" searches codes from this many vectors of the query's model on
@@ -198,12 +201,14 @@ def rank(
     lend_cosines = bool((alpha or beta) and config.dense_neighbors)
     if query_vector is not None and vectors is not None and _codes(config, vectors.count,
                                                                   lend_cosines):
-        docs, cosines = vectors.candidates(query_vector, n, visible(np.arange(n)),
-                                           max(config.dense_rerank, depth))
+        with _small_blas(n, vectors.dims):
+            docs, cosines = vectors.candidates(query_vector, n, visible(np.arange(n)),
+                                               max(config.dense_rerank, depth))
         lists["dense"] = _top(docs, cosines, depth)
         own_cosines = Cosines(n, docs, cosines, vectors, query_vector)
     elif query_vector is not None and vectors is not None:
-        cosines, has = vectors.scores(query_vector, n)
+        with _small_blas(n, vectors.dims):
+            cosines, has = vectors.scores(query_vector, n)
         docs = np.flatnonzero(has)
         own_cosines = Cosines(n, np.arange(n), np.where(has, cosines, -np.inf), vectors,
                               query_vector)
@@ -437,6 +442,13 @@ def _time_factor(
 
 _MIN_TOP = 32
 _NO_BOUND = Bound(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+def _small_blas(n: int, dims: int) -> AbstractContextManager[object]:
+    """One BLAS thread for a product over a few thousand vectors: a second thread saves
+    nothing there, and spins on a core after each call (a recall over 2,000 facts kept two
+    cores busy: a background embedder, another query or process on the machine went without)."""
+    return one_blas_thread() if n * dims <= _SMALL_PRODUCT else nullcontext()
 
 
 def ranked_order(score: np.ndarray, ids: np.ndarray, top: int) -> Iterator[int]:

@@ -97,8 +97,8 @@ class GroupCommit:
         self.store = store
         self._led: dict[int, list[Event]] = {}  # this writer's own unit, when it led
         self._stamped: dict[int, datetime] = {}  # its unit's first tx time, by first seq
-        # the connection that LISTENs (by id): its session (pid, backend start)
-        self._sessions: dict[int, tuple[Any, Any]] = {}
+        # the session that LISTENs (its server pid): its (pid, backend start), for its units
+        self._session: tuple[int, tuple[Any, Any]] = (0, (None, None))
 
     def usable(self) -> bool:
         """Whether a write now may go through a group (not inside a writing() block: the lock
@@ -138,12 +138,12 @@ class GroupCommit:
         """Stage a write (its fields checked) for the next group; returns its unit's id."""
         unit = _encoder.encode(([encode_record(ev) for ev in events], sorted(links.items())))
         con = self.log.connection()
-        session = self._sessions.get(id(con))
-        if session is None:
+        listening, session = self._session
+        if listening != con.info.backend_pid:  # a new connection (the server dropped one)
             con.execute("LISTEN hmem_pending")
             session = con.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = "
                                   "pg_backend_pid()").fetchone()
-            self._sessions = {id(con): session}
+            self._session = (con.info.backend_pid, session)
         for _ in con.notifies(timeout=0):  # earlier groups': none of them can name this unit
             pass
         row = con.execute(  # with its session: a unit whose writer's session ended is dropped
@@ -161,7 +161,8 @@ class GroupCommit:
                 heard = self._await_group(uid)  # a leader holds the lock: its NOTIFY
                 if isinstance(heard, tuple):
                     first, tx_us = heard
-                    self._stamped[first] = EPOCH + tx_us * _MICROSECOND
+                    if tx_us is not None:
+                        self._stamped[first] = EPOCH + tx_us * _MICROSECOND
                     return (first, "")
                 if heard == _NEXT:
                     settled, oldest = None, True
@@ -203,7 +204,7 @@ class GroupCommit:
             raise self._unknown(LookupError(f"staged write {uid} is no longer there"))
         return _result(row[:2]), bool(row[2])
 
-    def _await_group(self, uid: int) -> tuple[int, int] | int | None:
+    def _await_group(self, uid: int) -> tuple[int, int | None] | int | None:
         """Until a group's NOTIFY names the unit ``uid`` (or a while): the seq and tx time
         (microseconds) of its first event, :data:`_REFUSED`, :data:`_NEXT` (this writer
         leads the next group), or None (no word of it: look at the row)."""
@@ -366,9 +367,10 @@ class GroupCommit:
                     if row_id == uid:
                         led[logged[0].seq] = logged
                 done = [i for i, _, _ in taken if i]
-                con.execute("UPDATE hmem_pending p SET first_seq = r.seq FROM unnest(%s::bigint[], "
-                            "%s::bigint[]) r(id, seq) WHERE p.id = r.id",
-                            (done, [results[i][0] for i in done]))
+                if done:  # not for a lone write
+                    con.execute("UPDATE hmem_pending p SET first_seq = r.seq FROM unnest("
+                                "%s::bigint[], %s::bigint[]) r(id, seq) WHERE p.id = r.id",
+                                (done, [results[i][0] for i in done]))
 
             store.append_checked(merged, links, settle)
         if refused:
@@ -425,7 +427,7 @@ def _payload(results: Mapping[int, tuple[int, str]], firsts: Mapping[int, dateti
                     else f"{i}:!" for i, (seq, why) in results.items())
 
 
-def _named(payload: str, uid: int) -> tuple[int, int] | int | None:
+def _named(payload: str, uid: int) -> tuple[int, int | None] | int | None:
     """What a group's NOTIFY says of the unit ``uid`` (see :meth:`GroupCommit._await_group`)."""
     mine, leads = f"{uid}:", f"next:{uid}"
     for word in payload.split():
@@ -435,6 +437,6 @@ def _named(payload: str, uid: int) -> tuple[int, int] | int | None:
             rest = word[len(mine):]
             if rest == "!":
                 return _REFUSED
-            seq, tx_us = rest.split(":")
-            return int(seq), int(tx_us)
+            seq, _, tx_us = rest.partition(":")  # no tx time from an hmem before it sent one
+            return int(seq), int(tx_us) if tx_us else None
     return None

@@ -78,3 +78,64 @@ def test_overlapping_calls_hold_one_blas_thread_until_the_last_one_ends():
     assert set(blas_threads()) == {1}  # the first ended: the second still holds the limit
     second.__exit__(None, None, None)
     assert blas_threads() == before  # the last one ended: the limits are what they were
+
+
+TEXTS = [f"turn {i}: " + "we talked about the trip to Lisbon and the museum " * (i % 7 + 1)
+         for i in range(24)]
+
+
+@needs_local
+def test_the_local_model_embeds_behind_in_a_child_process_the_same_vectors():
+    """The worker's calls run in another process (no turns at the asking process's GIL), and
+    make bit for bit the vectors the same call makes in this process."""
+    import os
+
+    from hmem.embedders.local import LocalEmbedder
+
+    embedder = LocalEmbedder(threads=2)
+    vectors = embedder.embed_behind(TEXTS)
+    child = embedder._child
+    assert child is not None and child._proc is not None and child._proc.pid != os.getpid()
+    here = LocalEmbedder(threads=2, behind="thread").embed_behind(TEXTS)
+    assert np.array_equal(vectors, here)
+    assert embedder.embed_behind([]).shape == (0, embedder.dims)
+
+
+@needs_local
+def test_a_child_that_died_is_replaced_and_one_that_cannot_start_leaves_embedding_here(
+    monkeypatch,
+):
+    import sys
+
+    from hmem.embedders.local import LocalEmbedder
+
+    embedder = LocalEmbedder(threads=2)
+    expected = embedder.embed_behind(TEXTS)
+    child = embedder._child
+    assert child is not None and child._proc is not None
+    first = child._proc
+    first.kill()
+    first.wait()
+    assert np.array_equal(embedder.embed_behind(TEXTS), expected)  # the call went to a new one
+    assert child._proc is not None and child._proc.pid != first.pid
+
+    other = LocalEmbedder(threads=2)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    assert np.array_equal(other.embed_behind(TEXTS), expected)  # embedded here instead
+    assert other._child is not None and not other._child.usable
+
+
+@needs_local
+def test_the_child_ends_with_its_embedder():
+    import gc
+
+    from hmem.embedders.local import LocalEmbedder
+
+    embedder = LocalEmbedder(threads=2)
+    embedder.embed_behind(TEXTS[:2])
+    child = embedder._child
+    assert child is not None and child._proc is not None
+    proc = child._proc
+    del embedder, child
+    gc.collect()
+    assert proc.wait(timeout=30) == 0  # its stdin closed: it returned

@@ -172,3 +172,28 @@ def test_a_write_staged_by_an_earlier_hmem_without_its_session_is_still_appended
         del unit
         a.remember("ana", "Ana leads", dedup=False)
         assert [f.text for f in a.history("bob")] == ["Bob from an older writer"]
+
+
+def test_a_writer_whose_connection_the_server_dropped_stages_with_its_new_session(
+    url: str,
+) -> None:
+    """A staged unit names the session that waits for it (a unit of an ended session is
+    dropped as orphaned), so after a reconnect the writer's units carry the new one."""
+    with Memory(url, embedder=None) as a, Memory(url, embedder=None) as b:
+        group = b.store.group
+        for round_ in range(3):
+            old = b.store.log.connection().info.backend_pid
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (old,))
+            with pytest.raises(psycopg.OperationalError):
+                b.store.log.con.execute("SELECT 1")  # the client learns it is gone
+            con = b.store.log.connection()  # made again
+            assert con.info.backend_pid != old
+            uid = group.stage([remembered("bob", f"after reconnect {round_}")], {})
+            with psycopg.connect(url) as admin:
+                staged_pid = admin.execute("SELECT pid FROM hmem_pending WHERE id = %s",
+                                           (uid,)).fetchone()[0]
+            assert staged_pid == con.info.backend_pid
+            a.remember("ana", f"Ana leads {round_}", dedup=False)
+            first, why = group.wait_for(uid)
+            assert why == "" and b.store.log.get(first).text == f"after reconnect {round_}"
