@@ -332,11 +332,7 @@ def _range(start: int, end: int | None) -> str:
 def _column(name: str, values: Any) -> list[Any]:
     """A column of the fold's rows as the server takes it: NULL for a masked value, times as
     datetimes, a NUL in a text as U+FFFD."""
-    if isinstance(values, np.ma.MaskedArray):
-        out = [None if masked else x for x, masked in
-               zip(values.data.tolist(), np.ma.getmaskarray(values).tolist(), strict=True)]
-    else:
-        out = values.tolist()
+    out = _opt(values) if isinstance(values, np.ma.MaskedArray) else values.tolist()
     if name.endswith("_at"):
         return [None if x is None else _time(int(x)) for x in out]
     if values.dtype == object:

@@ -98,9 +98,8 @@ class ChildProcess:
         if not self.usable:
             return None
         root = str(Path(__file__).resolve().parents[2])  # where the hmem package is
-        env = {**os.environ,
-               "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get(
-                   "PYTHONPATH")])])}
+        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "hmem.embedders.child_process", self.factory,

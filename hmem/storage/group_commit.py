@@ -37,14 +37,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import ExitStack
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 import msgspec
 
 from eventlog.errors import HmemError, LogWriteFailed, StoreLocked
 from eventlog.events import (
-    EPOCH,
     EmbeddingRecorded,
     Event,
     EventBase,
@@ -56,6 +55,7 @@ from eventlog.events import (
 from eventlog.pg_log import PgLog
 from eventlog.stamping import stamped_as
 from projections.checks import check_fields
+from projections.timeutil import from_us, to_us
 
 __all__ = ["GroupCommit", "GroupedStore", "ORPHANED"]
 
@@ -66,7 +66,6 @@ _NOTICE_WAIT = 0.02  # seconds a staged writer waits for a group's NOTIFY before
 _PATIENCE = 0.05  # seconds after which any staged writer leads when the lock is free
 _SETTLED_KEPT = 60  # seconds a settled unit's row is kept for a writer that missed its NOTIFY
 _REFUSED, _NEXT = -1, -2  # what a NOTIFY tells a unit besides where its events went
-_MICROSECOND = timedelta(microseconds=1)
 _UNIT = msgspec.msgpack.Decoder(tuple[list[bytes], list[tuple[int, int]]])
 _encoder = msgspec.msgpack.Encoder()
 
@@ -97,8 +96,8 @@ class GroupCommit:
         self.store = store
         self._led: dict[int, list[Event]] = {}  # this writer's own unit, when it led
         self._stamped: dict[int, datetime] = {}  # its unit's first tx time, by first seq
-        # the session that LISTENs (its server pid): its (pid, backend start), for its units
-        self._session: tuple[int, tuple[Any, Any]] = (0, (None, None))
+        # the session that LISTENs: its (pid, backend start), named by the units it stages
+        self._session: tuple[Any, Any] = (None, None)
 
     def usable(self) -> bool:
         """Whether a write now may go through a group (not inside a writing() block: the lock
@@ -138,17 +137,15 @@ class GroupCommit:
         """Stage a write (its fields checked) for the next group; returns its unit's id."""
         unit = _encoder.encode(([encode_record(ev) for ev in events], sorted(links.items())))
         con = self.log.connection()
-        listening, session = self._session
-        if listening != con.info.backend_pid:  # a new connection (the server dropped one)
+        if self._session[0] != con.info.backend_pid:  # a new connection (one was dropped)
             con.execute("LISTEN hmem_pending")
-            session = con.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = "
-                                  "pg_backend_pid()").fetchone()
-            self._session = (con.info.backend_pid, session)
+            self._session = con.execute("SELECT pid, backend_start FROM pg_stat_activity "
+                                        "WHERE pid = pg_backend_pid()").fetchone()
         for _ in con.notifies(timeout=0):  # earlier groups': none of them can name this unit
             pass
         row = con.execute(  # with its session: a unit whose writer's session ended is dropped
             "INSERT INTO hmem_pending (unit, pid, backend_start) VALUES (%s, %s, %s) "
-            "RETURNING id", (unit, *session)).fetchone()
+            "RETURNING id", (unit, *self._session)).fetchone()
         return int(row[0])
 
     def wait_for(self, uid: int) -> tuple[int, str]:
@@ -162,7 +159,7 @@ class GroupCommit:
                 if isinstance(heard, tuple):
                     first, tx_us = heard
                     if tx_us is not None:
-                        self._stamped[first] = EPOCH + tx_us * _MICROSECOND
+                        self._stamped[first] = from_us(tx_us)
                     return (first, "")
                 if heard == _NEXT:
                     settled, oldest = None, True
@@ -423,7 +420,7 @@ def _payload(results: Mapping[int, tuple[int, str]], firsts: Mapping[int, dateti
     that event's tx time in microseconds: its writer stamps its events as the leader did),
     ``id:!`` of each refused one (the server adds ``next:id``, the oldest unit still
     pending, whose writer leads the next group)."""
-    return " ".join(f"{i}:{seq}:{(firsts[i] - EPOCH) // _MICROSECOND}" if not why
+    return " ".join(f"{i}:{seq}:{to_us(firsts[i])}" if not why
                     else f"{i}:!" for i, (seq, why) in results.items())
 
 
