@@ -41,6 +41,8 @@ _ROW_FIELDS = 4  # tx_from_seq, tx_to_seq, valid_from, valid_to
 ROW_WIDTH = _ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
 
 
+_Runs = tuple[np.ndarray, np.ndarray, np.ndarray]  # see NamespaceIndex.link_runs
+
 # (documents, their sessions as codes into the list of session names, the names, their turns)
 Turns = tuple[np.ndarray, np.ndarray, list[str], np.ndarray]
 
@@ -96,6 +98,7 @@ class NamespaceIndex:
         self._turns_later: Callable[[], FirstDocs] | None = None  # a bulk build's, made on use
         # link_pairs' cache, by (n, documents): links change only when documents are added
         self._pairs: dict[str, tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
+        self._runs: dict[str, tuple[tuple[int, int], _Runs]] = {}  # link_runs' cache, the same
         self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
         self.ignored_vectors = 0  # vectors of the wrong length (see set_vector)
 
@@ -253,6 +256,22 @@ class NamespaceIndex:
         self._pairs[which] = ((n, len(self)), *pair)
         return pair
 
+    def link_runs(self, which: str, n: int) -> _Runs:
+        """:meth:`link_pairs` split for a pass over all documents: (whether each document below
+        ``n`` links to the document beside it: ``doc - 1`` for ``"prev"``, ``doc + 1`` for
+        ``"next"``; the other linked documents; their links). Turns written in order are mostly
+        beside each other, so a shifted array does most of the work. Cached as link_pairs is."""
+        cached = self._runs.get(which)
+        if cached is not None and cached[0] == (n, len(self)):
+            return cached[1]
+        docs, other = self.link_pairs(which, n)
+        beside = other == docs + (-1 if which == "prev" else 1)
+        adjacent = np.zeros(n, dtype=bool)
+        adjacent[docs[beside]] = True
+        runs = (adjacent, docs[~beside], other[~beside])
+        self._runs[which] = ((n, len(self)), runs)
+        return runs
+
     def ranking_arrays(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fact ids, recency, confidence) of the given documents."""
         return (
@@ -261,24 +280,30 @@ class NamespaceIndex:
             np.frombuffer(self.confidence, dtype=np.float32)[docs],
         )
 
-    def current_mask(self, docs: np.ndarray) -> np.ndarray:
-        """Which documents are current beliefs (believed, unsuperseded heads now)."""
-        mask: np.ndarray = np.frombuffer(self.current, dtype=np.bool_)[docs]
-        return mask
+    def current_mask(self, docs: np.ndarray | None = None) -> np.ndarray:
+        """Which documents are current beliefs (believed, unsuperseded heads now); all of them
+        when ``docs`` is None (a view then: copy it before changing it)."""
+        mask: np.ndarray = np.frombuffer(self.current, dtype=np.bool_)
+        return mask if docs is None else mask[docs]
 
-    def visible_mask(self, docs: np.ndarray, seq: int, valid_at: int | None) -> np.ndarray:
-        """Which documents recall shows at ``seq``: without ``valid_at``, the believed heads
-        (``fact.visible_row(seq, None) is not None and fact.is_head_at(seq)``); with it, every
-        fact with a row believed at ``seq`` and valid at ``valid_at``."""
+    def visible_mask(
+        self, docs: np.ndarray | None, seq: int, valid_at: int | None
+    ) -> np.ndarray:
+        """Which documents (all when ``docs`` is None) recall shows at ``seq``: without
+        ``valid_at``, the believed heads (``fact.visible_row(seq, None) is not None and
+        fact.is_head_at(seq)``); with it, every fact with a row believed at ``seq`` and valid at
+        ``valid_at``."""
         if self._unsynced:
             self._sync()
         if valid_at is None:
-            h = np.frombuffer(self.heads, dtype=np.int64).reshape(-1, 2)[docs]
+            h = np.frombuffer(self.heads, dtype=np.int64).reshape(-1, 2)
+            h = h if docs is None else h[docs]
             keep: np.ndarray = h[:, 0] <= seq
             keep &= h[:, 1] > seq
         else:
-            r = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, _ROW_WIDTH)[docs]
-            keep = np.zeros(len(docs), dtype=bool)
+            r = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, _ROW_WIDTH)
+            r = r if docs is None else r[docs]
+            keep = np.zeros(len(r), dtype=bool)
             for base in range(0, _ROW_WIDTH, _ROW_FIELDS):
                 row = r[:, base] <= seq
                 row &= r[:, base + 1] > seq
@@ -287,19 +312,22 @@ class NamespaceIndex:
                 keep |= row
         if self.irregular:
             irregular = np.fromiter(self.irregular, dtype=np.int64, count=len(self.irregular))
-            for i in np.flatnonzero(np.isin(docs, irregular)).tolist():
-                fact = self.irregular[int(docs[i])]
+            at = irregular if docs is None else np.flatnonzero(np.isin(docs, irregular))
+            for i in at.tolist():
+                fact = self.irregular[i if docs is None else int(docs[i])]
                 keep[i] = fact.visible_row(seq, valid_at) is not None and (
                     valid_at is not None or fact.is_head_at(seq)
                 )
         return keep
 
-    def subject_mask(self, docs: np.ndarray, key: str) -> np.ndarray | None:
-        """Which documents have this subject key; None if no document has it."""
+    def subject_mask(self, docs: np.ndarray | None, key: str) -> np.ndarray | None:
+        """Which documents (all when ``docs`` is None) have this subject key; None if no
+        document has it."""
         code = self._subject_code.get(key)
         if code is None:
             return None
-        mask: np.ndarray = np.frombuffer(self.subject_codes, dtype=np.int64)[docs] == code
+        codes = np.frombuffer(self.subject_codes, dtype=np.int64)
+        mask: np.ndarray = (codes if docs is None else codes[docs]) == code
         return mask
 
     def _sync(self) -> None:

@@ -106,6 +106,7 @@ class TextIndex:
         self._bounds = np.zeros(1, dtype=np.int64)
         self._docs = np.zeros(0, dtype=np.int32)
         self._tfs = np.zeros(0, dtype=np.float32)
+        self._norm_of: tuple[tuple[int, float], np.ndarray] = ((-1, 0.0), self._tfs)  # _norms'
 
     def __len__(self) -> int:
         return len(self._doc_len)
@@ -191,34 +192,42 @@ class TextIndex:
             return 0.0
         return _idf(len(p[0]), n)
 
-    def score(
-        self, query_tokens: list[str] | dict[str, float], *, base: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def score(self, query_tokens: list[str] | dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """(doc numbers, BM25 scores) of every document sharing a term with the query; a dict
-        query weighs each term's contribution; ``base`` (one score per document) is added to."""
+        query weighs each term's contribution. Only the documents the postings name are
+        touched: no pass over all n."""
         n = len(self._doc_len)
+        postings = self._weighted(query_tokens)
+        if not n or not postings:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        parts = [self._contribution(p, weight, n) for p, weight in postings]
+        hit = np.unique(np.concatenate([docs for docs, _ in parts]))
+        found_scores = np.zeros(len(hit), dtype=np.float32)
+        for docs, contribution in parts:  # term by term, in float32, as accumulate() adds
+            found_scores[np.searchsorted(hit, docs)] += contribution
+        keep = np.flatnonzero(found_scores)
+        return hit[keep].astype(np.int64), found_scores[keep]
+
+    def accumulate(self, query_tokens: list[str] | dict[str, float], into: np.ndarray) -> None:
+        """Add the query's BM25 scores to ``into`` (one float32 per document, changed in place),
+        term by term: the same float32 sums as :meth:`score`."""
+        n = len(self._doc_len)
+        if len(into) != n:
+            raise ValueError(f"accumulate needs one score per document ({n}), not {len(into)}")
+        for p, weight in self._weighted(query_tokens) if n else ():
+            docs, contribution = self._contribution(p, weight, n)
+            into[docs] += contribution
+
+    def _weighted(
+        self, query_tokens: list[str] | dict[str, float]
+    ) -> list[tuple[tuple[np.ndarray, np.ndarray], float]]:
+        """(postings, weight) of each query term that some document holds, in query order."""
         if isinstance(query_tokens, dict):
             weights = query_tokens
         else:
             weights = dict.fromkeys(query_tokens, 1.0)
         found = [(self.postings(t), w) for t, w in weights.items()]
-        postings = [(p, w) for p, w in found if p is not None]
-        if not n or not (postings or base is not None):
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        if base is None:  # only the documents the postings name: no pass over all n
-            parts = [self._contribution(p, weight, n) for p, weight in postings]
-            hit = np.unique(np.concatenate([docs for docs, _ in parts]))
-            found_scores = np.zeros(len(hit), dtype=np.float32)
-            for docs, contribution in parts:  # term by term, in float32, as over all n
-                found_scores[np.searchsorted(hit, docs)] += contribution
-            keep = np.flatnonzero(found_scores)
-            return hit[keep].astype(np.int64), found_scores[keep]
-        scores = base.copy()
-        for p, weight in postings:
-            docs, contribution = self._contribution(p, weight, n)
-            scores[docs] += contribution
-        hit = np.flatnonzero(scores)
-        return hit, scores[hit]
+        return [(p, w) for p, w in found if p is not None]
 
     def term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """``score([term])`` without a pass over every document: the term's postings (doc
@@ -235,11 +244,18 @@ class TextIndex:
         self, p: tuple[np.ndarray, np.ndarray], weight: float, n: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """A term's postings and what it adds to each of their BM25 scores."""
-        avgdl = self._total_len / n or 1.0
-        doc_len = np.frombuffer(self._doc_len, dtype=np.float32, count=n)
-        k1, b = self.k1, self.b
+        k1 = self.k1
         docs, tfs = p
         idf = weight * _idf(len(docs), n)
-        norm = k1 * (1.0 - b + b * doc_len[docs] / avgdl)
-        contribution: np.ndarray = idf * tfs * (k1 + 1.0) / (tfs + norm)
+        contribution: np.ndarray = idf * tfs * (k1 + 1.0) / (tfs + self._norms(n)[docs])
         return docs, contribution
+
+    def _norms(self, n: int) -> np.ndarray:
+        """Each document's length term of BM25, ``k1 * (1 - b + b * doc_len / avgdl)``: kept
+        until a document is added (every term of every query reads it)."""
+        if self._norm_of[0] != (n, self._total_len):
+            avgdl = self._total_len / n or 1.0
+            doc_len = np.frombuffer(self._doc_len, dtype=np.float32, count=n)
+            k1, b = self.k1, self.b
+            self._norm_of = ((n, self._total_len), k1 * (1.0 - b + b * doc_len / avgdl))
+        return self._norm_of[1]

@@ -73,7 +73,7 @@ def evident(
     def own(docs: np.ndarray) -> np.ndarray:
         mask = np.zeros(len(docs), dtype=bool)
         if words is not None:
-            mask |= (words.held[docs] != 0).any(axis=-1)
+            mask |= (words.held(docs) != 0).any(axis=-1)
         if cosines is not None:
             mask[~mask] = cosines.of(docs[~mask]) >= floor
         return mask

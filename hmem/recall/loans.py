@@ -43,23 +43,46 @@ Lists = dict[str, tuple[np.ndarray, np.ndarray]]  # name -> (docs, scores), best
 # A list's contribution to relevance for a score ``value`` of a member (True) or not of it:
 Fusion = Callable[[str, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 _EMPTY = np.empty(0, dtype=np.int64)
+_TABLE_DOCS = 1 << 16  # Words.held tables every document up to this many (8 bytes a word each)
 
 
-@dataclass(frozen=True)
 class Words:
-    """The query's own words: each document's BM25 score of them, and which of them it holds
-    (bit ``j % 64`` of column ``j // 64`` for the j-th distinct word), for all of the
-    namespace's documents."""
+    """The query's own words: each document's BM25 score of them (``own``, for all of the
+    namespace's documents), and the documents holding each distinct word (``postings``, in the
+    order of the query), from which :meth:`held` tells which words a document holds."""
 
-    own: np.ndarray
-    held: np.ndarray  # (documents, columns) uint64
+    def __init__(self, own: np.ndarray, postings: tuple[np.ndarray, ...]) -> None:
+        self.own = own
+        self.postings = postings
+        self._table: np.ndarray | None = None  # held() of every document, for a small namespace
+
+    def held(self, docs: np.ndarray) -> np.ndarray:
+        """Which query words each of ``docs`` holds, as uint64 bits: bit ``j % 64`` of column
+        ``j // 64`` for the j-th distinct word (shape ``docs.shape + (columns,)``). Looked up
+        in the postings; for a namespace of up to ``_TABLE_DOCS`` documents, a table of them all
+        is made at the first call instead."""
+        columns = (len(self.postings) + 63) // 64
+        if len(self.own) <= _TABLE_DOCS:
+            if self._table is None:
+                self._table = np.zeros((len(self.own), columns), dtype=np.uint64)
+                for j, postings in enumerate(self.postings):
+                    self._table[postings, j // 64] |= np.uint64(1 << (j % 64))
+            table: np.ndarray = self._table[docs]
+            return table
+        flat = np.asarray(docs, dtype=np.int64).ravel()
+        out = np.zeros((len(flat), columns), dtype=np.uint64)
+        for j, postings in enumerate(self.postings):
+            if len(postings) and len(flat):
+                at = np.minimum(np.searchsorted(postings, flat), len(postings) - 1)
+                out[postings[at] == flat, j // 64] |= np.uint64(1 << (j % 64))
+        return out.reshape(*np.shape(docs), columns)
 
     def fewer(self, docs: np.ndarray, others: np.ndarray) -> np.ndarray:
         """Whether each of ``docs`` holds a proper subset of the query words that the
         document in ``others`` at the same place holds (-1 there: a turn that does not exist,
         holding nothing). ``others`` may have more leading dimensions than ``docs``."""
-        mine = self.held[docs]
-        theirs = np.where((others >= 0)[..., None], self.held[np.maximum(others, 0)], 0)
+        mine = self.held(docs)
+        theirs = np.where((others >= 0)[..., None], self.held(np.maximum(others, 0)), 0)
         subset: np.ndarray = ((mine & ~theirs) == 0).all(axis=-1)
         subset &= ((theirs & ~mine) != 0).any(axis=-1)
         return subset
@@ -70,21 +93,26 @@ def own_words(index: NamespaceIndex, tokens: list[str]) -> Words:
     them all, which adds up per word in this order."""
     distinct = list(dict.fromkeys(tokens))
     own = np.zeros(len(index), dtype=np.float32)
-    held = np.zeros((len(index), (len(distinct) + 63) // 64), dtype=np.uint64)
-    for j, token in enumerate(distinct):
+    postings = []
+    for token in distinct:
         docs, scores = index.text.term_scores(token)
         own[docs] += scores
-        held[docs, j // 64] |= np.uint64(1 << (j % 64))
-    return Words(own, held)
+        postings.append(docs)
+    return Words(own, tuple(postings))
 
 
 def lend(index: NamespaceIndex, scores: np.ndarray, before: float, after: float) -> np.ndarray:
     """Each document's score plus ``before`` times its previous turn's and ``after`` times its
-    next turn's (same source session): a turn often answers what the turn before it asked."""
+    next turn's (same source session): a turn often answers what the turn before it asked.
+    Links to the document beside are added as one shifted pass (:meth:`link_runs`)."""
     out = scores.copy()
     for which, weight in (("prev", before), ("next", after)):
-        if weight:
-            docs, other = index.link_pairs(which, len(scores))
+        if weight and len(scores) > 1:
+            adjacent, docs, other = index.link_runs(which, len(scores))
+            if which == "prev":  # document d lends to d + 1
+                np.add(out[1:], weight * scores[:-1], out=out[1:], where=adjacent[1:])
+            else:  # document d lends to d - 1
+                np.add(out[:-1], weight * scores[1:], out=out[:-1], where=adjacent[:-1])
             out[docs] += weight * scores[other]
     return out
 
@@ -226,17 +254,13 @@ class Bound:
 
 
 def borrow(
-    index: NamespaceIndex, words: Words, fed: tuple[np.ndarray, np.ndarray],
-    feedback_docs: np.ndarray, believed: Callable[[np.ndarray], np.ndarray],
+    index: NamespaceIndex, words: Words, fed: np.ndarray, feedback_docs: np.ndarray,
     before: float, after: float,
 ) -> Loans:
-    """The loans of one query, from its (docs, BM25 scores) with the feedback terms."""
-    docs, scores = fed
-    keep = believed(docs)
-    fed_full = np.zeros(len(index), dtype=np.float32)
-    fed_full[docs[keep]] = scores[keep]
-    lexical = lend(index, fed_full, before, after) if before or after else fed_full
-    return Loans(words, fed_full, lexical, feedback_docs, before, after)
+    """The loans of one query, from each document's score of its words and the feedback
+    terms (``fed``: 0 for a fact not believed at the query's time, which lends nothing)."""
+    lexical = lend(index, fed, before, after) if before or after else fed
+    return Loans(words, fed, lexical, feedback_docs, before, after)
 
 
 def _less(total: np.ndarray, own: np.ndarray, loan: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from hmem.recall.evidence import Cosines, evident
 from hmem.recall.hits import Hit, RecallResult, context_of, hit_of
 from hmem.recall.judgement import judgement_factor, pinned_docs
 from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_words
+from hmem.recall.top import top, top_of
 from projections.entities import extract_entities, normalize_entity
 from projections.projector import Projector, index_counts
 from projections.recall_index import NamespaceIndex
@@ -166,12 +167,12 @@ def rank(
     if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
         return RecallResult(query.text, (), 0, 0)
 
-    def believed(docs: np.ndarray) -> np.ndarray:  # at the query's time, any subject
+    def believed(docs: np.ndarray | None) -> np.ndarray:  # at the query's time, any subject
         if as_of_seq is None and valid_at_us is None:
             return index.current_mask(docs).copy()
         return index.visible_mask(docs, seq, valid_at_us)
 
-    def visible(docs: np.ndarray) -> np.ndarray:
+    def visible(docs: np.ndarray | None) -> np.ndarray:  # ``None``: every document
         keep = believed(docs)
         if key is not None:
             keep &= index.subject_mask(docs, key)
@@ -184,27 +185,27 @@ def rank(
     loans: Loans | None = None  # neighbours' and feedback's shares (see hmem.recall.loans)
     words: Words | None = None
     own_cosines: Cosines | None = None  # for hmem.recall.evidence
+    showable: np.ndarray | None = None  # visible(None), made once when needed
     if tokens:
         words = own_words(index, tokens)
-        docs = np.flatnonzero(words.own)
-        scores = words.own[docs]
-        feedback = config.feedback_docs and config.feedback_terms and config.feedback_weight > 0
+        showable = visible(None)
+        fed = words.own.copy()
         fed_from = np.empty(0, dtype=np.int64)
-        if len(docs) and feedback:
-            docs, scores, fed_from = _feedback(index, state.facts, tokens, docs, scores, visible,
-                                               config)
-        loans = borrow(index, words, (docs, scores), fed_from, believed, alpha, beta)
-        docs = np.flatnonzero(loans.lexical > 0)
-        keep = visible(docs)
-        lists["bm25"] = _top(docs[keep], loans.lexical[docs[keep]], depth)
+        if config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
+            fed_from = _feedback(index, state.facts, tokens, words.own, showable, config,
+                                 fed)
+        fed[~believed(None)] = 0  # only a fact believed at the query's time lends
+        loans = borrow(index, words, fed, fed_from, alpha, beta)
+        lists["bm25"] = top_of(loans.lexical, showable, depth)
     vectors = index.vectors.get(model) if model is not None else None
     lend_cosines = bool((alpha or beta) and config.dense_neighbors)
     if query_vector is not None and vectors is not None and _codes(config, vectors.count,
                                                                   lend_cosines):
         with _small_blas(n, vectors.dims):
-            docs, cosines = vectors.candidates(query_vector, n, visible(np.arange(n)),
+            docs, cosines = vectors.candidates(query_vector, n,
+                                               visible(None) if showable is None else showable,
                                                max(config.dense_rerank, depth))
-        lists["dense"] = _top(docs, cosines, depth)
+        lists["dense"] = top(docs, cosines, depth)
         own_cosines = Cosines(n, docs, cosines, vectors, query_vector)
     elif query_vector is not None and vectors is not None:
         with _small_blas(n, vectors.dims):
@@ -218,7 +219,7 @@ def rank(
                 loans = replace(loans, cosines=cosines)
             cosines = lend(index, cosines, alpha, beta)
         keep = visible(docs)
-        lists["dense"] = _top(docs[keep], cosines[docs[keep]], depth)
+        lists["dense"] = top(docs[keep], cosines[docs[keep]], depth)
     if loans is not None:
         lists["bm25"] = loans.with_lenders(index, lists, visible)
     if not any(len(d) for d, _ in lists.values()):
@@ -322,16 +323,16 @@ def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
 
 
 def _feedback(
-    index: NamespaceIndex, facts: Mapping[int, Fact], tokens: list[str], docs: np.ndarray,
-    scores: np.ndarray, visible: Callable[[np.ndarray], np.ndarray], config: RecallConfig,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents to
-    the query, weighted by their tf-idf share there, and score again; (docs, scores, the
-    documents whose terms were added)."""
-    keep = visible(docs)
-    top_docs, top_scores = _top(docs[keep], scores[keep], config.feedback_docs)
+    index: NamespaceIndex, facts: Mapping[int, Fact], tokens: list[str], own: np.ndarray,
+    shown: np.ndarray, config: RecallConfig, fed: np.ndarray,
+) -> np.ndarray:
+    """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents
+    (by ``own``, the query words' scores; ``shown``: which documents are visible) to the
+    query, weighted by their tf-idf share there, and add their scores to ``fed``; returns the
+    documents whose terms were added."""
+    top_docs, top_scores = top_of(own, shown, config.feedback_docs)
     if not len(top_docs):
-        return docs, scores, top_docs
+        return top_docs
     query = set(tokens)
     weights: dict[str, float] = {}
     best = float(top_scores[0]) or 1.0
@@ -345,23 +346,11 @@ def _feedback(
                 weights[term] = weights.get(term, 0.0) + gain
     chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
     if not chosen or chosen[0][1] <= 0:  # no term the index knows (idf 0): nothing to add
-        return docs, scores, np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=np.int64)
     top_weight = chosen[0][1]
     expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
-    first = np.zeros(len(index), dtype=np.float32)
-    first[docs] = scores
-    return (*index.text.score(expansion, base=first), top_docs)  # BM25 adds up per term
-
-
-def _top(docs: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``depth`` best (docs, scores), best first; the newer document first on ties."""
-    if len(docs) > depth:
-        cut = np.argpartition(-scores, depth - 1)[:depth]
-        floor = scores[cut].min()
-        chosen = np.flatnonzero(scores >= floor)  # keep every tie at the cut
-        docs, scores = docs[chosen], scores[chosen]
-    order = np.lexsort((-docs, -scores))[:depth]
-    return docs[order], scores[order]
+    index.text.accumulate(expansion, fed)  # BM25 adds up per term
+    return top_docs
 
 
 def _fuse(

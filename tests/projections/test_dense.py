@@ -110,3 +110,17 @@ def test_codes_rescoring_every_kept_document_is_the_exact_scan(data, dtype) -> N
         assert got.tolist() == np.flatnonzero(keep & has).tolist()
         assert np.allclose(cosines, full[got], atol=1e-6)
     assert len(vecs.candidates(np.zeros(DIMS, np.float32), len(docs), keep, 5)[0]) == 0
+
+
+def test_codes_are_compared_across_every_block_of_rows() -> None:
+    """The code distances are made a block of rows at a time; the nearest documents are found
+    wherever they sit, the rows past the first block included."""
+    rng = np.random.default_rng(11)
+    rows = rng.standard_normal((70_000, 72)).astype(np.float32)  # two code words, two blocks
+    vecs = _filled("float32", rows)
+    keep = np.ones(len(rows), dtype=bool)
+    for q in rows[[3, 66_000, 69_999]] + rng.standard_normal((3, 72)).astype(np.float32) * 0.1:
+        got, _ = vecs.candidates(q, len(rows), keep, 50)
+        distance = _hamming(rows, q)
+        assert distance[got].max() <= np.delete(distance, got).min()
+        assert len(got) == np.count_nonzero(distance <= distance[got].max())
