@@ -132,8 +132,7 @@ class DocVectors:
         if np.count_nonzero(kept) > rerank:
             distance = self._distances(q, n)
             np.putmask(distance, ~kept, 64 * self._words + 1)  # past any real distance
-            # the rerank-th smallest distance, by counting (distances are 0 .. 64 * words)
-            cut = int(np.searchsorted(np.cumsum(np.bincount(distance)), rerank))
+            cut = _nth_smallest(distance, rerank, 64 * self._words)
             docs = np.flatnonzero(distance <= cut)
         else:
             docs = np.flatnonzero(kept)
@@ -172,6 +171,19 @@ class DocVectors:
             n = min(self.size, n_docs)
             bound[:n] = np.sqrt(self.dims) * self._scale[:n] / 2
         return bound
+
+
+def _nth_smallest(values: np.ndarray, nth: int, top: int) -> int:
+    """The ``nth`` smallest of ``values`` (integers, ``nth`` <= how many are at most ``top``),
+    by bisecting on how many are at most a value: a compare pass each, no histogram of all."""
+    lo, hi = 0, top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if np.count_nonzero(values <= mid) >= nth:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _int8_scores(codes: np.ndarray, q: np.ndarray, out: np.ndarray) -> None:
