@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 from hypothesis import HealthCheck, Phase, settings
@@ -33,9 +35,13 @@ def examples(*, dev: int, ci: int) -> int:
     """Per-test example counts for the two profiles."""
     return ci if PROFILE == "ci" else dev
 
-# A store on PostgreSQL keeps its process's projection in a cache directory: the tests' own.
-os.environ.setdefault("HMEM_CACHE", tempfile.mkdtemp(prefix="hmem-test-cache-"))
-os.environ.setdefault("HMEM_KEYS", tempfile.mkdtemp(prefix="hmem-test-keys-"))
+# A store on PostgreSQL keeps its process's projection in a cache directory, and a server
+# store's keys in a key directory: the tests' own, made once (pytest-xdist's workers inherit
+# them) and removed when the process that made them ends.
+for _name, _prefix in (("HMEM_CACHE", "hmem-test-cache-"), ("HMEM_KEYS", "hmem-test-keys-")):
+    if _name not in os.environ:
+        os.environ[_name] = tempfile.mkdtemp(prefix=_prefix)
+        atexit.register(shutil.rmtree, os.environ[_name], ignore_errors=True)
 
 # Tests choose their embedder explicitly; "auto" must not pick up an installed local model.
 os.environ.setdefault("HMEM_EMBEDDER", "none")
