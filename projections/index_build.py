@@ -11,8 +11,6 @@ whose visibility does not fit the arrays).
 
 from __future__ import annotations
 
-from array import array
-
 import numpy as np
 import numpy.typing as npt
 
@@ -120,24 +118,15 @@ def _visibility(
     return heads, rows, irregular
 
 
-def _entity_docs(cols: FactColumns, slots: npt.NDArray[np.intp]) -> dict[str, array[int]]:
-    """Entity -> the documents naming it, in document order (once per naming)."""
+def _entity_docs(
+    cols: FactColumns, slots: npt.NDArray[np.intp]
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Every naming of an entity by a document: (the entity names, their codes ascending, the
+    documents, ascending within a code): what EntityDocs.load takes."""
     codes, lengths = cols.entities.gather(cols.table.entities_end, slots)
-    if not len(codes):
-        return {}
     docs = np.repeat(np.arange(len(slots), dtype=np.int64), lengths)
     order = np.argsort(codes, kind="stable")
-    codes, docs = codes[order], docs[order]
-    cuts = np.flatnonzero(np.diff(codes)) + 1
-    names = cols.entity_names.values
-    out: dict[str, array[int]] = {}
-    for code, group in zip(
-        codes[np.append(0, cuts)].tolist(), np.split(docs, cuts), strict=True
-    ):
-        run = array("q")
-        run.frombytes(group.tobytes())
-        out[names[code]] = run
-    return out
+    return cols.entity_names.values, codes[order], docs[order]
 
 
 def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> Turns:

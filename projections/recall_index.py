@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from projections.dense import VECTOR_DTYPES, DocVectors
+from projections.entity_docs import EntityDocs
 from projections.records import Fact
 from projections.text import TextIndex
 from projections.turn_links import FirstDocs, link_turns
@@ -63,7 +64,7 @@ class DocColumns(NamedTuple):
     heads: np.ndarray
     rows: np.ndarray
     irregular: dict[int, Fact]
-    entity_docs: dict[str, array[int]]
+    entity_docs: tuple[list[str], np.ndarray, np.ndarray]  # EntityDocs.load's arguments
     turns: Turns
 
 
@@ -91,7 +92,7 @@ class NamespaceIndex:
         self.rows = array("q")  # _ROW_WIDTH per document, see the module docstring
         self.irregular: dict[int, Fact] = {}  # doc -> fact, visibility checked in Python
         self._unsynced: list[Fact] = []  # facts of the documents not yet in heads and rows
-        self.entity_docs: dict[str, array[int]] = {}  # entity -> documents mentioning it
+        self.entity_docs = EntityDocs()  # entity -> documents mentioning it
         self.prev_doc = array("q")  # the document of the previous turn of the same source, or -1
         self.next_doc = array("q")
         self._turns: FirstDocs = {}  # source session -> turn number -> its first doc
@@ -131,10 +132,7 @@ class NamespaceIndex:
         self.next_doc.extend([-1] * len(ids))
         for doc, fact in enumerate(facts, base):
             for name in fact.entities:
-                docs = self.entity_docs.get(name)
-                if docs is None:
-                    docs = self.entity_docs[name] = array("q")
-                docs.append(doc)
+                self.entity_docs.append(name, doc)
             place = source_position(fact.source_ref)
             if place is not None:
                 self._link_turn(doc, *place)
@@ -155,7 +153,7 @@ class NamespaceIndex:
         self.heads.frombytes(docs.heads.astype(np.int64).tobytes())
         self.rows.frombytes(docs.rows.astype(np.int64).tobytes())
         self.irregular = dict(docs.irregular)
-        self.entity_docs = dict(docs.entity_docs)
+        self.entity_docs.load(*docs.entity_docs)
         prev_doc, next_doc, self._turns_later = link_turns(len(docs.ids), *docs.turns)
         self.prev_doc.frombytes(prev_doc.tobytes())
         self.next_doc.frombytes(next_doc.tobytes())
@@ -234,7 +232,7 @@ class NamespaceIndex:
             "heads": list(self.heads),
             "rows": list(self.rows),
             "irregular": sorted(self.irregular),
-            "entity_docs": {k: list(v) for k, v in self.entity_docs.items()},
+            "entity_docs": self.entity_docs.as_dict(),
             "prev_doc": list(self.prev_doc),
             "next_doc": list(self.next_doc),
             "turns": self.turns,

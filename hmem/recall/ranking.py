@@ -405,13 +405,13 @@ def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: f
             gram = " ".join(words[i : i + n])
             if gram in index.entity_docs and gram not in STOPWORDS:
                 named.add(gram)
-    named &= index.entity_docs.keys()
-    if not named:
+    found = [docs for name in named if (docs := index.entity_docs.get(name)) is not None]
+    if not found:
         return np.ones(len(cand))
     hits = np.zeros(len(cand))
-    for name in named:
-        hits += np.isin(cand, np.frombuffer(index.entity_docs[name], dtype=np.int64))
-    return 1.0 + boost * hits / len(named)
+    for docs in found:
+        hits += np.isin(cand, docs)
+    return 1.0 + boost * hits / len(found)
 
 
 def _time_factor(
