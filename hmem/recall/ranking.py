@@ -167,10 +167,18 @@ def rank(
     if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
         return RecallResult(query.text, (), 0, 0)
 
+    everyone: list[np.ndarray] = []  # believed(None), made once
+
     def believed(docs: np.ndarray | None) -> np.ndarray:  # at the query's time, any subject
+        if docs is None and everyone:
+            return everyone[0].copy()
         if as_of_seq is None and valid_at_us is None:
-            return index.current_mask(docs).copy()
-        return index.visible_mask(docs, seq, valid_at_us)
+            mask = index.current_mask(docs).copy()
+        else:
+            mask = index.visible_mask(docs, seq, valid_at_us)
+        if docs is None:
+            everyone.append(mask.copy())
+        return mask
 
     def visible(docs: np.ndarray | None) -> np.ndarray:  # ``None``: every document
         keep = believed(docs)
