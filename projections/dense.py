@@ -148,7 +148,7 @@ class DocVectors:
         block of rows at a time (the temporaries stay in cache: 1.6x a pass per word)."""
         qcode = _code(query, self._words)
         distance = np.empty(n, dtype=np.uint16)
-        block = min(n, _CODE_BLOCK)
+        block = max(1, min(n, _CODE_BLOCK))
         word = np.empty(block, dtype=np.uint64)
         bits = np.empty(block, dtype=np.uint8)
         for start in range(0, n, block):

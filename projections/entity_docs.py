@@ -34,7 +34,8 @@ class EntityDocs:
         self._names = [names[c] for c in present.tolist()]
         self._code = None
         self._bounds = np.append(starts.astype(np.int64), len(codes))
-        self._docs = np.asarray(docs, dtype=np.int64)
+        self._docs = np.array(docs, dtype=np.int64)
+        self._docs.setflags(write=False)  # get() hands out views of it
 
     def append(self, name: str, doc: int) -> None:
         """Record that document ``doc`` (the newest) names ``name``."""
@@ -44,15 +45,15 @@ class EntityDocs:
         docs.append(doc)
 
     def get(self, name: str) -> np.ndarray | None:
-        """The documents naming ``name``, ascending; None if none does."""
+        """The documents naming ``name``, ascending (read-only); None if none does."""
         run = self._runs().get(name)
         added = self._added.get(name)
         if run is None:
-            return None if added is None else np.frombuffer(added, dtype=np.int64)
+            return None if added is None else np.array(added, dtype=np.int64)
         loaded = self._docs[self._bounds[run] : self._bounds[run + 1]]
         if added is None:
             return loaded
-        return np.concatenate([loaded, np.frombuffer(added, dtype=np.int64)])
+        return np.concatenate([loaded, np.array(added, dtype=np.int64)])
 
     def __contains__(self, name: object) -> bool:
         return name in self._runs() or name in self._added

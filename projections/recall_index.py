@@ -250,7 +250,7 @@ class NamespaceIndex:
         links = self.prev_doc if which == "prev" else self.next_doc
         other = np.frombuffer(links, dtype=np.int64)[:n]
         docs = np.flatnonzero(other >= 0)
-        pair = (docs, other[docs])
+        pair = (_frozen(docs), _frozen(other[docs]))
         self._pairs[which] = ((n, len(self)), *pair)
         return pair
 
@@ -266,7 +266,7 @@ class NamespaceIndex:
         beside = other == docs + (-1 if which == "prev" else 1)
         adjacent = np.zeros(n, dtype=bool)
         adjacent[docs[beside]] = True
-        runs = (adjacent, docs[~beside], other[~beside])
+        runs = (_frozen(adjacent), _frozen(docs[~beside]), _frozen(other[~beside]))
         self._runs[which] = ((n, len(self)), runs)
         return runs
 
@@ -280,9 +280,9 @@ class NamespaceIndex:
 
     def current_mask(self, docs: np.ndarray | None = None) -> np.ndarray:
         """Which documents are current beliefs (believed, unsuperseded heads now); all of them
-        when ``docs`` is None (a view then: copy it before changing it)."""
+        when ``docs`` is None. A new array: the caller may change it."""
         mask: np.ndarray = np.frombuffer(self.current, dtype=np.bool_)
-        return mask if docs is None else mask[docs]
+        return mask.copy() if docs is None else mask[docs]
 
     def visible_mask(
         self, docs: np.ndarray | None, seq: int, valid_at: int | None
@@ -359,6 +359,12 @@ def source_position(source_ref: str | None) -> tuple[str, int] | None:
     if m is None or len(m.group(2)) > 18:  # a longer number is no turn number (nor an int64)
         return None
     return f"{session}:{m.group(1)}", int(m.group(2))
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr``, read-only: a cached array handed to every query."""
+    arr.setflags(write=False)
+    return arr
 
 
 def _is_current(fact: Fact) -> int:

@@ -173,7 +173,7 @@ def rank(
         if docs is None and everyone:
             return everyone[0].copy()
         if as_of_seq is None and valid_at_us is None:
-            mask = index.current_mask(docs).copy()
+            mask = index.current_mask(docs)
         else:
             mask = index.visible_mask(docs, seq, valid_at_us)
         if docs is None:

@@ -24,6 +24,8 @@ def top_of(scores: np.ndarray, mask: np.ndarray, depth: int) -> tuple[np.ndarray
     """:func:`top` of the documents where ``mask`` holds and the score (one per document) is
     above 0, without ordering them all: the ``depth``-th best of a sample of the scores is at
     most the ``depth``-th best of all, so only the documents scoring at least that are ranked."""
+    if depth < 1:
+        return np.empty(0, dtype=np.int64), scores[:0]
     masked = np.where(mask, scores, np.zeros((), dtype=scores.dtype))
     sample = masked[::_SAMPLE]
     floor = 0.0

@@ -4,6 +4,7 @@ one document at a time, it answers as a dict of lists built one naming at a time
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,3 +39,18 @@ def test_loaded_and_added_namings_read_as_one_map(loaded, added):
         docs = index.get(name)
         assert (name in index) == (name in want)
         assert (None if docs is None else docs.tolist()) == want.get(name)
+
+
+def test_what_get_hands_out_cannot_change_the_map():
+    """A caller holding an entity's documents neither changes them nor blocks later writes."""
+    index = EntityDocs()
+    index.load(["maya"], np.array([0, 0]), np.array([3, 7]))
+    index.append("bob", 8)
+    loaded, added = index.get("maya"), index.get("bob")
+    assert loaded is not None and added is not None
+    with pytest.raises(ValueError):  # read-only
+        loaded[0] = 99
+    added[0] = 99  # a copy of the later documents
+    index.append("bob", 9)
+    index.append("maya", 10)
+    assert index.as_dict() == {"maya": [3, 7, 10], "bob": [8, 9]}

@@ -118,3 +118,18 @@ def test_the_words_held_are_the_same_looked_up_or_tabled(seed, words):
     for n in (300, 70_000):  # tabled, looked up
         got = Words(np.zeros(n, dtype=np.float32), postings).held(docs)
         assert got.tolist() == want.tolist()
+
+
+def test_the_masks_and_links_recall_reads_are_not_the_index_itself(tmp_path):
+    """Changing a mask of every document, or holding one, changes no belief and blocks no
+    write; the cached links are read-only."""
+    with _store(tmp_path / "s", [("s1:1", ["tea"]), ("s1:2", ["tea"])]) as m:
+        m.recall("tea")
+        index = m.store.projector.indexes["default"]
+        mask = index.current_mask()
+        mask[:] = False
+        m.remember("maya", "turn 2 tea", source_ref="s1:3")
+        assert len(m.recall("tea").hits) == 3
+        for which in ("prev", "next"):
+            for arr in (*index.link_pairs(which, len(index)), *index.link_runs(which, len(index))):
+                assert not arr.flags.writeable
