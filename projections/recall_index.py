@@ -318,6 +318,36 @@ class NamespaceIndex:
                 )
         return keep
 
+    def shown_periods(
+        self, docs: np.ndarray, seq: int, valid_at: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(valid_from, valid_to) of the row recall shows for each of ``docs``: the first row
+        believed at ``seq`` (and valid at ``valid_at`` if given), else the last row, as
+        ``fact.visible_row(seq, valid_at) or fact.rows[-1]`` picks it; an open end is NEVER."""
+        if self._unsynced:
+            self._sync()
+        r = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, _ROW_WIDTH)[docs]
+        second = (r[:, _ROW_FIELDS:] != 0).any(axis=1)  # an absent second row is 0, 0, 0, 0
+        picked = np.zeros(len(docs), dtype=bool)
+        use_second = second.copy()  # no row visible: the last one
+        for base in (0, _ROW_FIELDS):
+            row = (r[:, base] <= seq) & (seq < r[:, base + 1])
+            if valid_at is not None:
+                row &= (r[:, base + 2] <= valid_at) & (valid_at < r[:, base + 3])
+            if base:
+                row &= second
+            use_second = np.where(picked, use_second, np.where(row, base > 0, use_second))
+            picked |= row
+        at = np.where(use_second, _ROW_FIELDS, 0)
+        valid_from = r[np.arange(len(docs)), at + 2]
+        valid_to = r[np.arange(len(docs)), at + 3]
+        for i in np.flatnonzero(np.isin(docs, list(self.irregular))).tolist():
+            fact = self.irregular[int(docs[i])]
+            row = fact.visible_row(seq, valid_at) or fact.rows[-1]
+            valid_from[i] = row.valid_from
+            valid_to[i] = _NEVER if row.valid_to is None else row.valid_to
+        return valid_from, valid_to
+
     def subject_mask(self, docs: np.ndarray | None, key: str) -> np.ndarray | None:
         """Which documents (all when ``docs`` is None) have this subject key; None if no
         document has it."""

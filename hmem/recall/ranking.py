@@ -243,9 +243,7 @@ def rank(
     entity_factor = _entity_factor(index, cand, query.text, config.entity_boost)
     time_factor = np.ones(len(cand))
     if time_range is not None:
-        time_factor = _time_factor(
-            state.facts, ids, seq, valid_at_us, time_range, config.time_boost
-        )
+        time_factor = _time_factor(index, cand, seq, valid_at_us, time_range, config.time_boost)
     factor = confidence * recency_factor * entity_factor * time_factor
     weights = {"semantic": config.semantic_weight, "episodic": config.episodic_weight,
                "procedural": config.procedural_weight}
@@ -423,18 +421,14 @@ def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: f
 
 
 def _time_factor(
-    facts: Mapping[int, Fact], ids: np.ndarray, seq: int, valid_at_us: int | None,
+    index: NamespaceIndex, cand: np.ndarray, seq: int, valid_at_us: int | None,
     time_range: tuple[int, int], boost: float,
 ) -> np.ndarray:
-    """1 + boost for candidates whose valid period overlaps [start, end)."""
+    """1 + boost for candidates whose shown row's valid period overlaps [start, end)."""
     start, end = time_range
-    out = np.ones(len(ids))
-    for i, fid in enumerate(ids.tolist()):
-        fact = facts[fid]
-        row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
-        if row.valid_from < end and (row.valid_to is None or row.valid_to > start):
-            out[i] += boost
-    return out
+    valid_from, valid_to = index.shown_periods(cand, seq, valid_at_us)
+    overlaps = (valid_from < end) & (valid_to > start)  # an open end is NEVER: after any start
+    return np.where(overlaps, 1.0 + boost, 1.0)
 
 
 _MIN_TOP = 32

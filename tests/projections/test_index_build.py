@@ -173,6 +173,46 @@ def test_bulk_visibility_equals_the_per_fact_one_for_any_rows(facts):
     assert bytes(bulk.current) == bytes(one_by_one.current)
 
 
+@settings(max_examples=examples(dev=200, ci=1500))
+@given(shapes)
+def test_the_shown_rows_periods_are_the_per_fact_ones_for_any_rows(facts):
+    """Recall's time factor reads the valid period of the row a hit shows (``visible_row`` or
+    the last row) from the index's arrays: the same as each fact's rows say, irregular facts
+    (more rows than the arrays hold, head periods in pieces) included."""
+    cols = fold_all([
+        stamp(FactRemembered(subject="maya", text="tea"), seq, 0)
+        for seq in range(1, len(facts) + 1)
+    ])
+    r, f = cols.rows, cols.table
+    for slot, (rows, superseded) in enumerate(facts):
+        f.superseded_by[slot] = NONE if superseded is None else superseded
+        first = r.extend({
+            "slot": [slot] * len(rows),
+            "tx_from_seq": [row[0] for row in rows],
+            "tx_to_seq": [NONE if row[1] is None else row[1] for row in rows],
+            "valid_from": [row[2] for row in rows],
+            "valid_to": [NONE if row[3] is None else row[3] for row in rows],
+        })
+        chain = list(range(first, first + len(rows)))
+        f.first_row[slot], f.last_row[slot] = chain[0], chain[-1]
+        for row, nxt in zip(chain, [*chain[1:], -1], strict=True):
+            r.next[row] = nxt
+    set_tokens(cols, 0, [{} for _ in facts])
+    one_by_one = NamespaceIndex()
+    one_by_one.add_documents([cols.fact_at(slot) for slot in range(len(facts))])
+    docs = np.arange(len(facts))
+    for index in (build_indexes(cols)["default"], one_by_one):
+        for seq in range(14):
+            for valid_at in (None, 0, 1, 2, 3, 4):
+                got = index.shown_periods(docs, seq, valid_at)
+                want = []
+                for slot in range(len(facts)):
+                    fact = cols.fact_at(slot)
+                    row = fact.visible_row(seq, valid_at) or fact.rows[-1]
+                    want.append((row.valid_from, NONE if row.valid_to is None else row.valid_to))
+                assert list(zip(got[0].tolist(), got[1].tolist(), strict=True)) == want
+
+
 def _linked_one_by_one(n, positions):
     """What NamespaceIndex.add_documents does for each document in turn (the model)."""
     prev_doc, next_doc, first = [-1] * n, [-1] * n, {}
