@@ -327,20 +327,13 @@ class NamespaceIndex:
         if self._unsynced:
             self._sync()
         r = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, _ROW_WIDTH)[docs]
-        second = (r[:, _ROW_FIELDS:] != 0).any(axis=1)  # an absent second row is 0, 0, 0, 0
-        picked = np.zeros(len(docs), dtype=bool)
-        use_second = second.copy()  # no row visible: the last one
-        for base in (0, _ROW_FIELDS):
-            row = (r[:, base] <= seq) & (seq < r[:, base + 1])
-            if valid_at is not None:
-                row &= (r[:, base + 2] <= valid_at) & (valid_at < r[:, base + 3])
-            if base:
-                row &= second
-            use_second = np.where(picked, use_second, np.where(row, base > 0, use_second))
-            picked |= row
-        at = np.where(use_second, _ROW_FIELDS, 0)
-        valid_from = r[np.arange(len(docs)), at + 2]
-        valid_to = r[np.arange(len(docs)), at + 3]
+        first = (r[:, 0] <= seq) & (seq < r[:, 1])  # the first row is believed (and valid)
+        if valid_at is not None:
+            first &= (r[:, 2] <= valid_at) & (valid_at < r[:, 3])
+        # otherwise the second row: the one believed, or the last (an absent one is all 0)
+        second = (r[:, _ROW_FIELDS:] != 0).any(axis=1) & ~first
+        valid_from = np.where(second, r[:, _ROW_FIELDS + 2], r[:, 2])
+        valid_to = np.where(second, r[:, _ROW_FIELDS + 3], r[:, 3])
         for i in np.flatnonzero(np.isin(docs, list(self.irregular))).tolist():
             fact = self.irregular[int(docs[i])]
             row = fact.visible_row(seq, valid_at) or fact.rows[-1]

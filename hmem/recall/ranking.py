@@ -167,24 +167,18 @@ def rank(
     if key is not None and index.subject_mask(np.empty(0, dtype=np.int64), key) is None:
         return RecallResult(query.text, (), 0, 0)
 
-    everyone: list[np.ndarray] = []  # believed(None), made once
-
     def believed(docs: np.ndarray | None) -> np.ndarray:  # at the query's time, any subject
-        if docs is None and everyone:
-            return everyone[0].copy()
         if as_of_seq is None and valid_at_us is None:
-            mask = index.current_mask(docs)
-        else:
-            mask = index.visible_mask(docs, seq, valid_at_us)
-        if docs is None:
-            everyone.append(mask.copy())
-        return mask
+            return index.current_mask(docs)  # ``None``: every document
+        return index.visible_mask(docs, seq, valid_at_us)
 
-    def visible(docs: np.ndarray | None) -> np.ndarray:  # ``None``: every document
-        keep = believed(docs)
+    def of_subject(keep: np.ndarray, docs: np.ndarray | None) -> np.ndarray:
         if key is not None:
             keep &= index.subject_mask(docs, key)
         return keep
+
+    def visible(docs: np.ndarray | None) -> np.ndarray:
+        return of_subject(believed(docs), docs)
 
     depth = max(config.candidates, 4 * limit)
     lists: Lists = {}
@@ -196,13 +190,14 @@ def rank(
     showable: np.ndarray | None = None  # visible(None), made once when needed
     if tokens:
         words = own_words(index, tokens)
-        showable = visible(None)
+        lending = believed(None)  # only a fact believed at the query's time lends
+        showable = of_subject(lending.copy(), None)
         fed = words.own.copy()
         fed_from = np.empty(0, dtype=np.int64)
         if config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
             fed_from = _feedback(index, state.facts, tokens, words.own, showable, config,
                                  fed)
-        fed[~believed(None)] = 0  # only a fact believed at the query's time lends
+        fed[~lending] = 0
         loans = borrow(index, words, fed, fed_from, alpha, beta)
         lists["bm25"] = top_of(loans.lexical, showable, depth)
     vectors = index.vectors.get(model) if model is not None else None

@@ -140,9 +140,9 @@ shapes = st.lists(
 )
 
 
-@settings(max_examples=examples(dev=300, ci=3000))
-@given(shapes)
-def test_bulk_visibility_equals_the_per_fact_one_for_any_rows(facts):
+def _columns_with_rows(facts):
+    """The fold's columns of one fact per shape, with that shape's version rows and
+    superseding seq written over what the fold made."""
     cols = fold_all([
         stamp(FactRemembered(subject="maya", text="tea"), seq, 0)
         for seq in range(1, len(facts) + 1)
@@ -162,6 +162,13 @@ def test_bulk_visibility_equals_the_per_fact_one_for_any_rows(facts):
         for row, nxt in zip(chain, [*chain[1:], -1], strict=True):
             r.next[row] = nxt
     set_tokens(cols, 0, [{} for _ in facts])
+    return cols
+
+
+@settings(max_examples=examples(dev=300, ci=3000))
+@given(shapes)
+def test_bulk_visibility_equals_the_per_fact_one_for_any_rows(facts):
+    cols = _columns_with_rows(facts)
     bulk = build_indexes(cols)["default"]
     one_by_one = NamespaceIndex()
     one_by_one.add_documents([cols.fact_at(slot) for slot in range(len(facts))])
@@ -179,25 +186,7 @@ def test_the_shown_rows_periods_are_the_per_fact_ones_for_any_rows(facts):
     """Recall's time factor reads the valid period of the row a hit shows (``visible_row`` or
     the last row) from the index's arrays: the same as each fact's rows say, irregular facts
     (more rows than the arrays hold, head periods in pieces) included."""
-    cols = fold_all([
-        stamp(FactRemembered(subject="maya", text="tea"), seq, 0)
-        for seq in range(1, len(facts) + 1)
-    ])
-    r, f = cols.rows, cols.table
-    for slot, (rows, superseded) in enumerate(facts):
-        f.superseded_by[slot] = NONE if superseded is None else superseded
-        first = r.extend({
-            "slot": [slot] * len(rows),
-            "tx_from_seq": [row[0] for row in rows],
-            "tx_to_seq": [NONE if row[1] is None else row[1] for row in rows],
-            "valid_from": [row[2] for row in rows],
-            "valid_to": [NONE if row[3] is None else row[3] for row in rows],
-        })
-        chain = list(range(first, first + len(rows)))
-        f.first_row[slot], f.last_row[slot] = chain[0], chain[-1]
-        for row, nxt in zip(chain, [*chain[1:], -1], strict=True):
-            r.next[row] = nxt
-    set_tokens(cols, 0, [{} for _ in facts])
+    cols = _columns_with_rows(facts)
     one_by_one = NamespaceIndex()
     one_by_one.add_documents([cols.fact_at(slot) for slot in range(len(facts))])
     docs = np.arange(len(facts))
