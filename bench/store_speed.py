@@ -21,7 +21,7 @@ from bench.synthetic import SEED, TextGen, TmpDirs, build_store, make_queries
 from eventlog.log import EventLog
 from hmem.adapters.progress import progress_bar, track
 from hmem.memory import Memory
-from hmem.storage.keys import key_path, open_sealer
+from hmem.storage.keys import DirectoryBinding, key_path, open_sealer
 from projections.checkpoint import CHECKPOINT_FILE
 from replay.rebuild import rebuild_projection
 
@@ -41,7 +41,8 @@ def bench_replay(root: Path, events: int, quick: bool) -> dict[str, Any]:
     # (a) open the log (scan: CRC + blake2b chain check of every record) and decode it
     t0 = time.perf_counter()
     log = EventLog(root / "log", read_only=True)
-    log.sealer = open_sealer(log, key_path(root, None), root, seal=False)  # a sealed log's keys
+    log.sealer = open_sealer(log, key_path(root, None), DirectoryBinding(root),
+                             seal=False)  # a sealed log's keys
     out["log_open_s"] = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
