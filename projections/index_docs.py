@@ -3,7 +3,8 @@
 :func:`index_counts` makes one document's term counts (a live write, a query's neighbours);
 :func:`index_runs` makes the documents of many facts at once (replay, a bulk write, a copy),
 equal token for token to :func:`index_counts` of each (tests/projections/test_index_docs.py),
-with one regular-expression pass over all the texts and numpy in place of a loop per token.
+with one pass over all the texts (two when some are not ASCII) and numpy in place of a loop
+per token.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from projections.text import WORD, stem_token, tokenize
+from projections.text import stem_token, tokenize, words_of
 
 __all__ = ["index_counts", "index_runs", "index_text"]
 
@@ -65,7 +66,15 @@ def index_runs(
     n = len(texts)
     if n == 0:
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
-    words = WORD.findall(f" {_SEPARATOR} ".join([t.casefold() for t in texts]))
+    # the texts back to back, the ASCII ones first (split in C: see words_of), then the others
+    folded = [t.casefold() for t in texts]
+    plain = [t.isascii() for t in folded]
+    order = [i for i in range(n) if plain[i]] + [i for i in range(n) if not plain[i]]
+    head, tail = order[: sum(plain)], order[sum(plain) :]
+    words = words_of(f" {_SEPARATOR} ".join([folded[i] for i in head]))
+    if head and tail:
+        words.append(_SEPARATOR)
+    words += words_of(f" {_SEPARATOR} ".join([folded[i] for i in tail]))
     tokens = list(map(stem_token, words))  # '' for a stopword
     # the subjects' tokens (distinct subjects once), in the same vocabulary
     per_subject = {s: _subject_tokens(s) for s in dict.fromkeys(subjects)}
@@ -78,7 +87,7 @@ def index_runs(
     width = len(vocab)
     # the separator's token is upper case: no casefolded word stems to it
     is_end = ids == vocab.get(stem_token(_SEPARATOR), -1)
-    doc = np.cumsum(is_end)
+    doc = np.asarray(order, dtype=np.int64)[np.cumsum(is_end)]
     keep = ~is_end
     if "" in vocab:
         keep &= ids != vocab[""]

@@ -10,9 +10,15 @@ from collections import Counter
 import numpy as np
 import snowballstemmer
 
-__all__ = ["tokenize", "term_counts", "stem_token", "TextIndex", "STOPWORDS", "STEMMER", "WORD"]
+__all__ = [
+    "tokenize", "term_counts", "stem_token", "TextIndex", "STOPWORDS", "STEMMER", "WORD",
+    "words_of",
+]
 
 WORD = re.compile(r"[^\W_]+")  # a word of a text: letters and digits, no underscore
+# every ASCII character but a letter or a digit, to a space: WORD's matches in an ASCII text
+# are what is left between spaces
+_NOT_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further
@@ -49,9 +55,18 @@ stem_token = _TOKENS.__getitem__
 """The index token of one lower-cased word: its stem, or '' for a stopword (cached)."""
 
 
+def words_of(text: str) -> list[str]:
+    """``WORD.findall(text)``: the runs of letters and digits. An ASCII text (most are) is
+    split in C by ``str.translate`` and ``str.split``, ~4x the regular expression's speed."""
+    if text.isascii():
+        return text.translate(_NOT_WORD).split()
+    found: list[str] = WORD.findall(text)
+    return found
+
+
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     """Lower-cased, stemmed word tokens; stopwords dropped unless asked to keep them."""
-    words = WORD.findall(text.casefold())
+    words = words_of(text.casefold())
     if keep_stopwords:
         return [_stem(w) for w in words]
     return [t for t in map(stem_token, words) if t]

@@ -6,14 +6,15 @@ from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hmem.errors import InvalidTime
 from hmem.time.iso import parse_time
 from projections.entities import extract_entities, fact_entities, normalize_entity
 from projections.projector import index_counts, index_text
-from projections.text import TextIndex, term_counts, tokenize
+from projections.text import WORD, TextIndex, term_counts, tokenize, words_of
+from tests.conftest import examples
 
 UTC = timezone.utc
 
@@ -182,3 +183,13 @@ def test_the_compiled_stemmer_stems_as_the_pure_python_one(words):
               "Ὀδυσσεύς", "naïve", "résumé", "ﬁnancial", "İstanbul"]
     for word in [w.casefold() for w in words + tricky]:
         assert STEMMER.stemWord(word) == python.stemWord(word), word
+
+
+@settings(max_examples=examples(dev=300, ci=3000))
+@given(st.text(max_size=60) | st.text(st.characters(max_codepoint=127), max_size=60)
+       | st.text(st.sampled_from("aZ9_ -'\t\x1c\x1f\x0b\x7f.é’ß"), max_size=30))
+def test_the_words_of_a_text_are_the_word_patterns_matches(text):
+    """The ASCII fast path (translate and split) finds exactly what the pattern finds:
+    underscores and ASCII separators that ``str.split`` treats as spaces included."""
+    assert words_of(text) == WORD.findall(text)
+    assert words_of(text.casefold()) == WORD.findall(text.casefold())
