@@ -69,8 +69,8 @@ def index_runs(
     # the texts back to back, the ASCII ones first (split in C: see words_of), then the others
     folded = [t.casefold() for t in texts]
     plain = [t.isascii() for t in folded]
-    order = [i for i in range(n) if plain[i]] + [i for i in range(n) if not plain[i]]
-    head, tail = order[: sum(plain)], order[sum(plain) :]
+    by_kind = [i for i in range(n) if plain[i]] + [i for i in range(n) if not plain[i]]
+    head, tail = by_kind[: sum(plain)], by_kind[sum(plain) :]
     words = words_of(f" {_SEPARATOR} ".join([folded[i] for i in head]))
     if head and tail:
         words.append(_SEPARATOR)
@@ -87,7 +87,7 @@ def index_runs(
     width = len(vocab)
     # the separator's token is upper case: no casefolded word stems to it
     is_end = ids == vocab.get(stem_token(_SEPARATOR), -1)
-    doc = np.asarray(order, dtype=np.int64)[np.cumsum(is_end)]
+    doc = np.asarray(by_kind, dtype=np.int64)[np.cumsum(is_end)]
     keep = ~is_end
     if "" in vocab:
         keep &= ids != vocab[""]
