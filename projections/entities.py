@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MAX_DERIVED", "normalize_entity", "extract_entities", "fact_entities"]
+__all__ = [
+    "MAX_DERIVED", "capitalised_runs", "normalize_entity", "extract_entities", "fact_entities",
+]
 
-# A run of capitalised words ("New York", "Maya"), allowing inner apostrophes and hyphens.
-_PROPER = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
+# A run of capitalised words ("New York", "Maya"), allowing inner apostrophes and hyphens, that
+# starts a word: r"\b[A-Z]...", with the capital first (the look-behind then checks the
+# boundary) so that the search skips to the next capital in C, ~2x the speed.
+_PROPER = re.compile(r"[A-Z](?<!\w[A-Z])[\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
 # Capitalised only because they start a sentence, or pronoun-like: not entities.
 _COMMON = frozenset(
     """a an the i i'm i've i'd i'll we you he she it they this that these those my our your his
@@ -38,7 +42,7 @@ def extract_entities(text: str) -> list[str]:
     """Proper nouns in ``text`` by capitalisation, normalised, in order of first appearance
     (at most :data:`MAX_DERIVED`; runs too long to be a name are left out)."""
     found: dict[str, None] = {}
-    for run in _PROPER.findall(text):
+    for run in capitalised_runs(text):
         name = _RUNS.get(run)
         if name is None and run not in _RUNS:
             name = _name_of(run)
@@ -49,6 +53,13 @@ def extract_entities(text: str) -> list[str]:
             if len(found) >= MAX_DERIVED:
                 break
     return list(found)
+
+
+def capitalised_runs(text: str) -> list[str]:
+    """The runs of capitalised words in ``text`` ("New York", "Maya's"), each starting a word,
+    in order: what the proper-noun rule reads."""
+    runs: list[str] = _PROPER.findall(text)
+    return runs
 
 
 _RUNS: dict[str, str | None] = {}  # a capitalised run -> its entity (runs repeat: "Maya", "The")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
@@ -11,7 +12,12 @@ from hypothesis import strategies as st
 
 from hmem.errors import InvalidTime
 from hmem.time.iso import parse_time
-from projections.entities import extract_entities, fact_entities, normalize_entity
+from projections.entities import (
+    capitalised_runs,
+    extract_entities,
+    fact_entities,
+    normalize_entity,
+)
 from projections.projector import index_counts, index_text
 from projections.text import WORD, TextIndex, term_counts, tokenize, words_of
 from tests.conftest import examples
@@ -71,6 +77,19 @@ def test_bm25_prefers_rare_terms_and_shorter_documents():
 )
 def test_proper_noun_rule(text, entities):
     assert extract_entities(text) == entities
+
+
+# The rule's runs as first written: a word boundary, then a capital
+_BOUNDARY_FIRST = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
+
+
+@settings(max_examples=examples(dev=300, ci=3000))
+@given(st.text(max_size=60)
+       | st.text(st.sampled_from("AaZz_9 -'’\n.éÉßİ\u00a0\u2028"), max_size=30))
+def test_the_capitalised_runs_are_those_after_a_word_boundary(text):
+    """The capital is matched first and the boundary checked behind it (the search then
+    skips to capitals in C): the same runs as the boundary-first pattern, Unicode included."""
+    assert capitalised_runs(text) == _BOUNDARY_FIRST.findall(text)
 
 
 def test_fact_entities_prefers_the_callers_list():
