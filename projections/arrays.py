@@ -26,13 +26,24 @@ import numpy.typing as npt
 
 __all__ = [
     "NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts", "UniqueStrings",
-    "grown",
+    "grown", "in_sorted",
 ]
 
 NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
 
 Array = npt.NDArray[Any]
 A = TypeVar("A", bound=npt.NDArray[Any])
+
+
+def in_sorted(values: np.ndarray, wanted: np.ndarray) -> npt.NDArray[np.bool_]:
+    """Whether each of ``wanted`` (any shape) is one of ``values`` (ascending): a binary search
+    each, where ``np.isin`` would sort both (``values`` may be a whole namespace long)."""
+    wanted = np.asarray(wanted)
+    if not len(values):
+        return np.zeros(wanted.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(values, wanted), len(values) - 1)
+    found: npt.NDArray[np.bool_] = values[at] == wanted
+    return found
 
 
 def grown(arr: A, need: int, fill: int | float = 0) -> A:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from projections.arrays import in_sorted
 from projections.text import stem_token, tokenize, words_of
 
 __all__ = ["index_counts", "index_runs", "index_text"]
@@ -97,8 +98,7 @@ def index_runs(
     if len(lead_doc):
         have = np.sort(text_doc * width + text_ids)
         want = lead_doc * width + lead_ids
-        at = np.minimum(np.searchsorted(have, want), max(len(have) - 1, 0))
-        present = have[at] == want if len(have) else np.zeros(len(want), bool)
+        present = in_sorted(have, want)
         lacking = np.bincount(lead_doc[~present], minlength=n) > 0
         chosen = lacking[lead_doc]
         lead_doc, lead_ids = lead_doc[chosen], lead_ids[chosen]

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from projections.arrays import in_sorted
 from projections.recall_index import NamespaceIndex
 
 __all__ = ["Bound", "Lists", "Loans", "Words", "borrow", "lend", "own_words"]
@@ -72,9 +73,7 @@ class Words:
         flat = np.asarray(docs, dtype=np.int64).ravel()
         out = np.zeros((len(flat), columns), dtype=np.uint64)
         for j, postings in enumerate(self.postings):
-            if len(postings) and len(flat):
-                at = np.minimum(np.searchsorted(postings, flat), len(postings) - 1)
-                out[postings[at] == flat, j // 64] |= np.uint64(1 << (j % 64))
+            out[in_sorted(postings, flat), j // 64] |= np.uint64(1 << (j % 64))
         return out.reshape(*np.shape(docs), columns)
 
     def fewer(self, docs: np.ndarray, others: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ from hmem.recall.hits import Hit, RecallResult, context_of, hit_of
 from hmem.recall.judgement import judgement_factor, pinned_docs
 from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_words
 from hmem.recall.top import top, top_of
+from projections.arrays import in_sorted
 from projections.entities import extract_entities, normalize_entity
 from projections.projector import Projector, index_counts
 from projections.recall_index import NamespaceIndex
@@ -410,8 +411,8 @@ def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: f
     if not found:
         return np.ones(len(cand))
     hits = np.zeros(len(cand))
-    for docs in found:
-        hits += np.isin(cand, docs)
+    for docs in found:  # ascending: searched, not sorted again (a subject names them all)
+        hits += in_sorted(docs, cand)
     return 1.0 + boost * hits / len(found)
 
 
