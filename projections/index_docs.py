@@ -69,9 +69,9 @@ def index_runs(
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
     # the texts back to back, the ASCII ones first (split in C: see words_of), then the others
     folded = [t.casefold() for t in texts]
-    plain = [t.isascii() for t in folded]
-    by_kind = [i for i in range(n) if plain[i]] + [i for i in range(n) if not plain[i]]
-    head, tail = by_kind[: sum(plain)], by_kind[sum(plain) :]
+    head = [i for i, t in enumerate(folded) if t.isascii()]
+    tail = [i for i, t in enumerate(folded) if not t.isascii()]
+    by_kind = head + tail
     words = words_of(f" {_SEPARATOR} ".join([folded[i] for i in head]))
     if head and tail:
         words.append(_SEPARATOR)

@@ -411,7 +411,7 @@ def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: f
     if not found:
         return np.ones(len(cand))
     hits = np.zeros(len(cand))
-    for docs in found:  # ascending: searched, not sorted again (a subject names them all)
+    for docs in found:  # ascending (EntityDocs.get): searched, not sorted again
         hits += in_sorted(docs, cand)
     return 1.0 + boost * hits / len(found)
 
