@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Sequence
 from datetime import datetime
 
 import numpy as np
@@ -28,7 +29,7 @@ from projections.projector import Projector
 from projections.records import subject_key
 from projections.timeutil import to_us
 
-__all__ = ["DedupKey", "dedup_key", "duplicate_of", "normalise"]
+__all__ = ["DedupKey", "dedup_key", "duplicate_of", "duplicates_of", "normalise"]
 
 _PUNCT = re.compile(r"[^\w\s]")
 
@@ -58,17 +59,32 @@ def duplicate_of(projector: Projector, namespace: str, key: DedupKey, now_us: in
     ``key``, written at ``now_us``) repeats, the newest if several; None if there is none.
     Without a ``valid_from`` the new fact says it is true now: a fact that becomes true only
     later is no repeat of it."""
-    want_subject, want_text, valid_from, valid_to = key
+    return duplicates_of(projector, namespace, [key], now_us)[0]
+
+
+def duplicates_of(
+    projector: Projector, namespace: str, keys: Sequence[DedupKey], now_us: int
+) -> list[int | None]:
+    """:func:`duplicate_of` of each of ``keys``, the namespace's facts searched for them all at
+    once (a batch of new facts, each checked against the stored ones only)."""
     space = projector.held(namespace)
     if space is None:  # a namespace without events repeats nothing
-        return None
+        return [None] * len(keys)
     cols = space.state
-    keys = _KEYS.get(cols)
-    if keys is None:
-        keys = _KEYS[cols] = _Keys(namespace)
-    keys.sync(cols)
+    index = _KEYS.get(cols)
+    if index is None:
+        index = _KEYS[cols] = _Keys(namespace)
+    index.sync(cols)
+    found = index.candidates([hash((subject, text)) for subject, text, _, _ in keys])
+    return [_current_repeat(cols, fids, key, now_us) if fids else None
+            for fids, key in zip(found, keys, strict=True)]
+
+
+def _current_repeat(cols: FactColumns, fids: list[int], key: DedupKey, now_us: int) -> int | None:
+    """The newest of ``fids`` (facts whose hash is the key's) that is current and repeats it."""
+    want_subject, want_text, valid_from, valid_to = key
     f, rows, subjects = cols.table, cols.rows, cols.subjects.values
-    for fid in sorted(keys.candidates(hash((want_subject, want_text))), reverse=True):
+    for fid in sorted(fids, reverse=True):
         slot = cols.slot(fid)
         if f.superseded_by.item(slot) != NONE or f.forgotten_seq.item(slot) != NONE:
             continue  # not current
@@ -111,10 +127,14 @@ class _Keys:
         if len(self.recent) > max(1024, len(self.hashes) // 8):
             self._merge()
 
-    def candidates(self, h: int) -> list[int]:
-        """The ids of the facts whose hash is ``h``."""
-        lo, hi = np.searchsorted(self.hashes, h, "left"), np.searchsorted(self.hashes, h, "right")
-        return self.ids[lo:hi].tolist() + self.recent.get(h, [])  # type: ignore[no-any-return]
+    def candidates(self, hashes: list[int]) -> list[list[int]]:
+        """For each of ``hashes``, the ids of the facts with that hash (one search for all)."""
+        wanted = np.array(hashes, dtype=np.int64)
+        lo = np.searchsorted(self.hashes, wanted, "left").tolist()
+        hi = np.searchsorted(self.hashes, wanted, "right").tolist()
+        recent, ids = self.recent, self.ids
+        return [(ids[a:b].tolist() if b > a else []) + recent.get(h, [])
+                for h, a, b in zip(hashes, lo, hi, strict=True)]
 
     def _merge(self) -> None:
         pairs = [(h, fid) for h, fids in self.recent.items() for fid in fids]

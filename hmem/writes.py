@@ -4,7 +4,7 @@ the LLM layer's ``add`` / ``extract``. Each builds its events and appends them t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,7 +25,7 @@ from hmem.args import (
     fact_id,
     text_arg,
 )
-from hmem.dedup import DedupKey, dedup_key, duplicate_of
+from hmem.dedup import DedupKey, dedup_key, duplicate_of, duplicates_of
 from hmem.errors import AlreadyWritten, EmbedderUnavailable, InvalidInput
 from hmem.handle import StoreHandle
 from hmem.storage.retries import (
@@ -206,9 +206,9 @@ class WriteMethods(StoreHandle):
             return [None] * len(events)
         with self.reading() as store:
             now_us = to_us(now or transaction_time(self.clock, store.log))
-            return _batch_repeats(events, now_us, lambda key: duplicate_of(
-                store.projector, self.namespace, key, now_us
-            ))
+            keys = [dedup_key(ev.subject, ev.text, ev.valid_from, ev.valid_to) for ev in events]
+            stored = duplicates_of(store.projector, self.namespace, keys, now_us)
+            return _batch_repeats(keys, stored, now_us)
 
     def _vectors(self, events: Sequence[FactRemembered], which: list[int]) -> dict[int, np.ndarray]:
         """The embedder's vectors of events ``which``, by position ({} without an embedder)."""
@@ -461,16 +461,14 @@ Repeat = int | tuple[str, int] | None
 
 
 def _batch_repeats(
-    events: Sequence[FactRemembered], now_us: int,
-    existing: Callable[[DedupKey], int | None],
+    keys: Sequence[DedupKey], stored: Sequence[int | None], now_us: int
 ) -> list[Repeat]:
-    """Which events repeat a current fact (``existing(its dedup key)``: its id) or an
-    earlier event of the batch, by the rule ``duplicate_of`` applies to stored facts (the batch
-    is written at ``now_us``)."""
+    """Which events (their dedup ``keys``) repeat a current fact (``stored``: its id, from
+    ``duplicates_of``) or an earlier event of the batch, by the rule ``duplicate_of`` applies
+    to stored facts (the batch is written at ``now_us``)."""
     new: dict[tuple[str, str, int | None], list[tuple[int, int]]] = {}  # -> (start, item)
     out: list[Repeat] = []
-    for i, ev in enumerate(events):
-        key = dedup_key(ev.subject, ev.text, ev.valid_from, ev.valid_to)
+    for i, (key, old) in enumerate(zip(keys, stored, strict=True)):
         subject, text, valid_from, valid_to = key
         same = new.setdefault((subject, text, valid_to), [])
         # without valid_from an item says it is true now: an earlier one already true now
@@ -479,7 +477,6 @@ def _batch_repeats(
         if earlier:
             out.append(("batch", earlier[-1]))
             continue
-        old = existing(key)
         if old is None:
             same.append((now_us if valid_from is None else valid_from, i))
         out.append(old)

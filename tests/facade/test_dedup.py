@@ -111,6 +111,9 @@ ops = st.lists(
                   st.booleans()),
         st.tuples(st.just("forget"), st.integers(0, 20)),
         st.tuples(st.just("revise"), st.integers(0, 20), st.sampled_from(TEXTS)),
+        st.tuples(st.just("batch"), st.lists(st.tuples(st.sampled_from(SUBJECTS),
+                                                       st.sampled_from(TEXTS)),
+                                             min_size=1, max_size=5)),
     ),
     max_size=25,
 )
@@ -120,7 +123,8 @@ ops = st.lists(
 @given(ops)
 def test_dedup_equals_a_naive_model(history):
     """The model: a remember repeats the newest current fact with the same subject key and
-    normalised text (no valid times given here), else it is new."""
+    normalised text (no valid times given here), else it is new; an item of a batch does the
+    same, the batch's earlier new items counted as current."""
     current: dict[int, tuple[str, str]] = {}  # id -> (subject key, normalised text)
     with tempfile.TemporaryDirectory() as tmp, memory(Path(tmp) / "s") as m:
         for op in history:
@@ -135,6 +139,19 @@ def test_dedup_equals_a_naive_model(history):
                 else:
                     assert got == before + 1
                     current[got] = key
+            elif op[0] == "batch":
+                want, new_id = [], m.last_seq + 1
+                for subject, text in op[1]:
+                    key = (subject_key(subject), normalise(text))
+                    same = [fid for fid, k in current.items() if k == key]
+                    if same:
+                        want.append(max(same))
+                    else:
+                        want.append(new_id)
+                        current[new_id] = key
+                        new_id += 1
+                items = [{"subject": subject, "text": text} for subject, text in op[1]]
+                assert m.remember_many(items) == want
             elif current:
                 fid = sorted(current)[op[1] % len(current)]
                 if op[0] == "forget":
