@@ -213,3 +213,35 @@ def test_repeats_are_found_among_thousands_of_facts_and_in_their_namespace_only(
         assert again == [late[49], first[10]]
         m.forget(first[10])
         assert m.remember("s3", "fact number 10") != first[10]  # no longer believed
+
+
+def test_a_repeat_is_found_past_a_newer_same_text_fact_that_is_no_longer_current(tmp_path):
+    """Two facts say the same (the second kept with ``dedup=False``) and the newer is
+    forgotten: a repeat names the older one, still current, alone or in a batch."""
+    with memory(tmp_path / "s") as m:
+        first = m.remember("maya", "Maya likes tea")
+        second = m.remember("maya", "Maya likes tea", dedup=False)
+        m.forget(second)
+        assert m.remember("maya", "maya likes tea") == first
+        assert m.remember_many([{"subject": "maya", "text": "Maya likes tea!"}]) == [first]
+
+
+def test_a_fact_that_started_at_this_very_instant_is_true_now(tmp_path):
+    """With a clock that stands still, a fact stored without a valid_from starts at the next
+    write's own time: "true now" includes that instant, so the next remember repeats it."""
+    with Memory(tmp_path / "s", clock=StepClock(START, timedelta(0)), embedder=None) as m:
+        first = m.remember("maya", "Maya likes tea")
+        assert m.remember("maya", "Maya likes tea") == first
+        assert m.remember_many([{"subject": "maya", "text": "Maya likes tea"}]) == [first]
+
+
+def test_batch_items_with_a_valid_from_repeat_only_an_item_of_the_same_start(tmp_path):
+    items = [{"subject": "sam", "text": "Sam sails", "valid_from": "2024-01-01"},
+             {"subject": "sam", "text": "Sam sails", "valid_from": "2024-01-01"},
+             {"subject": "sam", "text": "Sam sails", "valid_from": "2024-06-01"},
+             {"subject": "sam", "text": "Sam sails", "valid_from": "2024-06-01"}]
+    with memory(tmp_path / "batch") as m:
+        batch = m.remember_many(items)
+    with memory(tmp_path / "one") as m:
+        one_by_one = [m.remember(**item) for item in items]
+    assert batch == one_by_one == [1, 1, 2, 2]

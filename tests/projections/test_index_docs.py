@@ -41,9 +41,18 @@ def expanded(counts: dict[str, int]) -> list[str]:
 def test_documents_made_together_equal_each_made_alone(facts):
     terms, runs, lengths = index_runs([s for s, _ in facts], [t for _, t in facts])
     want = [expanded(index_counts(s, t)) for s, t in facts]
+    assert len(runs) == int(lengths.sum())
     assert documents(terms, runs, lengths) == want
     seen = list(dict.fromkeys(t for doc in want for t in doc))
     assert terms == seen  # distinct, in order of first appearance
+
+
+def test_many_documents_over_a_few_words_stay_apart():
+    """More documents than distinct words: a (document, word) pair is never taken for
+    another's (each document's own counts, in its own order)."""
+    facts = [("s", ["tea tea coffee", "coffee", "tea"][i % 3]) for i in range(60)]
+    terms, runs, lengths = index_runs([s for s, _ in facts], [t for _, t in facts])
+    assert documents(terms, runs, lengths) == [expanded(index_counts(s, t)) for s, t in facts]
 
 
 UTC = timezone.utc
