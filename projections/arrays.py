@@ -266,8 +266,14 @@ class Ragged:
     def gather(
         self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]
     ) -> tuple[Array, npt.NDArray[np.int64]]:
-        """(the runs of ``slots`` one after another, each run's length)."""
+        """(the runs of ``slots`` one after another, each run's length). For slots that are
+        one stretch (a whole space's, the usual caller) the runs are a view of the values:
+        read it, do not change it."""
         stop = ends[slots]
+        if _one_stretch(slots):
+            first = int(ends[slots[0] - 1]) if slots[0] > 0 else 0
+            lengths = np.diff(stop, prepend=first)
+            return self.values[first:first + int(lengths.sum())], lengths
         start = np.where(slots > 0, ends[np.maximum(slots - 1, 0)], 0)
         lengths = stop - start
         # a run's k-th item is at start + k: (start - where the run lands) + its place out
@@ -364,3 +370,11 @@ class UniqueStrings(Texts):
 
     def get(self, code: int) -> str | None:
         return None if code < 0 else self[code]
+
+
+def _one_stretch(slots: npt.NDArray[Any]) -> bool:
+    """Whether ``slots`` are ``k, k + 1, ..., k + m`` (at least one)."""
+    if not len(slots):
+        return False
+    first, last = int(slots[0]), int(slots[-1])
+    return last - first == len(slots) - 1 and bool((np.diff(slots) == 1).all())

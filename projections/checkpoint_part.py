@@ -2,7 +2,8 @@
 
 The store's checkpoint (projections/checkpoint.py) is one part per namespace plus a manifest
 that names each part by the SHA-256 of the part's own manifest. A part holds a space's fold
-columns (projections/fold_state.py, with each fact's index tokens) and event rows
+columns (projections/fold_state.py, with each fact's index tokens and the postings they make)
+and event rows
 (projections/event_columns.py) as they are in memory, so a load is a read per column.
 
 Layout: ``MAGIC | u32 version | u64 manifest length | 32-byte SHA-256 of the manifest |
@@ -21,6 +22,7 @@ import hmac
 import os
 import struct
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ from eventlog.events import RecallServed
 from projections.arrays import Ragged, Strings, Table, Texts
 from projections.compact_columns import Sparse, derive_times, pack, unpack
 from projections.event_columns import EventColumns
-from projections.fold_state import FactColumns
+from projections.fold_state import FactColumns, TermPostings
+from projections.index_tokens import first_postings
 from projections.records import Episode, Vector
 from projections.request_keys import request_key
 
@@ -42,6 +45,7 @@ MAGIC = b"HMEMPART"
 VERSION = 1
 _HEAD = struct.Struct("<8sIQ32s")
 _ALIGN = 64
+_HASHERS = 2  # threads checking columns' digests while the next columns are read
 
 
 class Refused(Exception):
@@ -91,6 +95,7 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
     if len(events) and events.seq[-1] != facts.last_seq:
         raise ValueError(f"the event rows end at {events.seq[-1]}, the facts at {facts.last_seq}")
     arrays = dict(_arrays(facts))
+    arrays |= _postings_arrays(first_postings(facts))
     models = list(dict.fromkeys(v.model for v in facts.vectors))
     arrays |= _vector_arrays(facts, models)
     for name, code in EventColumns.ARRAYS.items():
@@ -141,15 +146,20 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
                 raise Refused(f"its part {path.name} is not the one its manifest names")
             start = _aligned(f.tell())
             arrays: dict[str, Any] = {}
-            for column in manifest.columns:
-                into = _buffer(column)
-                f.seek(start + column.offset)
-                if f.readinto(into) != len(into) or (
-                    hashlib.sha256(into).digest() != column.sha256
-                ):
-                    raise Refused(
-                        f"it is damaged (column {column.name} of {path.name} fails its digest)")
-                arrays[column.name] = into if isinstance(into, bytearray) else into.obj
+            # each column is hashed by a thread (hashlib lets go of the GIL) while the next
+            # is read; none is used before every digest matched
+            with ThreadPoolExecutor(max_workers=_HASHERS) as hashers:
+                digests = []
+                for column in manifest.columns:
+                    into = _buffer(column)
+                    f.seek(start + column.offset)
+                    read_all = f.readinto(into) == len(into)
+                    digests.append((column, read_all, hashers.submit(_sha256, into)))
+                    arrays[column.name] = into if isinstance(into, bytearray) else into.obj
+                for column, read_all, hashed in digests:
+                    if not read_all or hashed.result() != column.sha256:
+                        raise Refused(f"it is damaged (column {column.name} of {path.name} "
+                                      "fails its digest)")
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
         if extra.last_seq != manifest.seq:
             raise ValueError("the part's seq and its state's differ")
@@ -162,6 +172,10 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
         raise
     except UNREADABLE as e:
         raise Refused(f"its part {path.name} cannot be read ({type(e).__name__}: {e})") from None
+
+
+def _sha256(data: bytearray | memoryview) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
 def _manifest(f: Any) -> tuple[_Manifest | None, bytes]:
@@ -278,11 +292,34 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
     cols.tokened = extra.tokened
     if not 0 <= cols.tokened <= cols.n:
         raise ValueError("more facts with index tokens than facts")
+    if "postings.codes" in arrays:  # a part written before they were kept has none
+        cols.postings = _postings(arrays, cols.tokened, len(cols.terms))
     _vectors(arrays, extra, cols)
     for episode in extra.episodes:
         cols.add_episode(episode)
     cols.last_seq = extra.last_seq
     return cols
+
+
+def _postings_arrays(postings: TermPostings) -> dict[str, npt.NDArray[Any]]:
+    """The postings of a part's facts (term frequencies as counts: most are 1, kept sparse)."""
+    return {"postings.codes": postings.codes, "postings.starts": postings.starts,
+            "postings.documents": postings.documents,
+            "postings.tfs": postings.tfs.astype(np.int32)}
+
+
+def _postings(arrays: dict[str, Any], docs: int, terms: int) -> TermPostings:
+    codes, starts = arrays["postings.codes"], arrays["postings.starts"]
+    documents, tfs = arrays["postings.documents"], arrays["postings.tfs"]
+    if len(codes) != len(starts) or len(tfs) != len(documents) or (
+        len(codes) and not (starts[0] == 0 and starts[-1] < len(documents)
+                            and bool((np.diff(starts) > 0).all())
+                            and bool((np.diff(codes) > 0).all())
+                            and 0 <= codes[0] and codes[-1] < terms)
+    ) or (len(documents) and not 0 <= int(documents.min()) <= int(documents.max()) < docs):
+        raise ValueError("the postings do not fit the part's facts and terms")
+    return TermPostings(np.asarray(codes, dtype=np.int32), np.asarray(starts, dtype=np.int64),
+                        np.asarray(documents, dtype=np.int32), tfs.astype(np.float32), docs)
 
 
 def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:

@@ -30,7 +30,8 @@ class EntityDocs:
         if len(self._docs) or self._added:
             raise ValueError("EntityDocs.load fills an empty index only")
         codes = np.asarray(codes, dtype=np.int64)
-        present, starts = np.unique(codes, return_index=True)
+        starts = np.flatnonzero(np.diff(codes, prepend=-1))  # where each code's run starts
+        present = codes[starts]
         self._names = [names[c] for c in present.tolist()]
         self._code = None
         self._bounds = np.append(starts.astype(np.int64), len(codes))

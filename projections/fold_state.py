@@ -11,6 +11,7 @@ store's objects.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ from projections.checks import check_dims
 from projections.errors import FactNotFound
 from projections.records import Episode, Fact, Row, Vector, subject_key
 
-__all__ = ["FactColumns", "REVISION_KINDS", "opt"]
+__all__ = ["FactColumns", "REVISION_KINDS", "TermPostings", "opt"]
 
 REVISION_KINDS = (None, "world", "correction")  # FactTable.revision codes
 
@@ -44,6 +45,18 @@ def importance_code(value: int | None) -> int:
     if value is None:
         return 0
     return value if type(value) is int and 0 < value < 128 else -1
+
+
+class TermPostings(NamedTuple):
+    """The postings of the facts at slots ``0 .. docs - 1`` (document i is slot i), term-major:
+    term ``codes[g]`` (codes ascending) is held by ``documents[starts[g]:starts[g + 1]]``
+    (ascending) with term frequencies ``tfs`` (projections/index_tokens.py)."""
+
+    codes: npt.NDArray[np.int32]
+    starts: npt.NDArray[np.int64]
+    documents: npt.NDArray[np.int32]
+    tfs: npt.NDArray[np.float32]
+    docs: int
 
 
 class FactColumns:
@@ -67,6 +80,9 @@ class FactColumns:
         # sets them): ends facts.tokens_end, set for the first ``tokened`` slots
         self.tokens = Ragged("int32")
         self.tokened = 0
+        # what those tokens make for the first facts, kept (namespace_postings) so that a
+        # checkpoint part saves it and a load does not sort them again
+        self.postings: TermPostings | None = None
         self.odd: dict[int, int] = {}  # slot -> an importance the int8 column cannot hold
         self.vectors: list[Vector] = []
         self.vector_dims: dict[tuple[str, str], int] = {}

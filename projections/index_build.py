@@ -66,17 +66,25 @@ def _subject_keys(
     cols: FactColumns, subjects: npt.NDArray[np.int32]
 ) -> tuple[list[str], npt.NDArray[np.int64]]:
     """(distinct subject keys in order of first use, each document's code among them)."""
-    distinct, inverse = np.unique(subjects, return_inverse=True)
+    distinct, inverse = _distinct(subjects)
     key_of = [subject_key(cols.subjects.values[c]) for c in distinct.tolist()]
     key_ids: dict[str, int] = {}
     per_subject = np.array([key_ids.setdefault(k, len(key_ids)) for k in key_of], dtype=np.int64)
     per_doc = per_subject[inverse] if len(subjects) else np.zeros(0, dtype=np.int64)
-    found, first_doc = np.unique(per_doc, return_index=True)
-    order = found[np.argsort(first_doc, kind="stable")]  # key ids by first use
+    first_doc = np.full(len(key_ids), len(per_doc), dtype=np.int64)
+    np.minimum.at(first_doc, per_doc, np.arange(len(per_doc), dtype=np.int64))
+    order = np.argsort(first_doc, kind="stable")  # key ids by first use
     code_of = np.empty(len(key_ids), dtype=np.int64)
     code_of[order] = np.arange(len(order))
     names = list(key_ids)
     return [names[k] for k in order.tolist()], code_of[per_doc]
+
+
+def _distinct(codes: npt.NDArray[np.int32]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """``np.unique(codes, return_inverse=True)`` for codes into a string table (0 or more):
+    counted, not sorted."""
+    present = np.bincount(codes) > 0
+    return np.flatnonzero(present), (np.cumsum(present) - 1)[codes]
 
 
 def _visibility(
@@ -124,9 +132,13 @@ def _entity_docs(
     """Every naming of an entity by a document: (the entity names, their codes ascending, the
     documents, ascending within a code): what EntityDocs.load takes."""
     codes, lengths = cols.entities.gather(cols.table.entities_end, slots)
-    docs = np.repeat(np.arange(len(slots), dtype=np.int64), lengths)
-    order = np.argsort(codes, kind="stable")
-    return cols.entity_names.values, codes[order], docs[order]
+    # one key per naming, (entity, document), unique; sorted, they are in EntityDocs' order
+    width = max(len(slots), 1)
+    key = np.multiply(codes, width, dtype=np.int64)
+    key += np.repeat(np.arange(len(slots), dtype=np.int64), lengths)
+    key.sort()
+    by_entity = key // width
+    return cols.entity_names.values, by_entity, key - by_entity * width
 
 
 def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> Turns:

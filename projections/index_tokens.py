@@ -6,7 +6,9 @@ as often as it occurs, so a fact's run is exactly ``doc_len`` long and no term f
 stored. A namespace's postings are then one sort of its facts' runs: the recall index is built
 without reading DuckDB's ``postings`` table and without tokenizing a text again
 (projections/index_build.py; tests/projections/test_index_build.py holds the result equal to
-adding the facts one by one).
+adding the facts one by one). The postings so made for a space's facts are kept
+(``FactColumns.postings``) and saved with its checkpoint part, so a namespace loaded from its part
+sorts only the facts folded after it and merges them in (:func:`namespace_postings`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from projections.errors import ProjectionError
-from projections.fold_state import FactColumns
+from projections.fold_state import FactColumns, TermPostings
 
-__all__ = ["Postings", "namespace_postings", "set_runs", "set_tokens", "token_counts"]
+__all__ = [
+    "Postings", "first_postings", "kept_postings_hold", "namespace_postings", "set_runs",
+    "set_tokens", "token_counts",
+]
 
 # A namespace's postings: (terms, where each term's postings start, documents ascending within
 # a term, term frequencies), documents numbered by position in the namespace's slots
@@ -86,26 +91,92 @@ def token_counts(cols: FactColumns, slot: int) -> dict[str, int]:
 
 
 def namespace_postings(cols: FactColumns, slots: npt.NDArray[np.intp]) -> Postings:
-    """The postings of the facts at ``slots`` (ascending), document ``i`` being ``slots[i]``;
-    terms in order of their codes."""
+    """The postings of the facts at ``slots`` (ascending, as ``namespace_slots`` gives them),
+    document ``i`` being ``slots[i]``; terms in order of their codes. The postings kept for the
+    first facts (``cols.postings``: a checkpoint part's, or an earlier call's) are not made
+    again; when ``slots`` are the first facts (a space's are), the result is kept."""
+    made = _postings(cols, slots)
+    if len(slots) and int(slots[-1]) == len(slots) - 1:
+        cols.postings = made
+    names = cols.terms.values
+    return [names[c] for c in made.codes.tolist()], made.starts, made.documents, made.tfs
+
+
+def first_postings(cols: FactColumns) -> TermPostings:
+    """The postings of every fact with index tokens (slots ``0 .. tokened - 1``), what a
+    checkpoint part keeps (made from the kept ones and the later facts' tokens; none kept)."""
+    return _postings(cols, np.arange(cols.tokened, dtype=np.intp))
+
+
+def kept_postings_hold(cols: FactColumns) -> bool:
+    """Whether the postings kept for the first facts (if any) are the ones their index tokens
+    make (what ``verify`` asks of a checkpoint's)."""
+    kept = cols.postings
+    if kept is None:
+        return True
+    if not 0 <= kept.docs <= cols.tokened:
+        return False
+    made = _sorted(cols, np.arange(kept.docs, dtype=np.intp), 0)
+    return all(np.array_equal(getattr(kept, name), getattr(made, name))
+               for name in ("codes", "starts", "documents", "tfs"))
+
+
+def _postings(cols: FactColumns, slots: npt.NDArray[np.intp]) -> TermPostings:
     n = len(slots)
     if n and int(slots[-1]) >= cols.tokened:
         raise ProjectionError(
             f"the fact at slot {int(slots[-1])} has no index tokens ({cols.tokened} have them)"
         )
+    kept = cols.postings
+    # the kept postings are the first ``kept.docs`` facts': ascending slots start with them
+    # exactly when slot kept.docs - 1 is the document kept.docs - 1
+    if kept is None or not 0 < kept.docs <= n or int(slots[kept.docs - 1]) != kept.docs - 1:
+        return _sorted(cols, slots, 0)
+    if kept.docs == n:
+        return kept
+    return _merged(kept, _sorted(cols, slots[kept.docs:], kept.docs))
+
+
+def _sorted(cols: FactColumns, slots: npt.NDArray[np.intp], first_doc: int) -> TermPostings:
+    """The postings of ``slots``, document ``first_doc + i`` being ``slots[i]``."""
+    n = len(slots)
     codes, lengths = cols.tokens.gather(cols.table.tokens_end, slots)
     # one key per token, (term, document); sorted, equal keys are one posting and its tf
-    key = np.multiply(codes, max(n, 1), dtype=np.int64)
+    width = max(n, 1)
+    key = np.multiply(codes, width, dtype=np.int64)
     key += np.repeat(np.arange(n, dtype=np.int64), lengths)
     key.sort()
     first = np.flatnonzero(_changes(key))
     tfs = np.diff(np.append(first, len(key))).astype(np.float32)
     unique = key[first]
-    term = unique // max(n, 1)
-    docs = unique - term * n
+    term = unique // width
+    unique -= term * width - first_doc
     starts = np.flatnonzero(_changes(term))
-    names = cols.terms.values
-    return [names[c] for c in term[starts].tolist()], starts, docs, tfs
+    return TermPostings(term[starts].astype(np.int32), starts.astype(np.int64),
+                        unique.astype(np.int32), tfs, first_doc + n)
+
+
+def _merged(a: TermPostings, b: TermPostings) -> TermPostings:
+    """The postings of ``a``'s documents followed by ``b``'s (all of ``b``'s come after): each
+    term's postings are its postings in ``a`` then its postings in ``b``, placed in one pass."""
+    codes = np.union1d(a.codes, b.codes).astype(np.int32)
+    at_a, at_b = np.searchsorted(codes, a.codes), np.searchsorted(codes, b.codes)
+    len_a = np.diff(np.append(a.starts, len(a.documents)))
+    len_b = np.diff(np.append(b.starts, len(b.documents)))
+    in_a = np.zeros(len(codes), dtype=np.int64)
+    in_a[at_a] = len_a
+    counts = in_a.copy()
+    counts[at_b] += len_b
+    starts = np.cumsum(counts) - counts
+    # a posting's place: where its term starts, (after the term's postings in a, for b's)
+    # plus its rank within its term
+    to_a = np.repeat(starts[at_a] - a.starts, len_a) + np.arange(len(a.documents))
+    to_b = np.repeat(starts[at_b] + in_a[at_b] - b.starts, len_b) + np.arange(len(b.documents))
+    documents = np.empty(int(counts.sum()), dtype=np.int32)
+    tfs = np.empty(len(documents), dtype=np.float32)
+    documents[to_a], tfs[to_a] = a.documents, a.tfs
+    documents[to_b], tfs[to_b] = b.documents, b.tfs
+    return TermPostings(codes, starts, documents, tfs, b.docs)
 
 
 def _changes(values: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:

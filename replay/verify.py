@@ -5,7 +5,8 @@ indexes built so far) and the checkpoint file it was loaded from. :func:`verify_
 folds the log again from seq 1 into a new projector and compares every table row the SQL
 surface shows of each namespace (projections/sql_tables.py), every field of every recall index
 the live state has built against one built from the replay, and, when a checkpoint is given,
-the state saved in it against the replay at the checkpoint's seq.
+the state saved in it against the replay at the checkpoint's seq (and the postings it keeps
+against its facts' index tokens, which that compares).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from eventlog.protocol import Log
+from projections.index_tokens import kept_postings_hold
 from projections.projector import Projector
 from projections.sql_tables import TABLES, namespace_rows
 from replay.rebuild import rebuild_projection
@@ -63,6 +65,11 @@ def verify_projection(
         rebuild_projection(log, upto=checkpoint.last_seq, into=fresh)
         _compare(report, "checkpoint ", state_rows(fresh), state_rows(checkpoint),
                  max_examples)
+        for namespace, space in sorted(checkpoint.spaces()):
+            if not kept_postings_hold(space.state):
+                report.tables[f"checkpoint postings {namespace!r}"] = (1, 0)
+                report.examples.append(f"checkpoint: the postings kept for {namespace!r} are "
+                                       "not the ones its facts' index tokens make")
         if list(fresh.tx_times) != list(checkpoint.tx_times):
             report.tables["checkpoint tx times"] = (1, 0)
             report.examples.append("checkpoint: the events' tx times differ from the log's")

@@ -15,7 +15,7 @@ from hmem.errors import StoreNotFound
 from hmem.storage.targets import default_root
 from hmem.views import plain_int
 from projections.checkpoint import CHECKPOINT_FILE
-from replay.verify import state_rows
+from replay.verify import state_rows, verify_projection
 
 UTC = timezone.utc
 
@@ -231,6 +231,24 @@ def test_deleting_the_checkpoint_rebuilds_the_state_identically(tmp_path):
     with Memory(path, clock=Clock()) as m:
         assert dump(m) == before
         assert m.verify().ok
+
+
+def test_verify_names_a_checkpoint_whose_kept_postings_are_not_its_tokens(tmp_path):
+    """The postings a checkpoint part keeps answer the first recall of a reader: verify holds
+    them to the index tokens of the facts saved beside them."""
+    path = tmp_path / "store"
+    with Memory(path, clock=Clock()) as m:
+        maya(m)
+    with Memory(path, clock=Clock()) as m:
+        saved = m.store.checkpoints.saved(m.store.log)
+        assert saved is not None
+        assert verify_projection(m.store.log, m.store.projector, checkpoint=saved).ok
+        kept = saved.space("default").state.postings
+        assert kept is not None
+        kept.tfs[0] += 1
+        report = verify_projection(m.store.log, m.store.projector, checkpoint=saved)
+        assert list(report.tables) == ["checkpoint postings 'default'"]
+        assert "index tokens" in report.examples[0]
 
 
 def test_a_damaged_checkpoint_is_replaced_by_a_replay(tmp_path):

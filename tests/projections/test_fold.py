@@ -35,7 +35,13 @@ from projections.checkpoint import CHECKPOINT_FILE
 from projections.errors import HmemError, ProjectionError
 from projections.fold import check, fold, fold_all, touched_facts
 from projections.fold_state import FactColumns
-from projections.index_tokens import set_tokens, token_counts
+from projections.index_tokens import (
+    Postings,
+    kept_postings_hold,
+    namespace_postings,
+    set_tokens,
+    token_counts,
+)
 from projections.projector import Projector, index_counts
 from projections.records import Fact
 from replay.verify import state_rows
@@ -238,6 +244,12 @@ def test_the_state_saved_in_a_checkpoint_and_loaded_back_equals_the_fold(history
         space = loaded.space(namespace)
         assert space.state.tokened == space.state.n
         assert_same_state(space.state, restricted(state, accepted, namespace), namespace)
+        # the postings its part kept, the later facts' merged in: what a sort of all makes
+        slots = space.state.namespace_slots(namespace)
+        merged = namespace_postings(space.state, slots)
+        assert kept_postings_hold(space.state)
+        space.state.postings = None
+        assert_same_postings(namespace_postings(space.state, slots), merged)
         names = space.state.namespaces.values
         mine = [ev for ev in accepted if ev.namespace == namespace]
         assert space.events.seq.tolist() == [ev.seq for ev in mine]
@@ -281,6 +293,12 @@ def assert_same_events(got: Projector, want: Projector, what: str) -> None:
 
 def save(path: Path, projector: Projector, stamp_: checkpoint.Stamp) -> None:
     checkpoint.save(path, projector, stamp_, SEAL)
+
+
+def assert_same_postings(want: Postings, got: Postings) -> None:
+    assert got[0] == want[0]
+    for have, expected in zip(got[1:], want[1:], strict=True):
+        assert have.tolist() == expected.tolist()
 
 
 def through_checkpoint(projector: Projector) -> Projector:

@@ -260,6 +260,17 @@ def test_source_positions_read_in_bulk_equal_one_by_one(values):
     assert got == want
 
 
+def _played_one_by_one(root: Path, history, cut: int) -> dict[str, dict[str, object]]:
+    """The indexes of a writer whose indexes saw every event, the history played in two calls
+    (a call's changes pick among the facts it made) as the stores compared with it are."""
+    with Memory(root, clock=StepClock(START, STEP), embedder=None) as m:
+        for ns in ("a", "b"):
+            m.store.projector.indexes.build_now(ns)
+        play(m, history[:cut])
+        play(m, history[cut:])
+        return {ns: fields(ix) for ns, ix in m.store.projector.indexes.items()}
+
+
 @settings(max_examples=examples(dev=30, ci=100))
 @given(history=histories, cut=st.integers(0, 25))
 def test_an_index_built_in_bulk_then_added_to_equals_one_built_one_by_one(history, cut):
@@ -268,12 +279,7 @@ def test_an_index_built_in_bulk_then_added_to_equals_one_built_one_by_one(histor
     writer whose indexes saw every event."""
     cut = min(cut, len(history))
     with tempfile.TemporaryDirectory() as tmp:
-        with Memory(Path(tmp) / "one", clock=StepClock(START, STEP), embedder=None) as m:
-            for ns in ("a", "b"):
-                m.store.projector.indexes.build_now(ns)
-            play(m, history[:cut])
-            play(m, history[cut:])
-            want = {ns: fields(ix) for ns, ix in m.store.projector.indexes.items()}
+        want = _played_one_by_one(Path(tmp) / "one", history, cut)
         clock = StepClock(START, STEP)
         with Memory(Path(tmp) / "two", clock=clock, embedder=None) as m:
             play(m, history[:cut])
@@ -283,3 +289,57 @@ def test_an_index_built_in_bulk_then_added_to_equals_one_built_one_by_one(histor
             play(m, history[cut:])
             got = {ns: fields(ix) for ns, ix in m.store.projector.indexes.items()}
     assert got == want
+
+
+@settings(max_examples=examples(dev=30, ci=100), deadline=None)
+@given(history=histories, cut=st.integers(0, 25))
+def test_a_reader_merges_its_parts_kept_postings_with_the_facts_logged_after(history, cut):
+    """A reader opens from a checkpoint of the first ``cut`` steps while a writer has logged
+    the rest and not yet published them: its indexes (the postings its parts kept, the later
+    facts' merged in) equal those of a writer that saw every event one by one."""
+    cut = min(cut, len(history))
+    with tempfile.TemporaryDirectory() as tmp:
+        want = _played_one_by_one(Path(tmp) / "one", history, cut)
+        clock, two = StepClock(START, STEP), Path(tmp) / "two"
+        with Memory(two, clock=clock, embedder=None) as m:
+            play(m, history[:cut])
+        earlier = _checkpoint_files(two)
+        with Memory(two, clock=clock, embedder=None) as m:
+            play(m, history[cut:])
+        _restore_checkpoint(two, earlier)  # the log goes on past the checkpoint
+        with Memory(two, read_only=True, embedder=None) as r:
+            got = {ns: fields(ix) for ns, ix in r.store.projector.indexes.items()}
+    assert got == want
+
+
+def _checkpoint_files(root: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in root.glob("checkpoint*")}
+
+
+def _restore_checkpoint(root: Path, files: dict[str, bytes]) -> None:
+    for path in root.glob("checkpoint*"):
+        path.unlink()
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+
+
+def test_a_namespace_loaded_from_its_part_sorts_only_the_facts_after_it(tmp_path):
+    clock, root = StepClock(START, STEP), tmp_path / "s"
+    with Memory(root, clock=clock, embedder=None) as m:
+        for i in range(5):
+            m.remember("Maya", f"Maya likes tea {i}", dedup=False)
+    earlier = _checkpoint_files(root)
+    with Memory(root, clock=clock, embedder=None) as m:
+        for i in range(3):
+            m.remember("Maya", f"Maya runs to the cafés {i}", dedup=False)
+    _restore_checkpoint(root, earlier)
+    with Memory(root, read_only=True, embedder=None) as r:
+        state = r.store.projector.space("default").state
+        assert state.postings is not None and state.postings.docs == 5  # the part's
+        assert state.n == 8
+        index = r.store.projector.indexes["default"]
+        assert state.postings.docs == 8  # merged, and kept for the next part
+        docs, tfs = index.text.postings("run")
+        assert docs.tolist() == [5, 6, 7] and tfs.tolist() == [1.0, 1.0, 1.0]
+        assert index.text.postings("tea")[0].tolist() == [0, 1, 2, 3, 4]
+        assert index.text.postings("maya")[0].tolist() == list(range(8))

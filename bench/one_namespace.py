@@ -1,0 +1,80 @@
+"""One large namespace served by a fresh process: open, first recall, peak RSS.
+
+    python -m bench.one_namespace --facts 1M                  # builds a store in a temp dir
+    python -m bench.one_namespace --facts 1M --root DIR       # builds DIR once, reuses it
+
+Issue 32's row "one namespace of 1M facts: open + first recall <= 1 s, RSS <= 600 MB". The
+store holds ``--facts`` text facts of bench.scale's workload, every one in namespace ``big``,
+written with ``remember_many`` in batches of 5,000 (dedup off, no embedder) and closed (so its
+checkpoint part is published). Then ``--rounds`` times a fresh read-only process, timed after
+its imports, opens the store and recalls once: the open, the first recall (it loads the
+namespace's part, folds the log after it, builds the recall index) and the peak RSS (VmHWM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.report import child_json, parse_size
+from bench.scale_workload import workload
+
+NAMESPACE = "big"
+QUERY = "order ticket garden"
+_BATCH = 5_000
+_READER = """
+import json, sys, time
+from hmem.memory import Memory
+from bench.report import peak_rss_mib
+t0 = time.perf_counter()
+m = Memory(sys.argv[1], namespace=sys.argv[2], read_only=True, embedder=None)
+opened = time.perf_counter()
+hits = m.recall(sys.argv[3])
+done = time.perf_counter()
+print("READER " + json.dumps({"open_s": opened - t0, "first_recall_s": done - opened,
+                              "peak_rss_mib": peak_rss_mib(), "hits": len(hits)}))
+m.close()
+"""
+
+
+def build(root: Path, n: int) -> float:
+    """Write the store (every fact in one namespace); returns facts per second."""
+    from hmem.memory import Memory
+
+    items = [{"subject": e.subject, "text": e.text} for e in workload(n)]
+    t = time.perf_counter()
+    with Memory(root, fsync="never", embedder=None) as mem:
+        view = mem.in_namespace(NAMESPACE)
+        for i in range(0, n, _BATCH):
+            view.remember_many(items[i:i + _BATCH], dedup=False)
+    return n / (time.perf_counter() - t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--facts", default="1M", help="facts in the namespace (default 1M)")
+    p.add_argument("--root", type=Path, default=None, help="the store (built if missing)")
+    p.add_argument("--rounds", type=int, default=3, help="fresh processes (default 3)")
+    args = p.parse_args(argv)
+    n = parse_size(args.facts)
+    with tempfile.TemporaryDirectory(prefix="hmem-one-namespace-") as tmp:
+        root = args.root or Path(tmp) / "store"
+        if not (root / "log").exists():
+            print(f"building {n:,} facts in one namespace: {build(root, n):,.0f} facts/s")
+        rounds = [child_json(_READER, [str(root), NAMESPACE, QUERY], "READER")
+                  for _ in range(args.rounds)]
+    for r in rounds:
+        print(f"open {r['open_s']:.2f} s, first recall {r['first_recall_s']:.2f} s, "
+              f"peak RSS {r['peak_rss_mib']:,.0f} MiB, {r['hits']} hits")
+    total = statistics.median(r["open_s"] + r["first_recall_s"] for r in rounds)
+    rss = statistics.median(r["peak_rss_mib"] for r in rounds)
+    print(f"median of {len(rounds)}: open + first recall {total:.2f} s (target 1 s), "
+          f"peak RSS {rss:,.0f} MiB (target 600)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
