@@ -18,6 +18,7 @@ tables, and the fact and version-row tables.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -44,6 +45,19 @@ def in_sorted(values: np.ndarray, wanted: np.ndarray) -> npt.NDArray[np.bool_]:
     at = np.minimum(np.searchsorted(values, wanted), len(values) - 1)
     found: npt.NDArray[np.bool_] = values[at] == wanted
     return found
+
+
+def as_bytes(arr: npt.ArrayLike, dtype: npt.DTypeLike | None = None) -> memoryview:
+    """The bytes of ``arr`` as ``dtype`` (its own if None), for ``array.frombytes`` and files:
+    a view when it already is that type and contiguous, one conversion when not."""
+    return np.ascontiguousarray(arr, dtype=dtype).data.cast("B")
+
+
+def array_of(typecode: str, arr: npt.ArrayLike, dtype: npt.DTypeLike) -> array[Any]:
+    """A Python ``array`` of ``typecode`` holding ``arr``'s values as ``dtype`` (its items)."""
+    out = array(typecode)
+    out.frombytes(as_bytes(arr, dtype))
+    return out
 
 
 def grown(arr: A, need: int, fill: int | float = 0) -> A:
@@ -75,10 +89,14 @@ class Strings:
         if self._utf8 is not None:
             blob, ends = self._utf8
             starts = [0, *ends][: len(ends)]
-            self._values = [
-                blob[a:b].decode("utf-8", "surrogatepass")
-                for a, b in zip(starts, ends, strict=True)
-            ]
+            text = blob.decode("utf-8", "surrogatepass")
+            if len(text) == len(blob):  # one character a byte (ASCII): cut the text itself
+                self._values = [text[a:b] for a, b in zip(starts, ends, strict=True)]
+            else:
+                self._values = [
+                    blob[a:b].decode("utf-8", "surrogatepass")
+                    for a, b in zip(starts, ends, strict=True)
+                ]
             self._utf8 = None
         return self._values
 

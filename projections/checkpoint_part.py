@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import RecallServed
-from projections.arrays import Ragged, Strings, Table, Texts
+from projections.arrays import Ragged, Strings, Table, Texts, array_of, as_bytes
 from projections.compact_columns import Sparse, derive_times, pack, unpack
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns, TermPostings
@@ -112,7 +112,7 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
     ))
     columns, offset = [], 0
     for name, arr in arrays.items():
-        digest = hashlib.sha256(_raw(arr)).digest()
+        digest = hashlib.sha256(as_bytes(arr)).digest()
         columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest))
         offset += _aligned(arr.nbytes)
     manifest = msgspec.msgpack.encode(_Manifest(facts.last_seq, columns, extra, sparse, widths))
@@ -125,7 +125,7 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
             f.write(_HEAD.pack(MAGIC, VERSION, len(manifest), digest) + manifest)
             for column, arr in zip(columns, arrays.values(), strict=True):
                 f.seek(start + column.offset)
-                f.write(_raw(arr))
+                f.write(as_bytes(arr))
             f.truncate(start + offset)
         os.fsync(fd)
     finally:
@@ -197,7 +197,7 @@ def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventC
         column = arrays[f"events.{name}"]
         if len(column) != len(arrays["events.seq"]):
             raise ValueError(f"the event column {name} is not one row per event")
-        setattr(events, name, array(code, np.asarray(column, dtype=_DTYPES[code]).tobytes()))
+        setattr(events, name, array_of(code, column, _DTYPES[code]))
     for name in _EVENT_TEXTS:
         _fill_texts(getattr(events, name), arrays, f"events.{name}")
     events.recalls = {r.seq: r for r in extra.recalls}
@@ -213,7 +213,7 @@ def _request_keys(events: EventColumns) -> array[int]:
     namespaces = events.column("namespace")
     for i in np.flatnonzero(codes >= 0).tolist():
         keys[i] = request_key(names[namespaces[i]], requests[int(codes[i])])
-    return array("q", keys.tobytes())
+    return array_of("q", keys, np.int64)
 
 
 def _vector_arrays(facts: FactColumns, models: list[str]) -> dict[str, npt.NDArray[Any]]:
@@ -383,12 +383,7 @@ def _buffer(column: _Column) -> bytearray | memoryview:
         column.name.split(".")[0] in _TEXTS or column.name.startswith("events.")
     ):
         return bytearray(column.count)
-    return _raw(np.empty(column.count, dtype=np.dtype(column.dtype)))
-
-
-def _raw(arr: npt.NDArray[Any]) -> memoryview:
-    """The array's bytes (a view, no copy, for a contiguous array)."""
-    return np.ascontiguousarray(arr).data.cast("B")
+    return as_bytes(np.empty(column.count, dtype=np.dtype(column.dtype)))
 
 
 def _aligned(n: int) -> int:

@@ -92,37 +92,42 @@ def _visibility(
 ) -> tuple[np.ndarray, np.ndarray, dict[int, Fact]]:
     """(heads n x 2, rows n x 8, irregular doc -> Fact) as NamespaceIndex keeps them: the first
     two version rows packed, and the seqs at which the fact is a believed head when they are
-    one period (a fact with more rows, or a head period in pieces, is irregular)."""
+    one period (a fact with more rows, or a head period in pieces, is irregular). Most facts
+    have one row: the two-row rule runs over the others only."""
     f, r = cols.table, cols.rows
     n = len(slots)
+    columns = (r.tx_from_seq, r.tx_to_seq, r.valid_from, r.valid_to)
     r0 = f.first_row[slots].astype(np.int64)
-    r1 = r.next[r0].astype(np.int64)
-    two = r1 >= 0
-    r1c = np.where(two, r1, 0)
-    more = two & (r.next[r1c] >= 0)
     rows = np.zeros((n, 8), dtype=np.int64)
-    for base, row, present in ((0, r0, np.ones(n, dtype=bool)), (4, r1c, two)):
-        for k, column in enumerate((r.tx_from_seq, r.tx_to_seq, r.valid_from, r.valid_to)):
-            rows[:, base + k] = np.where(present, column[row], 0)
+    for k, column in enumerate(columns):
+        rows[:, k] = column[r0]
     stop = f.superseded_by[slots]
-    lo0, hi0 = rows[:, 0], np.minimum(stop, rows[:, 1])
-    lo1, hi1 = rows[:, 4], np.minimum(stop, rows[:, 5])
-    ok0, ok1 = lo0 < hi0, two & (lo1 < hi1)
-    # with two spans: sorted by (lo, hi), merged when they touch or overlap
-    swap = (lo1 < lo0) | ((lo1 == lo0) & (hi1 < hi0))
-    a_lo, a_hi = np.where(swap, lo1, lo0), np.where(swap, hi1, hi0)
-    b_lo, b_hi = np.where(swap, lo0, lo1), np.where(swap, hi0, hi1)
-    start = np.where(ok0, lo0, np.where(ok1, lo1, 0))
-    end = np.where(ok0, hi0, np.where(ok1, hi1, 0))
-    both = ok0 & ok1
-    start = np.where(both, a_lo, start)
-    end = np.where(both, np.maximum(a_hi, b_hi), end)
-    apart = both & (b_lo > a_hi)
-    bad = more | apart
-    heads = np.stack([np.where(bad, 0, start), np.where(bad, 0, end)], axis=1)
-    irregular: dict[int, Fact] = {
-        doc: cols.fact_at(int(slots[doc])) for doc in np.flatnonzero(bad).tolist()
-    }
+    lo, hi = rows[:, 0], np.minimum(stop, rows[:, 1])
+    shown = lo < hi
+    heads = np.stack([np.where(shown, lo, 0), np.where(shown, hi, 0)], axis=1)
+    two = np.flatnonzero(r.next[r0] >= 0)
+    bad = np.zeros(0, dtype=np.int64)
+    if len(two):
+        r1 = r.next[r0[two]].astype(np.int64)
+        for k, column in enumerate(columns):
+            rows[two, 4 + k] = column[r1]
+        lo0, hi0, ok0 = lo[two], hi[two], shown[two]
+        lo1, hi1 = rows[two, 4], np.minimum(stop[two], rows[two, 5])
+        ok1 = lo1 < hi1
+        # with two spans: sorted by (lo, hi), merged when they touch or overlap
+        swap = (lo1 < lo0) | ((lo1 == lo0) & (hi1 < hi0))
+        a_lo, a_hi = np.where(swap, lo1, lo0), np.where(swap, hi1, hi0)
+        b_lo = np.where(swap, lo0, lo1)
+        both = ok0 & ok1
+        start = np.where(both, a_lo, np.where(ok0, lo0, np.where(ok1, lo1, 0)))
+        end = np.where(both, np.maximum(a_hi, np.where(swap, hi0, hi1)),
+                       np.where(ok0, hi0, np.where(ok1, hi1, 0)))
+        more = r.next[r1] >= 0
+        wrong = more | (both & (b_lo > a_hi))
+        heads[two, 0] = np.where(wrong, 0, start)
+        heads[two, 1] = np.where(wrong, 0, end)
+        bad = two[wrong]
+    irregular: dict[int, Fact] = {doc: cols.fact_at(int(slots[doc])) for doc in bad.tolist()}
     return heads, rows, irregular
 
 

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from projections.arrays import as_bytes
 from projections.dense import VECTOR_DTYPES, DocVectors
 from projections.entity_docs import EntityDocs
 from projections.records import Fact
@@ -144,19 +145,19 @@ class NamespaceIndex:
             raise ValueError("load_documents builds an empty index")
         if len(docs.ids) > 1 and not bool(np.all(np.diff(docs.ids) > 0)):
             raise ValueError("documents are loaded in ascending fact id order")
-        self.fact_ids.frombytes(docs.ids.astype(np.int64).tobytes())
-        self.current.extend(docs.current.astype(np.uint8).tobytes())
-        self.recency.frombytes(docs.recency.astype(np.int64).tobytes())
-        self.confidence.frombytes(docs.confidence.astype(np.float32).tobytes())
+        self.fact_ids.frombytes(as_bytes(docs.ids, np.int64))
+        self.current.extend(as_bytes(docs.current, np.uint8))
+        self.recency.frombytes(as_bytes(docs.recency, np.int64))
+        self.confidence.frombytes(as_bytes(docs.confidence, np.float32))
         self._subject_code = {key: code for code, key in enumerate(docs.subject_keys)}
-        self.subject_codes.frombytes(docs.subject_codes.astype(np.int64).tobytes())
-        self.heads.frombytes(docs.heads.astype(np.int64).tobytes())
-        self.rows.frombytes(docs.rows.astype(np.int64).tobytes())
+        self.subject_codes.frombytes(as_bytes(docs.subject_codes, np.int64))
+        self.heads.frombytes(as_bytes(docs.heads, np.int64))
+        self.rows.frombytes(as_bytes(docs.rows, np.int64))
         self.irregular = dict(docs.irregular)
         self.entity_docs.load(*docs.entity_docs)
         prev_doc, next_doc, self._turns_later = link_turns(len(docs.ids), *docs.turns)
-        self.prev_doc.frombytes(prev_doc.tobytes())
-        self.next_doc.frombytes(next_doc.tobytes())
+        self.prev_doc.frombytes(as_bytes(prev_doc, np.int64))
+        self.next_doc.frombytes(as_bytes(next_doc, np.int64))
 
     @property
     def turns(self) -> FirstDocs:

@@ -10,6 +10,8 @@ from collections import Counter
 import numpy as np
 import snowballstemmer
 
+from projections.arrays import array_of
+
 __all__ = [
     "tokenize", "term_counts", "stem_token", "TextIndex", "STOPWORDS", "STEMMER", "WORD",
     "words_of",
@@ -155,7 +157,7 @@ class TextIndex:
         frequencies ``tfs``."""
         if len(self._doc_len):
             raise ValueError("load_postings fills an empty index only")
-        self._doc_len = array("f", np.asarray(doc_len, dtype=np.float32).tobytes())
+        self._doc_len = array_of("f", doc_len, np.float32)
         self._total_len = float(np.asarray(doc_len, dtype=np.int64).sum())
         self._loaded = dict(zip(terms, range(len(terms)), strict=True))
         self._bounds = np.append(np.asarray(starts, dtype=np.int64), len(docs))
