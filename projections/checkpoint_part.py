@@ -45,7 +45,8 @@ MAGIC = b"HMEMPART"
 VERSION = 1
 _HEAD = struct.Struct("<8sIQ32s")
 _ALIGN = 64
-_HASHERS = 2  # threads checking columns' digests while the next columns are read
+_HASHERS = 2  # threads checking a large part's column digests
+_THREADED = 8 << 20  # bytes of columns from which they are hashed by threads
 
 
 class Refused(Exception):
@@ -146,20 +147,17 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
                 raise Refused(f"its part {path.name} is not the one its manifest names")
             start = _aligned(f.tell())
             arrays: dict[str, Any] = {}
-            # each column is hashed by a thread (hashlib lets go of the GIL) while the next
-            # is read; none is used before every digest matched
-            with ThreadPoolExecutor(max_workers=_HASHERS) as hashers:
-                digests = []
-                for column in manifest.columns:
-                    into = _buffer(column)
-                    f.seek(start + column.offset)
-                    read_all = f.readinto(into) == len(into)
-                    digests.append((column, read_all, hashers.submit(_sha256, into)))
-                    arrays[column.name] = into if isinstance(into, bytearray) else into.obj
-                for column, read_all, hashed in digests:
-                    if not read_all or hashed.result() != column.sha256:
-                        raise Refused(f"it is damaged (column {column.name} of {path.name} "
-                                      "fails its digest)")
+            buffers: list[bytearray | memoryview] = []
+            for column in manifest.columns:
+                into = _buffer(column)
+                f.seek(start + column.offset)
+                if f.readinto(into) != len(into):
+                    raise Refused(_damaged(column, path))
+                buffers.append(into)
+                arrays[column.name] = into if isinstance(into, bytearray) else into.obj
+        for column, found in zip(manifest.columns, _digests(buffers), strict=True):
+            if found != column.sha256:
+                raise Refused(_damaged(column, path))
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
         if extra.last_seq != manifest.seq:
             raise ValueError("the part's seq and its state's differ")
@@ -174,8 +172,21 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
         raise Refused(f"its part {path.name} cannot be read ({type(e).__name__}: {e})") from None
 
 
+def _digests(buffers: list[bytearray | memoryview]) -> list[bytes]:
+    """The SHA-256 of each buffer: a large part's by threads (hashlib lets go of the GIL), a
+    small one's at once (starting threads would cost more than the hashing)."""
+    if sum(len(b) for b in buffers) < _THREADED:
+        return list(map(_sha256, buffers))
+    with ThreadPoolExecutor(max_workers=_HASHERS) as hashers:
+        return list(hashers.map(_sha256, buffers))
+
+
 def _sha256(data: bytearray | memoryview) -> bytes:
     return hashlib.sha256(data).digest()
+
+
+def _damaged(column: _Column, path: Path) -> str:
+    return f"it is damaged (column {column.name} of {path.name} fails its digest)"
 
 
 def _manifest(f: Any) -> tuple[_Manifest | None, bytes]:
