@@ -60,6 +60,27 @@ def array_of(typecode: str, arr: npt.ArrayLike, dtype: npt.DTypeLike) -> array[A
     return out
 
 
+def run_starts(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """Where each run of equal values starts (the first value's place included)."""
+    change = np.empty(len(values), dtype=bool)
+    change[:1] = True
+    np.not_equal(values[1:], values[:-1], out=change[1:])
+    return np.flatnonzero(change)
+
+
+def code_major(codes: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> tuple[
+    npt.NDArray[np.int64], int
+]:
+    """The runs ``codes`` (document i's run is ``lengths[i]`` long) as one int64 key per item,
+    ``code * width + document``, sorted: by code, documents ascending within a code; and the
+    width: a key's code is ``key // width``, its document ``key % width``."""
+    width = max(len(lengths), 1)
+    key = np.multiply(codes, width, dtype=np.int64)
+    key += np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    key.sort()
+    return key, width
+
+
 def grown(arr: A, need: int, fill: int | float = 0) -> A:
     """``arr`` with room for at least ``need`` entries (doubling), new entries ``fill``."""
     if need <= len(arr):
@@ -89,8 +110,8 @@ class Strings:
         if self._utf8 is not None:
             blob, ends = self._utf8
             starts = [0, *ends][: len(ends)]
-            text = blob.decode("utf-8", "surrogatepass")
-            if len(text) == len(blob):  # one character a byte (ASCII): cut the text itself
+            if blob.isascii():  # one character a byte: decode once, cut the text
+                text = blob.decode("ascii")
                 self._values = [text[a:b] for a, b in zip(starts, ends, strict=True)]
             else:
                 self._values = [

@@ -6,6 +6,8 @@ from array import array
 
 import numpy as np
 
+from projections.arrays import run_starts
+
 __all__ = ["EntityDocs"]
 
 
@@ -30,7 +32,7 @@ class EntityDocs:
         if len(self._docs) or self._added:
             raise ValueError("EntityDocs.load fills an empty index only")
         codes = np.asarray(codes, dtype=np.int64)
-        starts = np.flatnonzero(np.diff(codes, prepend=-1))  # where each code's run starts
+        starts = run_starts(codes)
         present = codes[starts]
         self._names = [names[c] for c in present.tolist()]
         self._code = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from projections.arrays import NONE
+from projections.arrays import NONE, code_major
 from projections.fold_state import FactColumns
 from projections.index_tokens import namespace_postings
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
@@ -137,11 +137,7 @@ def _entity_docs(
     """Every naming of an entity by a document: (the entity names, their codes ascending, the
     documents, ascending within a code): what EntityDocs.load takes."""
     codes, lengths = cols.entities.gather(cols.table.entities_end, slots)
-    # one key per naming, (entity, document), unique; sorted, they are in EntityDocs' order
-    width = max(len(slots), 1)
-    key = np.multiply(codes, width, dtype=np.int64)
-    key += np.repeat(np.arange(len(slots), dtype=np.int64), lengths)
-    key.sort()
+    key, width = code_major(codes, lengths)  # one per naming, in EntityDocs' order
     by_entity = key // width
     return cols.entity_names.values, by_entity, key - by_entity * width
 

@@ -19,6 +19,7 @@ from itertools import chain
 import numpy as np
 import numpy.typing as npt
 
+from projections.arrays import code_major, run_starts
 from projections.errors import ProjectionError
 from projections.fold_state import FactColumns, TermPostings
 
@@ -139,21 +140,17 @@ def _postings(cols: FactColumns, slots: npt.NDArray[np.intp]) -> TermPostings:
 
 def _sorted(cols: FactColumns, slots: npt.NDArray[np.intp], first_doc: int) -> TermPostings:
     """The postings of ``slots``, document ``first_doc + i`` being ``slots[i]``."""
-    n = len(slots)
     codes, lengths = cols.tokens.gather(cols.table.tokens_end, slots)
-    # one key per token, (term, document); sorted, equal keys are one posting and its tf
-    width = max(n, 1)
-    key = np.multiply(codes, width, dtype=np.int64)
-    key += np.repeat(np.arange(n, dtype=np.int64), lengths)
-    key.sort()
-    first = np.flatnonzero(_changes(key))
+    # one key per token, (term, document); equal keys are one posting and its tf
+    key, width = code_major(codes, lengths)
+    first = run_starts(key)
     tfs = np.diff(np.append(first, len(key))).astype(np.float32)
     unique = key[first]
     term = unique // width
     unique -= term * width - first_doc
-    starts = np.flatnonzero(_changes(term))
+    starts = run_starts(term)
     return TermPostings(term[starts].astype(np.int32), starts.astype(np.int64),
-                        unique.astype(np.int32), tfs, first_doc + n)
+                        unique.astype(np.int32), tfs, first_doc + len(slots))
 
 
 def _merged(a: TermPostings, b: TermPostings) -> TermPostings:
@@ -177,11 +174,3 @@ def _merged(a: TermPostings, b: TermPostings) -> TermPostings:
     documents[to_a], tfs[to_a] = a.documents, a.tfs
     documents[to_b], tfs[to_b] = b.documents, b.tfs
     return TermPostings(codes, starts, documents, tfs, b.docs)
-
-
-def _changes(values: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Where a run of equal values starts (a bool per value)."""
-    out = np.empty(len(values), dtype=bool)
-    out[:1] = True
-    np.not_equal(values[1:], values[:-1], out=out[1:])
-    return out
