@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.report import child_json, parse_size
 from bench.scale_workload import workload
+from hmem.memory import Memory
 
 NAMESPACE = "big"
 QUERY = "order ticket garden"
@@ -42,8 +43,6 @@ m.close()
 
 def build(root: Path, n: int) -> float:
     """Write the store (every fact in one namespace); returns facts per second."""
-    from hmem.memory import Memory
-
     items = [{"subject": e.subject, "text": e.text} for e in workload(n)]
     t = time.perf_counter()
     with Memory(root, fsync="never", embedder=None) as mem:
