@@ -46,7 +46,6 @@ def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:
     f, r = cols.table, cols.rows
     first = f.first_row[slots]
     keys, key_codes = _subject_keys(cols, f.subject[slots])
-    heads, rows, irregular = _visibility(cols, slots)
     return DocColumns(
         ids=f.ids[slots],
         current=(f.superseded_by[slots] == NONE) & (f.forgotten_seq[slots] == NONE),
@@ -54,9 +53,7 @@ def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:
         confidence=f.confidence[slots],
         subject_keys=keys,
         subject_codes=key_codes,
-        heads=heads,
-        rows=rows,
-        irregular=irregular,
+        visibility=lambda: _visibility(cols, slots),
         entity_docs=_entity_docs(cols, slots),
         turns=_turns(cols, f.source_ref[slots]),
     )

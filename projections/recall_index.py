@@ -14,8 +14,9 @@ Time travel is answered from arrays too, exactly as :meth:`Fact.visible_row` and
 
 A fact that does not fit (more than two rows, or a head period in pieces) is kept in
 ``irregular`` and checked row by row; the fold as written never produces one. Both arrays are
-filled on the first time-travel query after documents were added (``_sync``), so building the
-index and recall of current beliefs do not pay for them.
+filled on the first time-travel query after documents were added (``_sync``; a bulk load's
+come from the callable it was given), so building the index and recall of current beliefs do
+not pay for them.
 """
 
 from __future__ import annotations
@@ -48,11 +49,15 @@ _Runs = tuple[np.ndarray, np.ndarray, np.ndarray]  # see NamespaceIndex.link_run
 # (documents, their sessions as codes into the list of session names, the names, their turns)
 Turns = tuple[np.ndarray, np.ndarray, list[str], np.ndarray]
 
+# (heads n x 2, rows n x ROW_WIDTH, irregular doc -> Fact) of n documents loaded in bulk
+Visibility = tuple[np.ndarray, np.ndarray, dict[int, Fact]]
+
 
 class DocColumns(NamedTuple):
     """A namespace's documents as columns, for :meth:`NamespaceIndex.load_documents`: one entry
-    per document (in id order) in each array; ``heads`` and ``rows`` as the module docstring
-    describes them (n x 2, n x ROW_WIDTH); ``subject_keys`` the distinct keys in order of first
+    per document (in id order) in each array; ``visibility`` makes ``heads``, ``rows`` and
+    ``irregular`` (the module docstring) when time travel first needs them, from the documents'
+    state at that moment; ``subject_keys`` the distinct keys in order of first
     use, ``subject_codes`` each document's position in it; ``turns`` the documents with a source
     position (ascending) with their sessions and turn numbers."""
 
@@ -62,9 +67,7 @@ class DocColumns(NamedTuple):
     confidence: np.ndarray
     subject_keys: list[str]
     subject_codes: np.ndarray
-    heads: np.ndarray
-    rows: np.ndarray
-    irregular: dict[int, Fact]
+    visibility: Callable[[], Visibility]
     entity_docs: tuple[list[str], np.ndarray, np.ndarray]  # EntityDocs.load's arguments
     turns: Turns
 
@@ -93,6 +96,8 @@ class NamespaceIndex:
         self.rows = array("q")  # _ROW_WIDTH per document, see the module docstring
         self.irregular: dict[int, Fact] = {}  # doc -> fact, visibility checked in Python
         self._unsynced: list[Fact] = []  # facts of the documents not yet in heads and rows
+        # a bulk load's heads, rows and irregular, made when first needed (they come first)
+        self._loaded_later: Callable[[], Visibility] | None = None
         self.entity_docs = EntityDocs()  # entity -> documents mentioning it
         self.prev_doc = array("q")  # the document of the previous turn of the same source, or -1
         self.next_doc = array("q")
@@ -151,9 +156,7 @@ class NamespaceIndex:
         self.confidence.frombytes(as_bytes(docs.confidence, np.float32))
         self._subject_code = {key: code for code, key in enumerate(docs.subject_keys)}
         self.subject_codes.frombytes(as_bytes(docs.subject_codes, np.int64))
-        self.heads.frombytes(as_bytes(docs.heads, np.int64))
-        self.rows.frombytes(as_bytes(docs.rows, np.int64))
-        self.irregular = dict(docs.irregular)
+        self._loaded_later = docs.visibility
         self.entity_docs.load(*docs.entity_docs)
         prev_doc, next_doc, self._turns_later = link_turns(len(docs.ids), *docs.turns)
         self.prev_doc.frombytes(as_bytes(prev_doc, np.int64))
@@ -201,6 +204,8 @@ class NamespaceIndex:
     def update(self, fact: Fact) -> None:
         doc = self.doc_at(fact.id)
         self.current[doc] = _is_current(fact)
+        if self._loaded_later is not None:
+            self._sync()
         synced = len(self.heads) // 2
         if doc >= synced:
             self._unsynced[doc - synced] = fact
@@ -217,8 +222,7 @@ class NamespaceIndex:
     def fields(self) -> dict[str, object]:
         """Every field, as comparable values (time-travel arrays synced first): two indexes of
         the same facts are equal exactly when these are (what ``verify`` compares)."""
-        if self._unsynced:
-            self._sync()
+        self._synced()
         text = self.text
         return {
             "terms": {t: tuple(map(list, text.postings(t))) for t in text.terms()},  # type: ignore[arg-type]
@@ -292,8 +296,7 @@ class NamespaceIndex:
         ``valid_at``, the believed heads (``fact.visible_row(seq, None) is not None and
         fact.is_head_at(seq)``); with it, every fact with a row believed at ``seq`` and valid at
         ``valid_at``."""
-        if self._unsynced:
-            self._sync()
+        self._synced()
         if valid_at is None:
             h = np.frombuffer(self.heads, dtype=np.int64).reshape(-1, 2)
             h = h if docs is None else h[docs]
@@ -325,8 +328,7 @@ class NamespaceIndex:
         """(valid_from, valid_to) of the row recall shows for each of ``docs``: the first row
         believed at ``seq`` (and valid at ``valid_at`` if given), else the last row, as
         ``fact.visible_row(seq, valid_at) or fact.rows[-1]`` picks it; an open end is NEVER."""
-        if self._unsynced:
-            self._sync()
+        self._synced()
         r = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, _ROW_WIDTH)[docs]
         first = (r[:, 0] <= seq) & (seq < r[:, 1])  # the first row is believed (and valid)
         if valid_at is not None:
@@ -352,8 +354,20 @@ class NamespaceIndex:
         mask: np.ndarray = (codes if docs is None else codes[docs]) == code
         return mask
 
+    def _synced(self) -> None:
+        """Heads and rows filled for every document."""
+        if self._unsynced or self._loaded_later is not None:
+            self._sync()
+
     def _sync(self) -> None:
-        """Write heads and rows of the documents added since the last time-travel query."""
+        """Write heads and rows of the documents added since the last time-travel query (a
+        bulk load's first: they are the first documents)."""
+        if self._loaded_later is not None:
+            loaded, self._loaded_later = self._loaded_later, None
+            heads_of, rows_of, irregular = loaded()
+            self.heads.frombytes(as_bytes(heads_of, np.int64))
+            self.rows.frombytes(as_bytes(rows_of, np.int64))
+            self.irregular.update(irregular)
         heads: list[int] = []
         rows: list[int] = []
         base = len(self.heads) // 2

@@ -275,8 +275,8 @@ def _played_one_by_one(root: Path, history, cut: int) -> dict[str, dict[str, obj
 @given(history=histories, cut=st.integers(0, 25))
 def test_an_index_built_in_bulk_then_added_to_equals_one_built_one_by_one(history, cut):
     """The writer reopens (its indexes built in bulk from the columns, the turns' first
-    documents made only when an add needs them) and goes on writing: the same index as a
-    writer whose indexes saw every event."""
+    documents and the time-travel arrays made only when an add or a change needs them) and
+    goes on writing: the same index as a writer whose indexes saw every event."""
     cut = min(cut, len(history))
     with tempfile.TemporaryDirectory() as tmp:
         want = _played_one_by_one(Path(tmp) / "one", history, cut)
