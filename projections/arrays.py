@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from projections.part_blob import PartBlob
+
 __all__ = [
     "NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts", "UniqueStrings",
     "grown", "in_sorted",
@@ -342,7 +344,8 @@ class Texts:
     __slots__ = ("blob", "starts", "ends", "n")
 
     def __init__(self) -> None:
-        self.blob = bytearray()
+        # in memory, or left in a checkpoint part until read (projections/part_blob.py)
+        self.blob: bytearray | PartBlob = bytearray()
         self.starts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.ends: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.n = 0
@@ -362,11 +365,18 @@ class Texts:
         encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         ends = len(self.blob) + np.cumsum(lengths)
-        self.blob += b"".join(encoded)
+        self.in_memory().extend(b"".join(encoded))
         need = int(slots.max()) + 1
         self.starts, self.ends = grown(self.starts, need), grown(self.ends, need)
         self.starts[slots], self.ends[slots] = ends - lengths, ends
         self.n = max(self.n, need)
+
+    def in_memory(self) -> bytearray:
+        """The buffer, read in first if it was left in a checkpoint part."""
+        if isinstance(self.blob, PartBlob):
+            on_disk, self.blob = self.blob, self.blob.whole()
+            on_disk.close()
+        return self.blob
 
     def __getitem__(self, slot: int) -> str:
         if not 0 <= slot < self.n:
@@ -379,7 +389,9 @@ class Texts:
         return self.n
 
     def nbytes(self) -> int:
-        return len(self.blob) + self.starts[: self.n].nbytes + self.ends[: self.n].nbytes
+        """Bytes held in memory (a buffer left on disk not counted)."""
+        held = 0 if isinstance(self.blob, PartBlob) else len(self.blob)
+        return held + self.starts[: self.n].nbytes + self.ends[: self.n].nbytes
 
 
 class UniqueStrings(Texts):

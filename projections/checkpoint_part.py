@@ -8,11 +8,14 @@ and event rows
 
 Layout: ``MAGIC | u32 version | u64 manifest length | 32-byte SHA-256 of the manifest |
 manifest (msgpack) | columns``. The manifest holds the part's seq (its namespace's last event),
-each column's (name, dtype, count, offset, sha256) and the pieces kept as objects (episodes,
+each column's (name, dtype, count, offset, sha256, block) and the pieces kept as objects (episodes,
 logged recalls, odd importances, the vectors' models) as one msgpack blob; each column is its
 bytes, 64-byte aligned. :func:`read` takes the digest the store's manifest names and refuses a
 part whose manifest or any column does not match it, so a part is as authentic as the manifest
-that names it. Written to ``.tmp``, fsynced and renamed into place.
+that names it. The facts' texts are digested by block (``block`` > 0: the SHA-256 of their
+blocks' SHA-256s) so that a large namespace's are checked at open without being read into
+memory and read only when asked for (projections/part_blob.py). Written to ``.tmp``, fsynced
+and renamed into place.
 """
 
 from __future__ import annotations
@@ -36,17 +39,21 @@ from projections.compact_columns import Sparse, derive_times, pack, unpack
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns, TermPostings
 from projections.index_tokens import first_postings
+from projections.part_blob import BLOCK, LAZY, PartBlob, block_digests, block_root, stream_digests
 from projections.records import Episode, Vector
 from projections.request_keys import request_key
 
 __all__ = ["UNREADABLE", "Refused", "read", "write"]
 
 MAGIC = b"HMEMPART"
-VERSION = 1
+VERSION = 2  # 2: the facts' texts digested by block; a version 1 part still reads
+_VERSIONS = (1, 2)
 _HEAD = struct.Struct("<8sIQ32s")
 _ALIGN = 64
 _HASHERS = 2  # threads checking a large part's column digests
 _THREADED = 8 << 20  # bytes of columns from which they are hashed by threads
+_LEFT_ON_DISK = 8 << 20  # bytes of fact texts from which they stay in the file until read
+_BLOCKED = "texts.blob"  # the column digested by block
 
 
 class Refused(Exception):
@@ -71,6 +78,7 @@ class _Column(msgspec.Struct, array_like=True):
     count: int
     offset: int
     sha256: bytes
+    block: int = 0  # 0: sha256 is the column's; else of its blocks' (projections/part_blob.py)
 
 
 class _Extra(msgspec.Struct):
@@ -113,8 +121,9 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
     ))
     columns, offset = [], 0
     for name, arr in arrays.items():
-        digest = hashlib.sha256(as_bytes(arr)).digest()
-        columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest))
+        block = BLOCK if name == _BLOCKED else 0
+        digest = _digest(as_bytes(arr), block)
+        columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest, block))
         offset += _aligned(arr.nbytes)
     manifest = msgspec.msgpack.encode(_Manifest(facts.last_seq, columns, extra, sparse, widths))
     digest = hashlib.sha256(manifest).digest()
@@ -148,14 +157,20 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
             start = _aligned(f.tell())
             arrays: dict[str, Any] = {}
             buffers: list[bytearray | memoryview] = []
+            read_columns = []
             for column in manifest.columns:
+                if _left_on_disk(column):
+                    arrays[column.name] = _on_disk(f.fileno(), start + column.offset, column, path)
+                    continue
                 into = _buffer(column)
                 f.seek(start + column.offset)
                 if f.readinto(into) != len(into):
                     raise Refused(_damaged(column, path))
                 buffers.append(into)
+                read_columns.append(column)
                 arrays[column.name] = into if isinstance(into, bytearray) else into.obj
-        for column, found in zip(manifest.columns, _digests(buffers), strict=True):
+        blocks = [c.block for c in read_columns]
+        for column, found in zip(read_columns, _digests(buffers, blocks), strict=True):
             if found != column.sha256:
                 raise Refused(_damaged(column, path))
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
@@ -172,17 +187,40 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
         raise Refused(f"its part {path.name} cannot be read ({type(e).__name__}: {e})") from None
 
 
-def _digests(buffers: list[bytearray | memoryview]) -> list[bytes]:
-    """The SHA-256 of each buffer: a large part's by threads (hashlib lets go of the GIL), a
-    small one's at once (starting threads would cost more than the hashing)."""
+def _digests(buffers: list[bytearray | memoryview], blocks: list[int]) -> list[bytes]:
+    """The digest of each buffer (:func:`_digest`): a large part's by threads (hashlib lets go
+    of the GIL), a small one's at once (starting threads would cost more than the hashing)."""
     if sum(len(b) for b in buffers) < _THREADED:
-        return list(map(_sha256, buffers))
+        return list(map(_digest, buffers, blocks))
     with ThreadPoolExecutor(max_workers=_HASHERS) as hashers:
-        return list(hashers.map(_sha256, buffers))
+        return list(hashers.map(_digest, buffers, blocks))
 
 
-def _sha256(data: bytearray | memoryview) -> bytes:
-    return hashlib.sha256(data).digest()
+def _digest(data: bytearray | memoryview, block: int) -> bytes:
+    """A column's digest: its SHA-256, or (``block`` > 0) its blocks' root."""
+    if not block:
+        return hashlib.sha256(data).digest()
+    if block != BLOCK:
+        raise ValueError(f"a column digested by blocks of {block} bytes (this reader's: {BLOCK})")
+    return block_root(block_digests(data))
+
+
+def _left_on_disk(column: _Column) -> bool:
+    """Whether the column stays in the file until read: large fact texts digested by block,
+    where the file can be read at an offset."""
+    return LAZY and column.name == _BLOCKED and column.block > 0 and (
+        column.count >= _LEFT_ON_DISK
+    )
+
+
+def _on_disk(fd: int, offset: int, column: _Column, path: Path) -> PartBlob:
+    """The column checked by streaming it (no copy kept) and left in the file."""
+    if column.dtype != "|u1" or column.block != BLOCK:
+        raise ValueError(f"the column {column.name} is not bytes in blocks of {BLOCK}")
+    digests = stream_digests(fd, offset, column.count)
+    if not hmac.compare_digest(block_root(digests), column.sha256):
+        raise Refused(_damaged(column, path))
+    return PartBlob(os.dup(fd), offset, column.count, digests)
 
 
 def _damaged(column: _Column, path: Path) -> str:
@@ -192,7 +230,7 @@ def _damaged(column: _Column, path: Path) -> str:
 def _manifest(f: Any) -> tuple[_Manifest | None, bytes]:
     """The manifest (None if it is not this layout's) and its bytes."""
     magic, version, size, _ = _HEAD.unpack(f.read(_HEAD.size))
-    if magic != MAGIC or version != VERSION or size > 1 << 30:
+    if magic != MAGIC or version not in _VERSIONS or size > 1 << 30:
         return None, b""
     raw = f.read(size)
     if len(raw) != size:

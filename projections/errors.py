@@ -58,5 +58,6 @@ class ProjectionError(HmemError):
 
 
 class DamagedProjection(ProjectionError):
-    """A block of a reader's copy of the checkpoint is damaged (found at its first query, the
-    copy being checked only then); the reader replays the log instead."""
+    """A block of a checkpoint part changed on disk after the part was opened and checked (found
+    when the block is first read, projections/part_blob.py); reopening the store refuses the
+    part and replays its namespace from the log."""

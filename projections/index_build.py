@@ -144,6 +144,6 @@ def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> Turns:
     with_ref = np.flatnonzero(refs >= 0)
     codes = refs[with_ref]
     named, sessions, names, turns = source_positions(
-        cols.refs.blob, cols.refs.starts[codes], cols.refs.ends[codes]
+        cols.refs.in_memory(), cols.refs.starts[codes], cols.refs.ends[codes]
     )
     return with_ref[named].astype(np.int64), sessions, names, turns

@@ -77,8 +77,7 @@ class Space:
     def nbytes(self) -> int:
         """Bytes of its columns and texts (the recall index not counted)."""
         state = self.state
-        return state.nbytes() + self.events.nbytes() + int(state.texts.ends[state.texts.n - 1]
-                                                          if state.texts.n else 0)
+        return state.nbytes() + self.events.nbytes() + state.texts.nbytes()
 
     def build_index(self, namespace: str) -> NamespaceIndex | None:
         """The recall index (built now if it is not yet); None without facts."""

@@ -367,8 +367,8 @@ def rewrite(path: Path, change=None, mac: bytes | None = None, flip_column: bool
     data = bytearray(path.read_bytes())
     magic, version, size, old_mac = HEAD.unpack_from(data)
     manifest = msgspec.msgpack.decode(bytes(data[HEAD.size:HEAD.size + size]))
-    name, _, _, offset, _ = next((c for c in manifest.get("columns", ()) if c[2]),
-                                 ("", 0, 0, 0, b""))
+    name, _, _, offset, *_ = next((c for c in manifest.get("columns", ()) if c[2]),
+                                  ("", 0, 0, 0, b""))
     if change is not None:
         change(manifest)
         raw = msgspec.msgpack.encode(manifest)
