@@ -160,7 +160,7 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
             read_columns = []
             for column in manifest.columns:
                 if _left_on_disk(column):
-                    arrays[column.name] = _on_disk(f.fileno(), start + column.offset, column, path)
+                    arrays[column.name] = _on_disk(f, start + column.offset, column, path)
                     continue
                 into = _buffer(column)
                 f.seek(start + column.offset)
@@ -208,19 +208,19 @@ def _digest(data: bytearray | memoryview, block: int) -> bytes:
 def _left_on_disk(column: _Column) -> bool:
     """Whether the column stays in the file until read: large fact texts digested by block,
     where the file can be read at an offset."""
-    return LAZY and column.name == _BLOCKED and column.block > 0 and (
+    return LAZY and column.name == _BLOCKED and column.block == BLOCK and (
         column.count >= _LEFT_ON_DISK
     )
 
 
-def _on_disk(fd: int, offset: int, column: _Column, path: Path) -> PartBlob:
+def _on_disk(f: Any, offset: int, column: _Column, path: Path) -> PartBlob:
     """The column checked by streaming it (no copy kept) and left in the file."""
-    if column.dtype != "|u1" or column.block != BLOCK:
-        raise ValueError(f"the column {column.name} is not bytes in blocks of {BLOCK}")
-    digests = stream_digests(fd, offset, column.count)
+    if column.dtype != "|u1":
+        raise ValueError(f"the column {column.name} is not bytes")
+    digests = stream_digests(f, offset, column.count)
     if not hmac.compare_digest(block_root(digests), column.sha256):
         raise Refused(_damaged(column, path))
-    return PartBlob(os.dup(fd), offset, column.count, digests)
+    return PartBlob(os.dup(f.fileno()), offset, column.count, digests)
 
 
 def _damaged(column: _Column, path: Path) -> str:

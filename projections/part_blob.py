@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import os
 import weakref
+from collections.abc import Iterator
+from io import BufferedReader
 
 from projections.errors import DamagedProjection
 
@@ -39,28 +41,18 @@ def block_root(digests: bytes) -> bytes:
     return hashlib.sha256(digests).digest()
 
 
-def stream_digests(fd: int, offset: int, length: int) -> bytes:
-    """:func:`block_digests` of ``length`` bytes of file ``fd`` from ``offset``, read through one
-    reused buffer; ``ValueError`` if the file ends before them."""
-    chunk = bytearray(min(_CHUNK, max(length, 1)))
-    view = memoryview(chunk)
+def stream_digests(f: BufferedReader, offset: int, length: int) -> bytes:
+    """:func:`block_digests` of ``length`` bytes of the open file ``f`` from ``offset``, read
+    through one reused buffer; ``ValueError`` if the file ends before them."""
+    view = memoryview(bytearray(min(_CHUNK, max(length, 1))))
     out = []
-    done = 0
-    while done < length:
-        want = min(len(chunk), length - done)
-        got = os.preadv(fd, [view[:want]], offset + done) if hasattr(os, "preadv") else _pread(
-            fd, view[:want], offset + done)
-        if got != want:
+    f.seek(offset)
+    for done in range(0, length, len(view)):
+        into = view[: min(len(view), length - done)]
+        if f.readinto(into) != len(into):
             raise ValueError("the part ends inside a column")
-        out.append(block_digests(view[:want]))
-        done += want
+        out.append(block_digests(into))
     return b"".join(out)
-
-
-def _pread(fd: int, into: memoryview, offset: int) -> int:
-    data = os.pread(fd, len(into), offset)
-    into[: len(data)] = data
-    return len(data)
 
 
 class PartBlob:
@@ -95,8 +87,8 @@ class PartBlob:
     def whole(self) -> bytearray:
         """Every byte, checked, in memory."""
         out = bytearray(self._length)
-        for i in range(-(-self._length // BLOCK)):
-            out[i * BLOCK: (i + 1) * BLOCK] = self._block(i)
+        for i, block in enumerate(self._blocks()):
+            out[i * BLOCK: (i + 1) * BLOCK] = block
         return out
 
     def close(self) -> None:
@@ -105,7 +97,10 @@ class PartBlob:
         self._cache.clear()
 
     def __bytes__(self) -> bytes:
-        return bytes(self.whole())
+        return b"".join(self._blocks())
+
+    def _blocks(self) -> Iterator[bytes]:
+        return map(self._block, range(-(-self._length // BLOCK)))
 
     def _block(self, i: int) -> bytes:
         data = self._cache.get(i)
