@@ -19,8 +19,8 @@ tables, and the fact and version-row tables.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -28,8 +28,8 @@ import numpy.typing as npt
 from projections.part_blob import PartBlob
 
 __all__ = [
-    "NONE", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts", "UniqueStrings",
-    "grown", "in_sorted",
+    "NONE", "Deferred", "Items", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts",
+    "UniqueStrings", "grown", "in_sorted", "narrow_counts",
 ]
 
 NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
@@ -166,7 +166,55 @@ class Strings:
         return len(self._utf8[1]) if self._utf8 is not None else len(self._values)
 
 
-class Table:
+class Items(Protocol):
+    """What reads one value at a time (an array, or a column not made whole)."""
+
+    def item(self, i: int, /) -> Any: ...
+
+
+class Deferred:
+    """Attributes made when first read: a loader sets a column it has not made yet with
+    :meth:`defer` (a checkpoint part's sparse or narrow column), and its first read makes it,
+    once (a second thread reading it meanwhile gets the first one's)."""
+
+    def defer(self, name: str, make: Callable[[], Any]) -> None:
+        """Make attribute ``name`` by calling ``make`` when it is first read."""
+        self.__dict__.pop(name, None)
+        self.__dict__.setdefault("_later", {})[name] = make
+
+    def deferred(self) -> list[str]:
+        """The attributes not made yet."""
+        made = self.__dict__
+        return [name for name in made.get("_later", ()) if name not in made]
+
+    def make_deferred(self) -> None:
+        """Make every deferred attribute (before a change that they must precede)."""
+        for name in self.deferred():
+            getattr(self, name)
+
+    def peek(self, name: str) -> Items:
+        """Column ``name`` to read a few values of with ``item``: while it is deferred, what it
+        will be made from when that answers ``item`` itself (a sparse column does)."""
+        make = None if name in self.__dict__ else self.__dict__.get("_later", {}).get(name)
+        if make is not None and hasattr(make, "item"):
+            return make  # type: ignore[no-any-return]
+        return getattr(self, name)  # type: ignore[no-any-return]
+
+    if not TYPE_CHECKING:  # to the type checker every attribute is declared
+
+        def __getattr__(self, name):
+            later = self.__dict__.get("_later")
+            make = later.get(name) if later else None
+            if make is None:
+                if name in self.__dict__:  # made meanwhile by another thread
+                    return self.__dict__[name]
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            value = self.__dict__.setdefault(name, make())
+            later.pop(name, None)
+            return value
+
+
+class Table(Deferred):
     """Columns of one table: numpy arrays of a common capacity, ``n`` entries in use."""
 
     COLUMNS: dict[str, tuple[str, int | float]] = {}  # name -> (dtype, fill of unused room)
@@ -196,7 +244,10 @@ class Table:
         return start
 
     def nbytes(self) -> int:
-        return sum(getattr(self, name)[: self.n].nbytes for name in self.COLUMNS)
+        """Bytes of the columns made (a deferred one is not made to be counted)."""
+        later = self.deferred()
+        return sum(getattr(self, name)[: self.n].nbytes for name in self.COLUMNS
+                   if name not in later)
 
 
 class RowTable(Table):
@@ -279,11 +330,9 @@ class FactTable(Table):
     last_row: npt.NDArray[np.int32]
 
 
-class Ragged:
+class Ragged(Deferred):
     """Per-fact lists as one flat column: fact ``slot``'s run is ``values[end[slot-1]:end[slot]]``
-    (``end`` is a column of the fact table)."""
-
-    __slots__ = ("values", "n")
+    (``end`` is a column of the fact table); ``values`` may be deferred (made when first read)."""
 
     def __init__(self, dtype: str) -> None:
         self.values: Array = np.zeros(0, dtype=dtype)
@@ -330,7 +379,11 @@ class Ragged:
         items, bounds = flat.tolist(), np.cumsum(lengths).tolist()
         return [items[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
-    def run(self, ends: npt.NDArray[np.int64], slot: int) -> list[int]:
+    def nbytes(self) -> int:
+        """Bytes of the values in memory (none while they are deferred)."""
+        return 0 if self.deferred() else self.values[: self.n].nbytes
+
+    def run(self, ends: Items, slot: int) -> list[int]:
         start = ends.item(slot - 1) if slot else 0
         return self.values[start:ends.item(slot)].tolist()  # type: ignore[no-any-return]
 
@@ -429,3 +482,11 @@ def _one_stretch(slots: npt.NDArray[Any]) -> bool:
         return False
     first, last = int(slots[0]), int(slots[-1])
     return last - first == len(slots) - 1 and bool((np.diff(slots) == 1).all())
+
+
+def narrow_counts(counts: npt.NDArray[Any]) -> npt.NDArray[np.unsignedinteger[Any]]:
+    """Term frequencies (counts, each at least 1) in the narrowest unsigned type that holds them:
+    nearly all are 1, so a million facts' ~16M postings take 16 MB, not 64."""
+    top = int(counts.max()) if len(counts) else 0
+    dtype = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
+    return counts.astype(dtype, copy=counts.dtype != dtype)

@@ -26,6 +26,7 @@ import os
 import struct
 from array import array
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,26 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import RecallServed
-from projections.arrays import Ragged, Strings, Table, Texts, array_of, as_bytes
-from projections.compact_columns import Sparse, derive_times, pack, unpack
+from projections.arrays import (
+    FactTable,
+    Ragged,
+    RowTable,
+    Strings,
+    Table,
+    Texts,
+    array_of,
+    as_bytes,
+    narrow_counts,
+)
+from projections.compact_columns import (
+    Compact,
+    DiskColumn,
+    Sparse,
+    derive_columns,
+    pack,
+    unpack,
+    whole,
+)
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns, TermPostings
 from projections.index_tokens import first_postings
@@ -52,8 +71,10 @@ _HEAD = struct.Struct("<8sIQ32s")
 _ALIGN = 64
 _HASHERS = 2  # threads checking a large part's column digests
 _THREADED = 8 << 20  # bytes of columns from which they are hashed by threads
-_LEFT_ON_DISK = 8 << 20  # bytes of fact texts from which they stay in the file until read
-_BLOCKED = "texts.blob"  # the column digested by block
+_LEFT_ON_DISK = 8 << 20  # bytes of a column from which it stays in the file until read
+# the columns digested by block (so they can stay in the file): the fact texts, and the index
+# tokens (the postings answer queries; verify and SQL read the tokens)
+_BLOCKED = ("texts.blob", "tokens")
 
 
 class Refused(Exception):
@@ -121,7 +142,7 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
     ))
     columns, offset = [], 0
     for name, arr in arrays.items():
-        block = BLOCK if name == _BLOCKED else 0
+        block = BLOCK if name in _BLOCKED else 0
         digest = _digest(as_bytes(arr), block)
         columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest, block))
         offset += _aligned(arr.nbytes)
@@ -158,9 +179,13 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
             arrays: dict[str, Any] = {}
             buffers: list[bytearray | memoryview] = []
             read_columns = []
+            on_disk: dict[str, PartBlob | DiskColumn] = {}
             for column in manifest.columns:
                 if _left_on_disk(column):
-                    arrays[column.name] = _on_disk(f, start + column.offset, column, path)
+                    blob = _on_disk(f, start + column.offset, column, path)
+                    own = np.dtype(manifest.widths.get(column.name, column.dtype))
+                    on_disk[column.name] = blob if column.name == "texts.blob" else (
+                        DiskColumn(blob, np.dtype(column.dtype), own))
                     continue
                 into = _buffer(column)
                 f.seek(start + column.offset)
@@ -176,10 +201,12 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
         if extra.last_seq != manifest.seq:
             raise ValueError("the part's seq and its state's differ")
-        arrays = unpack(arrays, manifest.sparse, manifest.widths)
+        arrays = {name: column if name in _DEFERRED else whole(column)
+                  for name, column in unpack(arrays, manifest.sparse, manifest.widths).items()}
+        arrays.update(on_disk)
         facts = _columns(arrays, extra)
         events = _events(arrays, extra, facts)
-        _derive(facts, events)
+        derive_columns(facts, events)
         return facts, events
     except Refused:
         raise
@@ -208,19 +235,22 @@ def _digest(data: bytearray | memoryview, block: int) -> bytes:
 def _left_on_disk(column: _Column) -> bool:
     """Whether the column stays in the file until read: large fact texts digested by block,
     where the file can be read at an offset."""
-    return LAZY and column.name == _BLOCKED and column.block == BLOCK and (
-        column.count >= _LEFT_ON_DISK
+    return LAZY and column.name in _BLOCKED and column.block == BLOCK and (
+        column.count * np.dtype(column.dtype).itemsize >= _LEFT_ON_DISK
     )
 
 
 def _on_disk(f: Any, offset: int, column: _Column, path: Path) -> PartBlob:
     """The column checked by streaming it (no copy kept) and left in the file."""
-    if column.dtype != "|u1":
-        raise ValueError(f"the column {column.name} is not bytes")
-    digests = stream_digests(f, offset, column.count)
+    if np.dtype(column.dtype).kind not in "iu" or (
+        column.name == "texts.blob" and column.dtype != "|u1"
+    ):
+        raise ValueError(f"the column {column.name} is not of its type")
+    length = column.count * np.dtype(column.dtype).itemsize
+    digests = stream_digests(f, offset, length)
     if not hmac.compare_digest(block_root(digests), column.sha256):
         raise Refused(_damaged(column, path))
-    return PartBlob(os.dup(f.fileno()), offset, column.count, digests)
+    return PartBlob(os.dup(f.fileno()), offset, length, digests)
 
 
 def _damaged(column: _Column, path: Path) -> str:
@@ -246,12 +276,16 @@ def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventC
         column = arrays[f"events.{name}"]
         if len(column) != len(arrays["events.seq"]):
             raise ValueError(f"the event column {name} is not one row per event")
-        setattr(events, name, array_of(code, column, _DTYPES[code]))
+        events.defer(name, partial(_event_array, code, column))
     for name in _EVENT_TEXTS:
         _fill_texts(getattr(events, name), arrays, f"events.{name}")
     events.recalls = {r.seq: r for r in extra.recalls}
-    events.request_key = _request_keys(events)
+    events.defer("request_key", partial(_request_keys, events))
     return events
+
+
+def _event_array(code: str, column: npt.NDArray[Any] | Compact) -> array[int]:
+    return array_of(code, whole(column), _DTYPES[code])
 
 
 def _request_keys(events: EventColumns) -> array[int]:
@@ -302,6 +336,10 @@ _EVENT_TEXTS = ("refs", "requests")
 _DERIVED_COLUMNS = ("table.created_at", "table.superseded_at", "table.forgotten_at",
                     "table.tokens_end", "rows.tx_from", "rows.tx_to")
 _DERIVED = ("request_key",)  # event columns made again at load, not saved
+# the fold's and the event rows' columns: made when first read
+_DEFERRED = frozenset([*(f"table.{c}" for c in FactTable.COLUMNS),
+                       *(f"rows.{c}" for c in RowTable.COLUMNS),
+                       *(f"events.{c}" for c in EventColumns.ARRAYS)])
 _DTYPES = {"q": "<i8", "i": "<i4", "b": "i1"}  # array typecodes as numpy dtypes
 
 
@@ -336,7 +374,12 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
         strings.fill_utf8(arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist())
     for name in _RAGGED:
         ragged = getattr(cols, name)
-        ragged.values, ragged.n = arrays[name], len(arrays[name])
+        values = arrays[name]
+        if isinstance(values, DiskColumn):  # read (and checked) when first asked for
+            ragged.n = len(values)
+            ragged.defer("values", values)
+        else:
+            ragged.values, ragged.n = values, len(values)
     cols.odd = extra.odd
     cols.tokened = extra.tokened
     if not 0 <= cols.tokened <= cols.n:
@@ -354,7 +397,7 @@ def _postings_arrays(postings: TermPostings) -> dict[str, npt.NDArray[Any]]:
     """The postings of a part's facts (term frequencies as counts: most are 1, kept sparse)."""
     return {"postings.codes": postings.codes, "postings.starts": postings.starts,
             "postings.documents": postings.documents,
-            "postings.tfs": postings.tfs.astype(np.int32)}
+            "postings.tfs": postings.tfs}
 
 
 def _postings(arrays: dict[str, Any], docs: int, terms: int) -> TermPostings:
@@ -365,10 +408,12 @@ def _postings(arrays: dict[str, Any], docs: int, terms: int) -> TermPostings:
                             and bool((np.diff(starts) > 0).all())
                             and bool((np.diff(codes) > 0).all())
                             and 0 <= codes[0] and codes[-1] < terms)
-    ) or (len(documents) and not 0 <= int(documents.min()) <= int(documents.max()) < docs):
+    ) or (len(documents) and not 0 <= int(documents.min()) <= int(documents.max()) < docs) or (
+        len(tfs) and (tfs.dtype.kind not in "iu" or int(tfs.min()) < 1)
+    ):
         raise ValueError("the postings do not fit the part's facts and terms")
     return TermPostings(np.asarray(codes, dtype=np.int32), np.asarray(starts, dtype=np.int64),
-                        np.asarray(documents, dtype=np.int32), tfs.astype(np.float32), docs)
+                        np.asarray(documents, dtype=np.int32), narrow_counts(tfs), docs)
 
 
 def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:
@@ -393,35 +438,15 @@ def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
         raise ValueError(f"the lengths of {name} do not add up to its buffer")
 
 
-def _derive(facts: FactColumns, events: EventColumns) -> None:
-    """The columns a checkpoint does not keep (compact_columns.py): the times, from each
-    event's tx time; where each fact's index tokens end."""
-    tx, seqs = events.column("tx"), events.column("seq")
-    if len(seqs) > 1 and not bool((seqs[1:] > seqs[:-1]).all()):
-        raise ValueError("the event rows are not in seq order")
-    f, r = facts.table, facts.rows
-    f.created_at = derive_times(tx, seqs, f.ids)
-    f.superseded_at = derive_times(tx, seqs, f.superseded_by)
-    f.forgotten_at = derive_times(tx, seqs, f.forgotten_seq)
-    r.tx_from = derive_times(tx, seqs, r.tx_from_seq)
-    r.tx_to = derive_times(tx, seqs, r.tx_to_seq)
-    ids = f.ids[: f.n]
-    if len(ids) and (int(ids[0]) < 1 or int(ids[-1]) > facts.last_seq
-                     or not bool((ids[1:] > ids[:-1]).all())):
-        raise ValueError("the facts' ids are not increasing seqs of the part's")
-    ends = np.zeros(f.n, dtype=np.int64)
-    ends[: facts.tokened] = np.cumsum(f.doc_len[: facts.tokened])
-    f.tokens_end = ends
-    if facts.tokened and int(ends[facts.tokened - 1]) != facts.tokens.n:
-        raise ValueError("the facts' token counts do not add up to their tokens")
-
-
-def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any]]) -> None:
+def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any] | Compact]) -> None:
     counts = {len(c) for c in columns.values()}
     if len(counts) != 1:
         raise ValueError("a table's columns differ in length")
     for name, column in columns.items():
-        setattr(table, name, column)
+        if isinstance(column, Compact):
+            table.defer(name, column)
+        else:
+            setattr(table, name, column)
     table.n = counts.pop()
 
 

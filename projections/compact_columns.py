@@ -13,14 +13,22 @@ the tx times of the events that made them, so they are made again from the event
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from projections.arrays import NONE
+from projections.arrays import NONE, Table
+from projections.part_blob import PartBlob
 
-__all__ = ["Sparse", "derive_times", "pack", "unpack"]
+if TYPE_CHECKING:
+    from projections.event_columns import EventColumns
+    from projections.fold_state import FactColumns
+
+__all__ = [
+    "Compact", "DiskColumn", "NarrowColumn", "Sparse", "SparseColumn", "derive_columns",
+    "derive_times", "pack", "unpack", "whole",
+]
 
 Sparse = tuple[int, int, str]  # (the column's length, the value it mostly holds, its dtype)
 _NARROW = [np.dtype(t) for t in ("i1", "u1", "<i2", "<u2", "<i4", "<u4")]
@@ -53,20 +61,104 @@ def pack(arrays: dict[str, npt.NDArray[Any]]) -> tuple[
     return stored, sparse, widths
 
 
+class Compact:
+    """A stored column not yet made whole (sparse, or kept narrower): call it to make it;
+    :meth:`item` reads one value without making it. A process that never reads the whole
+    column never pays for it."""
+
+    __slots__ = ("length",)
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __call__(self) -> npt.NDArray[Any]:
+        raise NotImplementedError
+
+    def item(self, i: int) -> Any:
+        """The value at ``i`` (``ndarray.item``'s)."""
+        raise NotImplementedError
+
+
+class SparseColumn(Compact):
+    """A column that holds ``fill`` but for ``values`` at positions ``at`` (ascending)."""
+
+    __slots__ = ("fill", "dtype", "at", "values")
+
+    def __init__(self, length: int, fill: int, dtype: np.dtype[Any], at: npt.NDArray[Any],
+                 values: npt.NDArray[Any]) -> None:
+        super().__init__(length)
+        self.fill, self.dtype, self.at, self.values = fill, dtype, at, values
+
+    def __call__(self) -> npt.NDArray[Any]:
+        arr = np.full(self.length, self.fill, dtype=self.dtype)
+        arr[self.at] = self.values
+        return arr
+
+    def item(self, i: int) -> Any:
+        if not -self.length <= i < self.length:
+            raise IndexError(f"index {i} is out of bounds for a column of {self.length}")
+        i %= self.length
+        at = int(np.searchsorted(self.at, i))
+        return self.values.item(at) if at < len(self.at) and self.at.item(at) == i else self.fill
+
+
+class NarrowColumn(Compact):
+    """A column stored in a narrower integer type than its own, ``dtype``."""
+
+    __slots__ = ("stored", "dtype")
+
+    def __init__(self, stored: npt.NDArray[Any], dtype: np.dtype[Any]) -> None:
+        super().__init__(len(stored))
+        self.stored, self.dtype = stored, dtype
+
+    def __call__(self) -> npt.NDArray[Any]:
+        return self.stored.astype(self.dtype)
+
+    def item(self, i: int) -> Any:
+        return self.stored.item(i)
+
+
+class DiskColumn(Compact):
+    """A column left in its checkpoint part (read by block, each block checked: PartBlob),
+    stored as ``stored``, its own type ``dtype``."""
+
+    __slots__ = ("blob", "stored", "dtype")
+
+    def __init__(self, blob: PartBlob, stored: np.dtype[Any], dtype: np.dtype[Any]) -> None:
+        super().__init__(len(blob) // stored.itemsize)
+        self.blob, self.stored, self.dtype = blob, stored, dtype
+
+    def __call__(self) -> npt.NDArray[Any]:
+        return np.frombuffer(self.blob.whole(), dtype=self.stored).astype(self.dtype)
+
+    def item(self, i: int) -> Any:
+        size = self.stored.itemsize
+        i = range(self.length)[i]
+        return np.frombuffer(self.blob[i * size:(i + 1) * size], dtype=self.stored).item(0)
+
+
+def whole(column: npt.NDArray[Any] | Compact) -> npt.NDArray[Any]:
+    """The column itself, made whole if it is :class:`Compact`."""
+    return column() if isinstance(column, Compact) else column
+
+
 def unpack(
     stored: dict[str, Any], sparse: dict[str, Sparse], widths: dict[str, str]
 ) -> dict[str, Any]:
-    """The arrays :func:`pack` was given."""
-    stored = {name: arr.astype(np.dtype(widths[name])) if name in widths else arr
-              for name, arr in stored.items()}
-    out = {name: arr for name, arr in stored.items() if "@" not in name}
+    """The arrays :func:`pack` was given, those it changed as :class:`Compact` (checked here,
+    made when asked for)."""
+    out = {name: NarrowColumn(arr, np.dtype(widths[name])) if name in widths else arr
+           for name, arr in stored.items() if "@" not in name}
     for name, (length, fill, dtype) in sparse.items():
-        arr = np.full(length, fill, dtype=np.dtype(dtype))
-        at = stored[f"{name}@at"]
-        if len(at) and (int(at.min()) < 0 or int(at.max()) >= length):
+        at, values = stored[f"{name}@at"], stored[f"{name}@values"]
+        if len(at) != len(values) or (len(at) and (
+            int(at.min()) < 0 or int(at.max()) >= length or not bool((np.diff(at) > 0).all())
+        )):
             raise ValueError(f"the exceptions of {name} fall outside it")
-        arr[at] = stored[f"{name}@values"]
-        out[name] = arr
+        out[name] = SparseColumn(length, fill, np.dtype(dtype), at, values)
     return out
 
 
@@ -117,3 +209,38 @@ def derive_times(
                 raise ValueError("a seq the state names is not among its events")
         out[known] = tx[at]
     return out
+
+
+def derive_columns(facts: FactColumns, events: EventColumns) -> None:
+    """Set the columns a checkpoint does not keep: the times, from each event's tx time; where
+    each fact's index tokens end. ValueError if the columns kept do not fit together."""
+    tx, seqs = events.column("tx"), events.column("seq")
+    if len(seqs) > 1 and not bool((seqs[1:] > seqs[:-1]).all()):
+        raise ValueError("the event rows are not in seq order")
+    f, r = facts.table, facts.rows
+    for table, name, seq_column in ((f, "created_at", "ids"), (f, "superseded_at", "superseded_by"),
+                                    (f, "forgotten_at", "forgotten_seq"),
+                                    (r, "tx_from", "tx_from_seq"), (r, "tx_to", "tx_to_seq")):
+        _set_times(table, name, seq_column, tx, seqs)
+    ids = f.ids[: f.n]
+    if len(ids) and (int(ids[0]) < 1 or int(ids[-1]) > facts.last_seq
+                     or not bool((ids[1:] > ids[:-1]).all())):
+        raise ValueError("the facts' ids are not increasing seqs of the part's")
+    ends = np.zeros(f.n, dtype=np.int64)
+    ends[: facts.tokened] = np.cumsum(f.doc_len[: facts.tokened])
+    f.tokens_end = ends
+    if facts.tokened and int(ends[facts.tokened - 1]) != facts.tokens.n:
+        raise ValueError("the facts' token counts do not add up to their tokens")
+
+
+def _set_times(table: Table, name: str, seq_column: str, tx: npt.NDArray[np.int64],
+                  seqs: npt.NDArray[np.int64]) -> None:
+    """Column ``name``: the tx times of the events ``seq_column`` names. From a sparse column
+    of mostly NONE (a fact seldom superseded), a sparse column too: its few times are made
+    (and checked) now, the whole column when it is first read."""
+    made = table.peek(seq_column)
+    if isinstance(made, SparseColumn) and made.fill == NONE:
+        times = derive_times(tx, seqs, made.values.astype(np.int64))
+        table.defer(name, SparseColumn(len(made), NONE, np.dtype(np.int64), made.at, times))
+    else:
+        setattr(table, name, derive_times(tx, seqs, getattr(table, seq_column)))

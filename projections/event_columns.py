@@ -31,7 +31,7 @@ from eventlog.events import (
     FactsErased,
     RecallServed,
 )
-from projections.arrays import NONE, UniqueStrings
+from projections.arrays import NONE, Deferred, UniqueStrings
 from projections.fold_state import FactColumns
 from projections.request_keys import event_request_key, key_rows, request_key
 
@@ -54,7 +54,7 @@ def event_fields(ev: Event) -> tuple[int, int, str | None]:
     return ev.fact_id, NONE, getattr(ev, "reason", None)
 
 
-class EventColumns:
+class EventColumns(Deferred):
     """One row per event, in seq order (see the module docstring)."""
 
     ARRAYS = {  # name -> array typecode
@@ -86,6 +86,7 @@ class EventColumns:
         """Rows for ``events`` (the log's next ones, ``txs`` their tx times)."""
         if not events:
             return
+        self.make_deferred()  # a deferred column is made from the rows it was loaded with
         last = self.seq[-1] if self.seq else 0
         if events[0].seq <= last:
             raise ValueError(f"event {events[0].seq} recorded after {last}")

@@ -11,7 +11,7 @@ store's objects.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -50,12 +50,13 @@ def importance_code(value: int | None) -> int:
 class TermPostings(NamedTuple):
     """The postings of the facts at slots ``0 .. docs - 1`` (document i is slot i), term-major:
     term ``codes[g]`` (codes ascending) is held by ``documents[starts[g]:starts[g + 1]]``
-    (ascending) with term frequencies ``tfs`` (projections/index_tokens.py)."""
+    (ascending) with term frequencies ``tfs``, counts in the narrowest unsigned type that holds
+    them (projections/index_tokens.py)."""
 
     codes: npt.NDArray[np.int32]
     starts: npt.NDArray[np.int64]
     documents: npt.NDArray[np.int32]
-    tfs: npt.NDArray[np.float32]
+    tfs: npt.NDArray[np.unsignedinteger[Any]]
     docs: int
 
 
@@ -177,45 +178,45 @@ class FactColumns:
 
     def fact_at(self, slot: int) -> Fact:
         """The fact in ``slot`` as a :class:`~projections.records.Fact`."""
-        f = self.table
+        f, r = self.table.peek, self.rows.peek  # a column not made yet is not made for one fact
         rows = []
-        r, i = self.rows, f.first_row.item(slot)
+        i = f("first_row").item(slot)
         while i >= 0:
             rows.append(Row(
-                r.valid_from.item(i), opt(r.valid_to.item(i)), r.tx_from_seq.item(i),
-                r.tx_from.item(i), opt(r.tx_to_seq.item(i)), opt(r.tx_to.item(i)),
+                r("valid_from").item(i), opt(r("valid_to").item(i)), r("tx_from_seq").item(i),
+                r("tx_from").item(i), opt(r("tx_to_seq").item(i)), opt(r("tx_to").item(i)),
             ))
-            i = r.next.item(i)
+            i = r("next").item(i)
         names = self.entity_names.values
-        importance: int | None = f.importance.item(slot)
+        importance: int | None = f("importance").item(slot)
         if importance == 0:
             importance = None
         elif importance == -1:
             importance = self.odd[slot]
         return Fact(
-            id=f.ids.item(slot),
-            namespace=self.namespaces.values[f.namespace.item(slot)],
-            subject=self.subjects.values[f.subject.item(slot)],
+            id=f("ids").item(slot),
+            namespace=self.namespaces.values[f("namespace").item(slot)],
+            subject=self.subjects.values[f("subject").item(slot)],
             text=self.texts[slot],
-            confidence=f.confidence.item(slot),
-            source_agent=self.agents.get(f.source_agent.item(slot)),
-            source_ref=self.refs.get(f.source_ref.item(slot)),
-            entities=tuple(names[c] for c in self.entities.run(f.entities_end, slot)),
-            created_at=f.created_at.item(slot),
+            confidence=f("confidence").item(slot),
+            source_agent=self.agents.get(f("source_agent").item(slot)),
+            source_ref=self.refs.get(f("source_ref").item(slot)),
+            entities=tuple(names[c] for c in self.entities.run(f("entities_end"), slot)),
+            created_at=f("created_at").item(slot),
             rows=rows,
-            supersedes=opt(f.supersedes.item(slot)),
-            revision=REVISION_KINDS[f.revision.item(slot)],
-            reason=self.reasons.get(f.reason.item(slot)),
-            superseded_by=opt(f.superseded_by.item(slot)),
-            superseded_at=opt(f.superseded_at.item(slot)),
-            forgotten_seq=opt(f.forgotten_seq.item(slot)),
-            forgotten_at=opt(f.forgotten_at.item(slot)),
-            forget_reason=self.reasons.get(f.forget_reason.item(slot)),
-            doc_len=f.doc_len.item(slot),
-            derived_from=tuple(self.derived.run(f.derived_end, slot)),
-            extractor=self.labels.get(f.extractor.item(slot)),
-            prompt_version=self.labels.get(f.prompt_version.item(slot)),
-            category=self.labels.get(f.category.item(slot)),
+            supersedes=opt(f("supersedes").item(slot)),
+            revision=REVISION_KINDS[f("revision").item(slot)],
+            reason=self.reasons.get(f("reason").item(slot)),
+            superseded_by=opt(f("superseded_by").item(slot)),
+            superseded_at=opt(f("superseded_at").item(slot)),
+            forgotten_seq=opt(f("forgotten_seq").item(slot)),
+            forgotten_at=opt(f("forgotten_at").item(slot)),
+            forget_reason=self.reasons.get(f("forget_reason").item(slot)),
+            doc_len=f("doc_len").item(slot),
+            derived_from=tuple(self.derived.run(f("derived_end"), slot)),
+            extractor=self.labels.get(f("extractor").item(slot)),
+            prompt_version=self.labels.get(f("prompt_version").item(slot)),
+            category=self.labels.get(f("category").item(slot)),
             importance=importance,
         )
 
@@ -287,9 +288,7 @@ class FactColumns:
         """Bytes of the fact and row columns (texts and string tables not counted)."""
         return (
             self.table.nbytes() + self.rows.nbytes()
-            + self.entities.values[: self.entities.n].nbytes
-            + self.derived.values[: self.derived.n].nbytes
-            + self.tokens.values[: self.tokens.n].nbytes
+            + self.entities.nbytes() + self.derived.nbytes() + self.tokens.nbytes()
         )
 
 

@@ -19,7 +19,7 @@ from itertools import chain
 import numpy as np
 import numpy.typing as npt
 
-from projections.arrays import code_major, run_starts
+from projections.arrays import code_major, narrow_counts, run_starts
 from projections.errors import ProjectionError
 from projections.fold_state import FactColumns, TermPostings
 
@@ -144,7 +144,7 @@ def _sorted(cols: FactColumns, slots: npt.NDArray[np.intp], first_doc: int) -> T
     # one key per token, (term, document); equal keys are one posting and its tf
     key, width = code_major(codes, lengths)
     first = run_starts(key)
-    tfs = np.diff(np.append(first, len(key))).astype(np.float32)
+    tfs = narrow_counts(np.diff(np.append(first, len(key))))
     unique = key[first]
     term = unique // width
     unique -= term * width - first_doc
@@ -170,7 +170,7 @@ def _merged(a: TermPostings, b: TermPostings) -> TermPostings:
     to_a = np.repeat(starts[at_a] - a.starts, len_a) + np.arange(len(a.documents))
     to_b = np.repeat(starts[at_b] + in_a[at_b] - b.starts, len_b) + np.arange(len(b.documents))
     documents = np.empty(int(counts.sum()), dtype=np.int32)
-    tfs = np.empty(len(documents), dtype=np.float32)
+    tfs = np.empty(len(documents), dtype=np.promote_types(a.tfs.dtype, b.tfs.dtype))
     documents[to_a], tfs[to_a] = a.documents, a.tfs
     documents[to_b], tfs[to_b] = b.documents, b.tfs
     return TermPostings(codes, starts, documents, tfs, b.docs)

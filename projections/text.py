@@ -122,8 +122,8 @@ class TextIndex:
         self._loaded: dict[str, int] = {}  # term -> its group in the loaded postings
         self._bounds = np.zeros(1, dtype=np.int64)
         self._docs = np.zeros(0, dtype=np.int32)
-        self._tfs = np.zeros(0, dtype=np.float32)
-        self._norm_of: tuple[tuple[int, float], np.ndarray] = ((-1, 0.0), self._tfs)  # _norms'
+        self._tfs = np.zeros(0, dtype=np.uint8)  # counts, widened per query (_contribution)
+        self._norm_of: tuple[tuple[int, float], np.ndarray] = ((-1, 0.0), np.zeros(0, np.float32))
 
     def __len__(self) -> int:
         return len(self._doc_len)
@@ -162,7 +162,7 @@ class TextIndex:
         self._loaded = dict(zip(terms, range(len(terms)), strict=True))
         self._bounds = np.append(np.asarray(starts, dtype=np.int64), len(docs))
         self._docs = np.asarray(docs, dtype=np.int32)
-        self._tfs = np.asarray(tfs, dtype=np.float32)
+        self._tfs = np.asarray(tfs)
 
     def df(self, term: str) -> int:
         """The number of documents holding ``term`` (its postings are not gathered)."""
@@ -262,7 +262,7 @@ class TextIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """A term's postings and what it adds to each of their BM25 scores."""
         k1 = self.k1
-        docs, tfs = p
+        docs, tfs = p[0], np.asarray(p[1], dtype=np.float32)
         idf = weight * _idf(len(docs), n)
         contribution: np.ndarray = idf * tfs * (k1 + 1.0) / (tfs + self._norms(n)[docs])
         return docs, contribution

@@ -1,0 +1,82 @@
+"""A checkpoint part's compact columns (sparse ones, ones kept narrower) read back as the
+columns they were made from, one value at a time or whole, and a loaded table makes such a
+column whole only when it is read: a deferred attribute is made once, by its first read, and
+one set before it is read is the one kept."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections.arrays import NONE, FactTable
+from projections.compact_columns import Compact, pack, unpack, whole
+from tests.conftest import examples
+
+_DTYPES = ("int8", "int32", "int64", "uint16")
+
+
+@st.composite
+def _columns(draw):
+    """An integer column, often mostly one value (so kept sparse) or small (kept narrower)."""
+    dtype = np.dtype(draw(st.sampled_from(_DTYPES)))
+    info = np.iinfo(dtype)
+    n = draw(st.integers(0, 300))
+    fill = draw(st.sampled_from([0, -1 if info.min < 0 else 1, int(info.max)]))
+    small = st.integers(max(info.min, -300), min(info.max, 300))
+    values = st.integers(int(info.min), int(info.max)) | small
+    exceptions = draw(st.dictionaries(st.integers(0, max(n - 1, 0)), values, max_size=n // 4))
+    arr = np.full(n, fill, dtype=dtype)
+    if draw(st.booleans()):  # not mostly one value
+        arr[:] = draw(st.lists(small, min_size=n, max_size=n))
+    for at, value in exceptions.items():
+        arr[at] = value
+    return arr
+
+
+@settings(max_examples=examples(dev=200, ci=1000))
+@given(st.dictionaries(st.sampled_from("abcd"), _columns(), min_size=1), st.data())
+def test_a_packed_column_reads_back_by_value_and_whole(arrays, data):
+    read = unpack(*pack(arrays))
+    assert read.keys() == arrays.keys()
+    for name, arr in arrays.items():
+        column = read[name]
+        made = whole(column)
+        assert made.dtype == arr.dtype and made.tolist() == arr.tolist()
+        if isinstance(column, Compact) and len(arr):
+            i = data.draw(st.integers(-len(arr), len(arr) - 1))
+            assert column.item(i) == arr.item(i)
+            assert [column.item(j) for j in range(len(arr))] == arr.tolist()
+
+
+def test_a_deferred_column_is_made_once_by_its_first_read():
+    table = FactTable()
+    made = []
+
+    def make():
+        made.append(1)
+        return np.arange(3)
+
+    table.defer("ids", make)
+    assert table.deferred() == ["ids"] and not made
+    assert table.ids.tolist() == [0, 1, 2]
+    table.ids[0] = 7  # the column made is the one kept
+    assert table.ids.tolist() == [7, 1, 2] and made == [1] and table.deferred() == []
+
+
+def test_a_sparse_column_answers_a_value_without_being_made():
+    (column,) = unpack(*pack({"x": np.full(100, NONE, dtype=np.int64)})).values()
+    table = FactTable()
+    table.defer("superseded_by", column)
+    assert table.peek("superseded_by").item(5) == NONE
+    assert table.deferred() == ["superseded_by"]  # peeked, not made
+    table.make_deferred()
+    assert table.deferred() == [] and table.superseded_by.tolist() == [NONE] * 100
+
+
+def test_a_column_set_before_it_is_read_is_the_one_kept():
+    table = FactTable()
+    table.defer("ids", lambda: np.arange(3))
+    table.ids = np.array([9])
+    assert table.deferred() == [] and table.peek("ids").item(0) == 9
+    assert table.ids.tolist() == [9]
