@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from eventlog.events import RecallServed
 from projections.arrays import (
+    Deferred,
     FactTable,
     Ragged,
     RowTable,
@@ -374,12 +375,8 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
         strings.fill_utf8(arrays[f"{name}.blob"].tobytes(), arrays[f"{name}.ends"].tolist())
     for name in _RAGGED:
         ragged = getattr(cols, name)
-        values = arrays[name]
-        if isinstance(values, DiskColumn):  # read (and checked) when first asked for
-            ragged.n = len(values)
-            ragged.defer("values", values)
-        else:
-            ragged.values, ragged.n = values, len(values)
+        ragged.n = len(arrays[name])
+        _set(ragged, "values", arrays[name])  # the tokens may stay in the part
     cols.odd = extra.odd
     cols.tokened = extra.tokened
     if not 0 <= cols.tokened <= cols.n:
@@ -443,11 +440,16 @@ def _fill_table(table: Table, columns: dict[str, npt.NDArray[Any] | Compact]) ->
     if len(counts) != 1:
         raise ValueError("a table's columns differ in length")
     for name, column in columns.items():
-        if isinstance(column, Compact):
-            table.defer(name, column)
-        else:
-            setattr(table, name, column)
+        _set(table, name, column)
     table.n = counts.pop()
+
+
+def _set(holder: Deferred, name: str, column: npt.NDArray[Any] | Compact) -> None:
+    """Set a column; one kept compact is made whole when first read."""
+    if isinstance(column, Compact):
+        holder.defer(name, column)
+    else:
+        setattr(holder, name, column)
 
 
 def _buffer(column: _Column) -> bytearray | memoryview:

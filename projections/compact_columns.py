@@ -234,7 +234,7 @@ def derive_columns(facts: FactColumns, events: EventColumns) -> None:
 
 
 def _set_times(table: Table, name: str, seq_column: str, tx: npt.NDArray[np.int64],
-                  seqs: npt.NDArray[np.int64]) -> None:
+               seqs: npt.NDArray[np.int64]) -> None:
     """Column ``name``: the tx times of the events ``seq_column`` names. From a sparse column
     of mostly NONE (a fact seldom superseded), a sparse column too: its few times are made
     (and checked) now, the whole column when it is first read."""
