@@ -106,6 +106,7 @@ class NamespaceIndex:
         # link_pairs' cache, by (n, documents): links change only when documents are added
         self._pairs: dict[str, tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
         self._runs: dict[str, tuple[tuple[int, int], _Runs]] = {}  # link_runs' cache, the same
+        self._by_lender: dict[str, tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}  # the same
         self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
         self.ignored_vectors = 0  # vectors of the wrong length (see set_vector)
 
@@ -259,18 +260,38 @@ class NamespaceIndex:
         self._pairs[which] = ((n, len(self)), *pair)
         return pair
 
+    def links_by_lender(self, which: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`link_pairs` ordered by the linked turn, the one that lends: (those turns'
+        documents ascending, a repeat for each document linking to it; the linking document).
+        Where every link has its reverse (turns seen once each), that is the other direction's
+        pairs and nothing new is kept. Cached as link_pairs is."""
+        cached = self._by_lender.get(which)
+        if cached is not None and cached[0] == (n, len(self)):
+            return cached[1], cached[2]
+        docs, other = self.link_pairs(which, n)
+        back_docs, back_other = self.link_pairs("next" if which == "prev" else "prev", n)
+        back = np.frombuffer(self.next_doc if which == "prev" else self.prev_doc, dtype=np.int64)
+        if len(back_docs) == len(docs) and np.array_equal(back[other], docs):
+            pair = (back_docs, back_other)
+        else:
+            order = np.argsort(other, kind="stable")
+            pair = (_frozen(other[order]), _frozen(docs[order]))
+        self._by_lender[which] = ((n, len(self)), *pair)
+        return pair
+
     def link_runs(self, which: str, n: int) -> _Runs:
         """:meth:`link_pairs` split for a pass over all documents: (whether each document below
-        ``n`` links to the document beside it: ``doc - 1`` for ``"prev"``, ``doc + 1`` for
-        ``"next"``; the other linked documents; their links). Turns written in order are mostly
-        beside each other, so a shifted array does most of the work. Cached as link_pairs is."""
+        ``n`` links to the document beside it, as a float32 factor 1 or 0: ``doc - 1`` for
+        ``"prev"``, ``doc + 1`` for ``"next"``; the other linked documents; their links). Turns
+        written in order are mostly beside each other, so a shifted array does most of the work.
+        Cached as link_pairs is."""
         cached = self._runs.get(which)
         if cached is not None and cached[0] == (n, len(self)):
             return cached[1]
         docs, other = self.link_pairs(which, n)
         beside = other == docs + (-1 if which == "prev" else 1)
-        adjacent = np.zeros(n, dtype=bool)
-        adjacent[docs[beside]] = True
+        adjacent = np.zeros(n, dtype=np.float32)
+        adjacent[docs[beside]] = 1.0
         runs = (_frozen(adjacent), _frozen(docs[~beside]), _frozen(other[~beside]))
         self._runs[which] = ((n, len(self)), runs)
         return runs

@@ -233,7 +233,7 @@ class TextIndex:
             raise ValueError(f"accumulate needs one score per document ({n}), not {len(into)}")
         for p, weight in self._weighted(query_tokens) if n else ():
             docs, contribution = self._contribution(p, weight, n)
-            into[docs] += contribution
+            np.add.at(into, docs, contribution)  # a term's postings are distinct documents
 
     def _weighted(
         self, query_tokens: list[str] | dict[str, float]
@@ -261,10 +261,14 @@ class TextIndex:
         self, p: tuple[np.ndarray, np.ndarray], weight: float, n: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """A term's postings and what it adds to each of their BM25 scores."""
-        k1 = self.k1
-        docs, tfs = p[0], np.asarray(p[1], dtype=np.float32)
-        idf = weight * _idf(len(docs), n)
-        contribution: np.ndarray = idf * tfs * (k1 + 1.0) / (tfs + self._norms(n)[docs])
+        docs = p[0]
+        # idf * tfs * (k1 + 1) / (tfs + norm), the same float32 steps, in place
+        contribution: np.ndarray = p[1].astype(np.float32)
+        denominator = np.take(self._norms(n), docs)
+        denominator += contribution
+        contribution *= weight * _idf(len(docs), n)
+        contribution *= self.k1 + 1.0
+        contribution /= denominator
         return docs, contribution
 
     def _norms(self, n: int) -> np.ndarray:

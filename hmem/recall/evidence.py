@@ -47,17 +47,20 @@ class Cosines:
     dense search scored, and any other looked up when asked."""
 
     def __init__(
-        self, n: int, docs: np.ndarray, cosines: np.ndarray, vectors: DocVectors,
-        query: np.ndarray,
+        self, docs: np.ndarray, cosines: np.ndarray, vectors: DocVectors, query: np.ndarray
     ) -> None:
-        self._known = np.full(n, np.nan, dtype=np.float32)
-        self._known[docs] = cosines
+        order = np.argsort(docs, kind="stable")
+        self._docs, self._cosines = docs[order], np.asarray(cosines, dtype=np.float32)[order]
         self._vectors = vectors
         norm = float(np.linalg.norm(query))
         self._query = np.asarray(query, dtype=np.float32) / (norm or 1.0)
 
     def of(self, docs: np.ndarray) -> np.ndarray:
-        out: np.ndarray = self._known[docs]
+        at = np.minimum(np.searchsorted(self._docs, docs), max(len(self._docs) - 1, 0))
+        out = np.full(len(docs), np.nan, dtype=np.float32)
+        if len(self._docs):
+            known = self._docs[at] == docs
+            out[known] = self._cosines[at[known]]
         for i in np.flatnonzero(np.isnan(out)).tolist():  # past the dense search's depth
             vector = self._vectors.get(int(docs[i]))
             out[i] = -np.inf if vector is None else float(vector @ self._query)

@@ -38,12 +38,13 @@ import numpy as np
 from projections.arrays import in_sorted
 from projections.recall_index import NamespaceIndex
 
-__all__ = ["Bound", "Lists", "Loans", "Words", "borrow", "lend", "own_words"]
+__all__ = ["Bound", "Lists", "Loans", "Words", "borrow", "lend", "lend_from", "own_words"]
 
 Lists = dict[str, tuple[np.ndarray, np.ndarray]]  # name -> (docs, scores), best first
 # A list's contribution to relevance for a score ``value`` of a member (True) or not of it:
 Fusion = Callable[[str, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 _EMPTY = np.empty(0, dtype=np.int64)
+_SPARSE = 8  # borrow follows the lenders' links when at most 1/this of the documents lend
 _TABLE_DOCS = 1 << 16  # Words.held tables every document up to this many (8 bytes a word each)
 
 
@@ -95,7 +96,7 @@ def own_words(index: NamespaceIndex, tokens: list[str]) -> Words:
     postings = []
     for token in distinct:
         docs, scores = index.text.term_scores(token)
-        own[docs] += scores
+        np.add.at(own, docs, scores)  # the same sums as ``own[docs] += scores``: docs distinct
         postings.append(docs)
     return Words(own, tuple(postings))
 
@@ -103,17 +104,44 @@ def own_words(index: NamespaceIndex, tokens: list[str]) -> Words:
 def lend(index: NamespaceIndex, scores: np.ndarray, before: float, after: float) -> np.ndarray:
     """Each document's score plus ``before`` times its previous turn's and ``after`` times its
     next turn's (same source session): a turn often answers what the turn before it asked.
-    Links to the document beside are added as one shifted pass (:meth:`link_runs`)."""
+    Links to the document beside are added as one shifted pass (:meth:`link_runs`): a share
+    times 1 or 0, the same sums as adding it where there is a link (the scores are finite)."""
     out = scores.copy()
     for which, weight in (("prev", before), ("next", after)):
         if weight and len(scores) > 1:
             adjacent, docs, other = index.link_runs(which, len(scores))
             if which == "prev":  # document d lends to d + 1
-                np.add(out[1:], weight * scores[:-1], out=out[1:], where=adjacent[1:])
+                share = np.multiply(scores[:-1], weight)
+                share *= adjacent[1:]
+                out[1:] += share
             else:  # document d lends to d - 1
-                np.add(out[:-1], weight * scores[1:], out=out[:-1], where=adjacent[:-1])
+                share = np.multiply(scores[1:], weight)
+                share *= adjacent[:-1]
+                out[:-1] += share
             out[docs] += weight * scores[other]
     return out
+
+
+def lend_from(
+    index: NamespaceIndex, scores: np.ndarray, lenders: np.ndarray, before: float, after: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lend` when only ``lenders`` (ascending) have a nonzero score: their links are
+    followed instead of passing over every document, bit for bit the same scores. Also returns
+    the documents that may score above 0: ``lenders`` and those they lent to, each at most three
+    times."""
+    out = scores.copy()
+    reached = [lenders]
+    for which, weight in (("prev", before), ("next", after)):
+        if weight and len(scores) > 1:
+            sources, targets = index.links_by_lender(which, len(scores))
+            first = np.searchsorted(sources, lenders, "left")
+            counts = np.searchsorted(sources, lenders, "right") - first
+            # every link of every lender: ``first`` of each lender counted ``counts`` times on
+            at = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+            to = targets[at]  # a document has one turn before it: no repeats
+            out[to] += weight * scores[sources[at]]
+            reached.append(to)
+    return out, np.concatenate(reached)
 
 
 @dataclass(frozen=True)
@@ -121,7 +149,7 @@ class Loans:
     """One query's loans. Per document (all of the namespace's): ``fed`` is its score of the
     query's words and the feedback terms (0 for a fact not believed at the query's time: it
     lends nothing), ``lexical`` that plus the neighbours' shares of theirs (what the BM25 list
-    ranks)."""
+    ranks), with the documents where that may be above 0 when they are known."""
 
     words: Words
     fed: np.ndarray
@@ -130,6 +158,8 @@ class Loans:
     before: float
     after: float
     cosines: np.ndarray | None = None  # own cosines of believed facts, when cosines are lent
+    scored: np.ndarray | None = None  # documents where ``lexical`` may be above 0 (None: any)
+    repeats: int = 1  # how many times a document may be in ``scored``
 
     def with_lenders(
         self, index: NamespaceIndex, lists: Lists, visible: Callable[[np.ndarray], np.ndarray],
@@ -253,13 +283,23 @@ class Bound:
 
 
 def borrow(
-    index: NamespaceIndex, words: Words, fed: np.ndarray, feedback_docs: np.ndarray,
-    before: float, after: float,
+    index: NamespaceIndex, words: Words, fed: np.ndarray, lending: np.ndarray, postings: int,
+    feedback_docs: np.ndarray, before: float, after: float,
 ) -> Loans:
     """The loans of one query, from each document's score of its words and the feedback
-    terms (``fed``: 0 for a fact not believed at the query's time, which lends nothing)."""
-    lexical = lend(index, fed, before, after) if before or after else fed
-    return Loans(words, fed, lexical, feedback_docs, before, after)
+    terms (``fed``, above 0 in at most ``postings`` documents; set to 0 here where ``lending``
+    does not hold: a fact not believed at the query's time lends nothing)."""
+    if postings * _SPARSE > len(fed):  # most documents lend: passes over them all
+        np.multiply(fed, lending, out=fed)  # times 1 or 0: the scores are finite
+        lexical = lend(index, fed, before, after) if before or after else fed
+        return Loans(words, fed, lexical, feedback_docs, before, after)
+    lenders = np.flatnonzero(fed > 0)
+    fed[lenders[~lending[lenders]]] = 0
+    lenders = lenders[lending[lenders]]
+    if not (before or after):
+        return Loans(words, fed, fed, feedback_docs, before, after, scored=lenders)
+    lexical, scored = lend_from(index, fed, lenders, before, after)
+    return Loans(words, fed, lexical, feedback_docs, before, after, scored=scored, repeats=3)
 
 
 def _less(total: np.ndarray, own: np.ndarray, loan: np.ndarray) -> np.ndarray:

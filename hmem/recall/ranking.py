@@ -194,13 +194,12 @@ def rank(
         lending = believed(None)  # only a fact believed at the query's time lends
         showable = of_subject(lending.copy(), None)
         fed = words.own.copy()
-        fed_from = np.empty(0, dtype=np.int64)
+        fed_from, postings = np.empty(0, dtype=np.int64), sum(map(len, words.postings))
         if config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
-            fed_from = _feedback(index, state.facts, tokens, words.own, showable, config,
-                                 fed)
-        fed[~lending] = 0
-        loans = borrow(index, words, fed, fed_from, alpha, beta)
-        lists["bm25"] = top_of(loans.lexical, showable, depth)
+            fed_from, added = _feedback(index, state.facts, tokens, words, showable, config, fed)
+            postings += added
+        loans = borrow(index, words, fed, lending, postings, fed_from, alpha, beta)
+        lists["bm25"] = top_of(loans.lexical, showable, depth, loans.scored, loans.repeats)
     vectors = index.vectors.get(model) if model is not None else None
     lend_cosines = bool((alpha or beta) and config.dense_neighbors)
     if query_vector is not None and vectors is not None and _codes(config, vectors.count,
@@ -210,12 +209,12 @@ def rank(
                                                visible(None) if showable is None else showable,
                                                max(config.dense_rerank, depth))
         lists["dense"] = top(docs, cosines, depth)
-        own_cosines = Cosines(n, docs, cosines, vectors, query_vector)
+        own_cosines = Cosines(docs, cosines, vectors, query_vector)
     elif query_vector is not None and vectors is not None:
         with _small_blas(n, vectors.dims):
             cosines, has = vectors.scores(query_vector, n)
         docs = np.flatnonzero(has)
-        own_cosines = Cosines(n, np.arange(n), np.where(has, cosines, -np.inf), vectors,
+        own_cosines = Cosines(np.arange(n), np.where(has, cosines, -np.inf), vectors,
                               query_vector)
         if lend_cosines:
             cosines[docs[~believed(docs)]] = 0  # only believed facts lend
@@ -325,16 +324,17 @@ def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
 
 
 def _feedback(
-    index: NamespaceIndex, facts: Mapping[int, Fact], tokens: list[str], own: np.ndarray,
+    index: NamespaceIndex, facts: Mapping[int, Fact], tokens: list[str], words: Words,
     shown: np.ndarray, config: RecallConfig, fed: np.ndarray,
-) -> np.ndarray:
+) -> tuple[np.ndarray, int]:
     """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents
-    (by ``own``, the query words' scores; ``shown``: which documents are visible) to the
-    query, weighted by their tf-idf share there, and add their scores to ``fed``; returns the
-    documents whose terms were added."""
-    top_docs, top_scores = top_of(own, shown, config.feedback_docs)
+    (by the query words' scores; ``shown``: which documents are visible) to the query,
+    weighted by their tf-idf share there, and add their scores to ``fed``; returns the
+    documents whose terms were added and how many postings the terms have."""
+    top_docs, top_scores = top_of(words.own, shown, config.feedback_docs,
+                                  np.concatenate(words.postings), len(words.postings))
     if not len(top_docs):
-        return top_docs
+        return top_docs, 0
     query = set(tokens)
     weights: dict[str, float] = {}
     best = float(top_scores[0]) or 1.0
@@ -348,11 +348,11 @@ def _feedback(
                 weights[term] = weights.get(term, 0.0) + gain
     chosen = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: config.feedback_terms]
     if not chosen or chosen[0][1] <= 0:  # no term the index knows (idf 0): nothing to add
-        return np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=np.int64), 0
     top_weight = chosen[0][1]
     expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
     index.text.accumulate(expansion, fed)  # BM25 adds up per term
-    return top_docs
+    return top_docs, sum(index.text.df(term) for term in expansion)
 
 
 def _fuse(

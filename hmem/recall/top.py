@@ -20,16 +20,29 @@ def top(docs: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, n
     return docs[order], scores[order]
 
 
-def top_of(scores: np.ndarray, mask: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+def top_of(
+    scores: np.ndarray, mask: np.ndarray, depth: int, among: np.ndarray | None = None,
+    repeats: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`top` of the documents where ``mask`` holds and the score (one per document) is
     above 0, without ordering them all: the ``depth``-th best of a sample of the scores is at
-    most the ``depth``-th best of all, so only the documents scoring at least that are ranked."""
+    most the ``depth``-th best of all, so only the documents scoring at least that are ranked.
+    ``among``: the only documents that may score above 0, each at most ``repeats`` times (then
+    the others are not read; the sample's ``repeats * depth``-th best bounds the cut)."""
     if depth < 1:
         return np.empty(0, dtype=np.int64), scores[:0]
-    masked = np.where(mask, scores, np.zeros((), dtype=scores.dtype))
-    sample = masked[::_SAMPLE]
+    if among is None:
+        values = np.where(mask, scores, np.zeros((), dtype=scores.dtype))
+    else:
+        among = among[mask[among]]
+        values = scores[among]
+    sample = values[::_SAMPLE]
+    nth = repeats * depth
     floor = 0.0
-    if len(sample) > depth:
-        floor = float(np.partition(sample, len(sample) - depth)[len(sample) - depth])
-    docs = np.flatnonzero(masked >= floor) if floor > 0 else np.flatnonzero(masked > 0)
-    return top(docs, masked[docs], depth)
+    if len(sample) > nth:
+        floor = float(np.partition(sample, len(sample) - nth)[len(sample) - nth])
+    chosen = np.flatnonzero(values >= floor) if floor > 0 else np.flatnonzero(values > 0)
+    docs = chosen if among is None else among[chosen]
+    if repeats > 1:
+        docs = np.unique(docs)
+    return top(docs, scores[docs], depth)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hmem import Memory
-from hmem.recall.loans import Words, lend, own_words
+from hmem.recall.loans import Words, borrow, lend, lend_from, own_words
 from hmem.recall.top import top, top_of
 from projections.projector import index_counts
 from tests.conftest import examples
@@ -35,6 +35,14 @@ def test_the_cut_found_from_a_sample_keeps_what_ranking_them_all_keeps(
     mask = rng.random(n) < shown
     want = top(np.flatnonzero(mask & (scores > 0)), scores[mask & (scores > 0)], depth)
     got = top_of(scores, mask, depth)
+    assert got[0].tolist() == want[0].tolist()
+    assert got[1].tobytes() == want[1].tobytes()
+    # told which documents may score, each named up to ``repeats`` times in any order
+    repeats = int(rng.integers(1, 4))
+    scoring = np.flatnonzero(scores > 0)
+    among = np.concatenate([scoring, *(rng.choice(scoring, rng.integers(0, len(scoring) + 1),
+                                                  replace=False) for _ in range(repeats - 1))])
+    got = top_of(scores, mask, depth, rng.permutation(among), repeats)
     assert got[0].tolist() == want[0].tolist()
     assert got[1].tobytes() == want[1].tobytes()
 
@@ -60,7 +68,8 @@ def _store(path: Path, turns: list[tuple[str | None, list[str]]]) -> Memory:
 def test_a_loan_added_as_shifted_arrays_is_each_documents_neighbours_share(turns, seed, weights):
     """Turns in order, out of order, a turn seen twice, turns with no place: every document's
     score gains ``before`` times its previous turn's and ``after`` times its next turn's,
-    bit for bit as adding each link's share one document at a time."""
+    bit for bit as adding each link's share one document at a time, whether added as shifted
+    arrays or along the links of the documents that lend."""
     before, after = weights
     with tempfile.TemporaryDirectory() as tmp, _store(Path(tmp) / "s", turns) as m:
         m.recall("tea")
@@ -74,6 +83,20 @@ def test_a_loan_added_as_shifted_arrays_is_each_documents_neighbours_share(turns
                 docs, other = index.link_pairs(which, n)
                 want[docs] += weight * scores[other]
         assert lend(index, scores, before, after).tobytes() == want.tobytes()
+        lenders = np.flatnonzero(scores)
+        lent, reached = lend_from(index, scores, lenders, before, after)
+        assert lent.tobytes() == want.tobytes()  # following the lenders' links only
+        assert set(np.flatnonzero(want).tolist()) <= set(reached.tolist())
+        assert np.unique(reached, return_counts=True)[1].max(initial=0) <= 3
+        # a query's loans: passes over all documents or along the lenders' links, the same
+        lending = np.random.default_rng(seed + 2).random(n) < 0.8
+        words = Words(np.zeros(n, dtype=np.float32), ())
+        no_docs = np.empty(0, dtype=np.int64)
+        every = borrow(index, words, scores.copy(), lending, n, no_docs, before, after)
+        some = borrow(index, words, scores.copy(), lending, 0, no_docs, before, after)
+        assert every.fed.tobytes() == some.fed.tobytes() == (scores * lending).tobytes()
+        assert every.lexical.tobytes() == some.lexical.tobytes()
+        assert set(np.flatnonzero(some.lexical).tolist()) <= set(some.scored.tolist())
 
 
 @settings(max_examples=examples(dev=40, ci=150), deadline=None)
