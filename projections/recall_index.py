@@ -105,7 +105,7 @@ class NamespaceIndex:
         self._turns_later: Callable[[], FirstDocs] | None = None  # a bulk build's, made on use
         # link_pairs' cache, by (n, documents): links change only when documents are added
         self._pairs: dict[str, tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}
-        self._runs: dict[str, tuple[tuple[int, int], _Runs]] = {}  # link_runs' cache, the same
+        self._runs: dict[str, tuple[tuple[int, int, float], _Runs]] = {}  # link_runs', and weight
         self._by_lender: dict[str, tuple[tuple[int, int], np.ndarray, np.ndarray]] = {}  # the same
         self.vectors: dict[str, DocVectors] = {}  # model -> vectors aligned with documents
         self.ignored_vectors = 0  # vectors of the wrong length (see set_vector)
@@ -279,21 +279,21 @@ class NamespaceIndex:
         self._by_lender[which] = ((n, len(self)), *pair)
         return pair
 
-    def link_runs(self, which: str, n: int) -> _Runs:
-        """:meth:`link_pairs` split for a pass over all documents: (whether each document below
-        ``n`` links to the document beside it, as a float32 factor 1 or 0: ``doc - 1`` for
+    def link_runs(self, which: str, n: int, weight: float = 1.0) -> _Runs:
+        """:meth:`link_pairs` split for a pass over all documents: (per document below ``n``,
+        ``weight`` as a float32 if it links to the document beside it, else 0: ``doc - 1`` for
         ``"prev"``, ``doc + 1`` for ``"next"``; the other linked documents; their links). Turns
-        written in order are mostly beside each other, so a shifted array does most of the work.
-        Cached as link_pairs is."""
+        written in order are mostly beside each other, so a shifted array does most of the
+        work. Cached as link_pairs is, for the last weight asked."""
         cached = self._runs.get(which)
-        if cached is not None and cached[0] == (n, len(self)):
+        if cached is not None and cached[0] == (n, len(self), weight):
             return cached[1]
         docs, other = self.link_pairs(which, n)
         beside = other == docs + (-1 if which == "prev" else 1)
-        adjacent = np.zeros(n, dtype=np.float32)
-        adjacent[docs[beside]] = 1.0
-        runs = (_frozen(adjacent), _frozen(docs[~beside]), _frozen(other[~beside]))
-        self._runs[which] = ((n, len(self)), runs)
+        factor = np.zeros(n, dtype=np.float32)
+        factor[docs[beside]] = weight
+        runs = (_frozen(factor), _frozen(docs[~beside]), _frozen(other[~beside]))
+        self._runs[which] = ((n, len(self), weight), runs)
         return runs
 
     def ranking_arrays(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

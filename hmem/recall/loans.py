@@ -104,20 +104,17 @@ def own_words(index: NamespaceIndex, tokens: list[str]) -> Words:
 def lend(index: NamespaceIndex, scores: np.ndarray, before: float, after: float) -> np.ndarray:
     """Each document's score plus ``before`` times its previous turn's and ``after`` times its
     next turn's (same source session): a turn often answers what the turn before it asked.
-    Links to the document beside are added as one shifted pass (:meth:`link_runs`): a share
-    times 1 or 0, the same sums as adding it where there is a link (the scores are finite)."""
+    Links to the document beside are added as one shifted pass (:meth:`link_runs`): each
+    score times the weight or 0, the same sums as adding ``weight * score`` where there is a
+    link (the scores are finite)."""
     out = scores.copy()
     for which, weight in (("prev", before), ("next", after)):
         if weight and len(scores) > 1:
-            adjacent, docs, other = index.link_runs(which, len(scores))
+            factor, docs, other = index.link_runs(which, len(scores), weight)
             if which == "prev":  # document d lends to d + 1
-                share = np.multiply(scores[:-1], weight)
-                share *= adjacent[1:]
-                out[1:] += share
+                out[1:] += scores[:-1] * factor[1:]
             else:  # document d lends to d - 1
-                share = np.multiply(scores[1:], weight)
-                share *= adjacent[:-1]
-                out[:-1] += share
+                out[:-1] += scores[1:] * factor[:-1]
             out[docs] += weight * scores[other]
     return out
 

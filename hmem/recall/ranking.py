@@ -4,6 +4,7 @@ arrays of the namespace's recall index; loops in Python only over the hits it re
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -23,6 +24,7 @@ from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_word
 from hmem.recall.top import top, top_of
 from projections.arrays import in_sorted
 from projections.entities import extract_entities, normalize_entity
+from projections.fold_state import FactsView
 from projections.projector import Projector, index_counts
 from projections.recall_index import NamespaceIndex
 from projections.records import Fact, subject_key
@@ -258,8 +260,9 @@ def rank(
     if config.require_evidence:  # no hit without its own evidence (hmem.recall.evidence)
         returnable = returnable[evident(index, cand, words, own_cosines, config.min_cosine,
                                         believed, alpha, beta)]
-    for at in ranked_order(score[returnable], ids[returnable], max(4 * limit, _MIN_TOP)):
-        rank = int(returnable[at])
+    order = (int(returnable[at]) for at in ranked_order(score[returnable], ids[returnable],
+                                                         max(4 * limit, _MIN_TOP)))
+    for rank, fact in _with_facts(state.facts, ids, order, lambda: limit - len(hits)):
         if len(hits) >= limit:
             break
         if int(ids[rank]) in pinned_ids:
@@ -267,7 +270,6 @@ def rank(
         lenders = bound.of(rank)
         if not shown.issuperset(lenders):
             continue  # its lender did not fit the budget: a borrower alone misleads
-        fact = state.facts[int(ids[rank])]
         row = fact.visible_row(seq, valid_at_us) or fact.rows[-1]
         why = None
         if explain:
@@ -293,6 +295,20 @@ def rank(
         used += cost
     omitted = int(np.count_nonzero(~np.isin(ids[returnable], [h.id for h in hits])))
     return RecallResult(query.text, tuple(hits), used, omitted)
+
+
+def _with_facts(
+    facts: FactsView, ids: np.ndarray, order: Iterator[int], wanted: Callable[[], int],
+) -> Iterator[tuple[int, Fact]]:
+    """Each candidate position of ``order`` with its fact, the facts read ``wanted()`` (the
+    hits still to find) at a time: a recall's hits are made together."""
+    while True:
+        chunk = list(itertools.islice(order, max(wanted(), 1)))
+        if not chunk:
+            return
+        made = facts.many([int(ids[rank]) for rank in chunk])
+        for rank in chunk:
+            yield rank, made[int(ids[rank])]
 
 
 def _pinned(
