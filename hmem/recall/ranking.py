@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields, replace
 from functools import partial
@@ -340,7 +340,7 @@ def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
 
 
 def _feedback(
-    index: NamespaceIndex, facts: Mapping[int, Fact], tokens: list[str], words: Words,
+    index: NamespaceIndex, facts: FactsView, tokens: list[str], words: Words,
     shown: np.ndarray, config: RecallConfig, fed: np.ndarray,
 ) -> tuple[np.ndarray, int]:
     """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents
@@ -354,8 +354,9 @@ def _feedback(
     query = set(tokens)
     weights: dict[str, float] = {}
     best = float(top_scores[0]) or 1.0
+    made = facts.many([index.fact_ids[doc] for doc in top_docs.tolist()])
     for doc, score in zip(top_docs.tolist(), top_scores.tolist(), strict=True):
-        fact = facts[index.fact_ids[doc]]
+        fact = made[index.fact_ids[doc]]
         counts = index_counts(fact.subject, fact.text)
         total = sum(counts.values()) or 1
         for term, tf in counts.items():

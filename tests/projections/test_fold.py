@@ -129,6 +129,8 @@ def assert_same_state(cols: FactColumns, state: FactState, what: str) -> None:
             diff = [f"  {name}: columns {getattr(got, name)!r} fold {getattr(want, name)!r}"
                     for name in Fact.__struct_fields__ if getattr(got, name) != getattr(want, name)]
             raise AssertionError(f"{what}: fact {fid} differs\n" + "\n".join(diff))
+    # read together (each column gathered once for many slots), and past the last fact
+    assert cols.facts.many([*state.facts, cols.last_seq + 1]) == state.facts, what
     for slot in range(cols.tokened):  # a projector's fold: the facts' index tokens too
         fact = cols.fact_at(slot)
         assert token_counts(cols, slot) == index_counts(fact.subject, fact.text), (what, fact.id)
