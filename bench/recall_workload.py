@@ -106,9 +106,16 @@ class StubEmbedder:
         return rows
 
 
+class _Facts(dict[int, Fact]):
+    """The facts by id, read one at a time or together (as ``FactsView``)."""
+
+    def many(self, fact_ids: list[int]) -> dict[int, Fact]:
+        return {i: self[i] for i in fact_ids if i in self}
+
+
 class _State:
     def __init__(self, facts: dict[int, Fact]) -> None:
-        self.facts = facts
+        self.facts = _Facts(facts)
         self.labels = Strings()  # no fact carries a category (none is procedural)
 
 

@@ -18,3 +18,17 @@ def test_the_scale_bench_runs_every_part_at_a_tiny_size(tmp_path, capsys):
     for target in ("replay (rebuild_projection)", "remember_many", "hmem copy",
                    "one 200-fact namespace"):
         assert f"- {target}" in printed
+
+
+def test_the_recall_bench_runs_at_the_index_layer(tmp_path, capsys):
+    """Sizes above ``--memory-max`` rank over the index layer alone (a stand-in for the
+    projector): every row runs there too."""
+    from bench.recall_speed import main as recall_main
+
+    out = tmp_path / "recall.json"
+    assert recall_main(["--sizes", "2k", "--memory-max", "1k", "--no-embed", "--queries", "5",
+                        "--out", str(out)]) == 0
+    (size,) = json.loads(out.read_text())["sizes"]
+    assert size["via"] == "index"
+    assert size["latency"]["hybrid"]["p95_ms"] > 0
+    assert "rank, hybrid" in capsys.readouterr().out
