@@ -266,7 +266,7 @@ class TextIndex:
         contribution: np.ndarray = p[1].astype(np.float32)
         denominator = np.take(self._norms(n), docs)
         denominator += contribution
-        contribution *= weight * _idf(len(docs), n)
+        contribution *= float(weight) * _idf(len(docs), n)  # a Python float: stays float32
         contribution *= self.k1 + 1.0
         contribution /= denominator
         return docs, contribution

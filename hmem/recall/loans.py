@@ -105,10 +105,10 @@ def lend(index: NamespaceIndex, scores: np.ndarray, before: float, after: float)
     """Each document's score plus ``before`` times its previous turn's and ``after`` times its
     next turn's (same source session): a turn often answers what the turn before it asked.
     Links to the document beside are added as one shifted pass (:meth:`link_runs`): each
-    score times the weight or 0, the same sums as adding ``weight * score`` where there is a
-    link (the scores are finite)."""
+    score times the weight or 0, the same float32 sums as adding ``weight * score`` where there
+    is a link (the scores are finite; a weight is taken as a Python float)."""
     out = scores.copy()
-    for which, weight in (("prev", before), ("next", after)):
+    for which, weight in (("prev", float(before)), ("next", float(after))):
         if weight and len(scores) > 1:
             factor, docs, other = index.link_runs(which, len(scores), weight)
             if which == "prev":  # document d lends to d + 1
@@ -128,7 +128,7 @@ def lend_from(
     times."""
     out = scores.copy()
     reached = [lenders]
-    for which, weight in (("prev", before), ("next", after)):
+    for which, weight in (("prev", float(before)), ("next", float(after))):
         if weight and len(scores) > 1:
             sources, targets = index.links_by_lender(which, len(scores))
             first = np.searchsorted(sources, lenders, "left")

@@ -115,6 +115,10 @@ class RecallConfig:
                     raise InvalidInput(
                         f"RecallConfig.{f.name} must be a finite number {low_text}, not {value!r}"
                     )
+                if isinstance(value, float) and type(value) is not float:  # e.g. np.float64
+                    # a float subclass is a plain float here: numpy 2 keeps float32 sums in
+                    # float32 for a Python float, and would widen them for a numpy scalar
+                    object.__setattr__(self, f.name, float(value))
 
 
 def _non_negative(x: float) -> bool:

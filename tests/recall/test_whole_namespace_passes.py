@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from hmem import Memory
 from hmem.recall.loans import Words, borrow, lend, lend_from, own_words
+from hmem.recall.ranking import RecallConfig
 from hmem.recall.top import top, top_of
 from projections.projector import index_counts
 from tests.conftest import examples
@@ -83,6 +84,8 @@ def test_a_loan_added_as_shifted_arrays_is_each_documents_neighbours_share(turns
                 docs, other = index.link_pairs(which, n)
                 want[docs] += weight * scores[other]
         assert lend(index, scores, before, after).tobytes() == want.tobytes()
+        wide = lend(index, scores, np.float64(before), np.float64(after))  # a numpy weight
+        assert wide.dtype == np.float32 and wide.tobytes() == want.tobytes()
         lenders = np.flatnonzero(scores)
         lent, reached = lend_from(index, scores, lenders, before, after)
         assert lent.tobytes() == want.tobytes()  # following the lenders' links only
@@ -156,3 +159,16 @@ def test_the_masks_and_links_recall_reads_are_not_the_index_itself(tmp_path):
         for which in ("prev", "next"):
             for arr in (*index.link_pairs(which, len(index)), *index.link_runs(which, len(index))):
                 assert not arr.flags.writeable
+
+
+def test_a_numpy_weight_scores_as_the_same_python_float(tmp_path):
+    """numpy 2 widens float32 sums for a numpy scalar, not for a Python float: a weight given
+    as ``np.float64`` (a float, so a valid RecallConfig value) ranks as the Python float."""
+    config = RecallConfig(neighbor_weight=np.float64(0.3), feedback_weight=np.float64(0.37))
+    assert type(config.neighbor_weight) is float and type(config.feedback_weight) is float
+    with _store(tmp_path / "s", [("s1:1", ["tea", "maya"]), ("s1:2", ["tea"])]) as m:
+        text = m.store.projector.indexes["default"].text
+        plain, wide = (np.zeros(len(text), dtype=np.float32) for _ in range(2))
+        text.accumulate({"tea": 0.37, "maya": 1.0}, plain)
+        text.accumulate({"tea": np.float64(0.37), "maya": np.float64(1.0)}, wide)
+        assert wide.tobytes() == plain.tobytes()
