@@ -29,11 +29,11 @@ import numpy as np
 
 from bench.synthetic import TextGen
 from hmem.memory import Memory
-from projections.arrays import Strings
 from projections.entities import fact_entities
 from projections.projector import index_counts
 from projections.recall_index import NamespaceIndex
 from projections.records import Fact, Row
+from projections.string_columns import Strings
 from projections.timeutil import to_us
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""Storage of the columnar fold (projections/fold_state.py): growable numpy columns, string
-tables, and the fact and version-row tables.
+"""Storage of the columnar fold (projections/fold_state.py): growable numpy columns and the
+fact and version-row tables (its strings: projections/string_columns.py).
 
 * A fact has a dense *slot* (0, 1, 2, ... in order of creation, so in order of id); every fact
   column is a numpy array indexed by slot, over-allocated and grown by doubling (the first ``n``
@@ -8,7 +8,8 @@ tables, and the fact and version-row tables.
   namespaces' facts of a long log).
 * Optional integers (times, seqs) use :data:`NONE` (the largest int64) for None, so "open" and
   "not yet" compare as +infinity: ``seq < tx_to_seq`` and ``superseded_by > seq`` work as they
-  are. Optional strings are codes into a :class:`Strings` table, -1 for None.
+  are. Optional strings are codes into a string table (projections/string_columns.py), -1 for
+  None.
 * Version rows are a second table in order of creation; ``first_row[slot]`` is a fact's first
   row, ``row_next[row]`` the fact's next one (-1: none) and ``last_row[slot]`` its last, which is
   the open row if it has one. A fact has one or two rows (two after a world change).
@@ -19,18 +20,16 @@ tables, and the fact and version-row tables.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from projections.part_blob import PartBlob
-
 __all__ = [
-    "NONE", "Deferred", "Items", "Strings", "Ragged", "Table", "FactTable", "RowTable", "Texts",
-    "UniqueStrings", "grown", "in_sorted", "narrow_counts",
+    "NONE", "Deferred", "Items", "Ragged", "Table", "FactTable", "RowTable", "grown",
+    "in_sorted", "narrow_counts",
 ]
 
 NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
@@ -84,87 +83,19 @@ def code_major(codes: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> tuple
     return key, width
 
 
+_GROW_BY_EIGHTHS = 1 << 16  # from this many entries grown() adds an eighth, not a double
+
+
 def grown(arr: A, need: int, fill: int | float = 0) -> A:
-    """``arr`` with room for at least ``need`` entries (doubling), new entries ``fill``."""
+    """``arr`` with room for at least ``need`` entries, new entries ``fill``: doubling while
+    small, then an eighth more (a reader folding one fact after a 1M-fact checkpoint part held
+    every fold column at twice its size: 555 MiB of the 1,248 MiB it peaked at)."""
     if need <= len(arr):
         return arr
-    out = np.full(max(need, 2 * len(arr), 16), fill, dtype=arr.dtype)
+    more = len(arr) // 8 if len(arr) >= _GROW_BY_EIGHTHS else len(arr)
+    out = np.full(max(need, len(arr) + more, 16), fill, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out  # type: ignore[return-value]
-
-
-class Strings:
-    """A string table: each distinct string once, known by its code (its index); None is -1.
-
-    Filled in bulk (:meth:`fill`, :meth:`fill_utf8`), the value -> code dict is made only when
-    first needed (a reader that only looks values up never makes it), and values given as
-    UTF-8 bytes are decoded only when first read."""
-
-    __slots__ = ("_values", "_codes", "_utf8")
-
-    def __init__(self) -> None:
-        self._values: list[str] = []
-        self._codes: dict[str | None, int] | None = {None: -1}
-        self._utf8: tuple[bytes, list[int]] | None = None  # (blob, each value's end)
-
-    @property
-    def values(self) -> list[str]:
-        """The strings, in code order."""
-        if self._utf8 is not None:
-            blob, ends = self._utf8
-            starts = [0, *ends][: len(ends)]
-            if blob.isascii():  # one character a byte: decode once, cut the text
-                text = blob.decode("ascii")
-                self._values = [text[a:b] for a, b in zip(starts, ends, strict=True)]
-            else:
-                self._values = [
-                    blob[a:b].decode("utf-8", "surrogatepass")
-                    for a, b in zip(starts, ends, strict=True)
-                ]
-            self._utf8 = None
-        return self._values
-
-    @property
-    def codes(self) -> dict[str | None, int]:
-        """Value -> code (None -> -1)."""
-        if self._codes is None:
-            self._codes = {None: -1, **{v: i for i, v in enumerate(self.values)}}
-        return self._codes
-
-    def code(self, value: str | None) -> int:
-        """The code of ``value`` (added if new); -1 for None."""
-        codes = self.codes
-        code = codes.get(value)
-        if code is None:
-            code = codes[value] = len(self._values)
-            self._values.append(value)  # type: ignore[arg-type]
-        return code
-
-    def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
-        """Codes of many values at once (new ones added in order of first appearance)."""
-        n = len(values)
-        if values.count(None) == n:
-            return np.full(n, -1, dtype=np.int32)
-        codes = self.codes
-        for value in dict.fromkeys(values):
-            if value not in codes:
-                codes[value] = len(self._values)
-                self._values.append(value)  # type: ignore[arg-type]
-        return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
-
-    def get(self, code: int) -> str | None:
-        return None if code < 0 else self.values[code]
-
-    def fill(self, values: list[str]) -> None:
-        """Set the table to ``values`` (distinct, in code order), replacing what it held."""
-        self._values, self._codes, self._utf8 = values, None, None
-
-    def fill_utf8(self, blob: bytes, ends: list[int]) -> None:
-        """:meth:`fill` with the values as one UTF-8 buffer and where each ends in it."""
-        self._values, self._codes, self._utf8 = [], None, (blob, ends)
-
-    def __len__(self) -> int:
-        return len(self._utf8[1]) if self._utf8 is not None else len(self._values)
 
 
 class Items(Protocol):
@@ -394,94 +325,6 @@ class Ragged(Deferred):
     def run(self, ends: Items, slot: int) -> list[int]:
         start = ends.item(slot - 1) if slot else 0
         return self.values[start:ends.item(slot)].tolist()  # type: ignore[no-any-return]
-
-
-class Texts:
-    """Strings by slot as one UTF-8 buffer and where each starts and ends in it, not a ``str``
-    object each (a fact's text costs its bytes plus 16). Lone surrogates round-trip
-    ("surrogatepass"). Appended in slot order, or placed at given slots in any order
-    (:meth:`place`: a bulk load that need not sort the texts)."""
-
-    __slots__ = ("blob", "starts", "ends", "n")
-
-    def __init__(self) -> None:
-        # in memory, or left in a checkpoint part until read (projections/part_blob.py)
-        self.blob: bytearray | PartBlob = bytearray()
-        self.starts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self.ends: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self.n = 0
-
-    def append(self, text: str) -> None:
-        self.extend([text])
-
-    def extend(self, texts: Iterable[str]) -> None:
-        texts = list(texts)
-        self.place(np.arange(self.n, self.n + len(texts)), texts)
-
-    def place(self, slots: npt.NDArray[Any], texts: Sequence[str]) -> None:
-        """Put ``texts[i]`` at slot ``slots[i]``; ``n`` becomes one past the highest slot set
-        (a slot below it that was never set reads as "")."""
-        if not len(texts):
-            return
-        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        ends = len(self.blob) + np.cumsum(lengths)
-        self.in_memory().extend(b"".join(encoded))
-        need = int(slots.max()) + 1
-        self.starts, self.ends = grown(self.starts, need), grown(self.ends, need)
-        self.starts[slots], self.ends[slots] = ends - lengths, ends
-        self.n = max(self.n, need)
-
-    def in_memory(self) -> bytearray:
-        """The buffer, read in first if it was left in a checkpoint part."""
-        if isinstance(self.blob, PartBlob):
-            on_disk, self.blob = self.blob, self.blob.whole()
-            on_disk.close()
-        return self.blob
-
-    def __getitem__(self, slot: int) -> str:
-        if not 0 <= slot < self.n:
-            raise IndexError(slot)
-        return self.blob[self.starts.item(slot):self.ends.item(slot)].decode(
-            "utf-8", "surrogatepass"
-        )
-
-    def __len__(self) -> int:
-        return self.n
-
-    def nbytes(self) -> int:
-        """Bytes held in memory (a buffer left on disk not counted)."""
-        held = 0 if isinstance(self.blob, PartBlob) else len(self.blob)
-        return held + self.starts[: self.n].nbytes + self.ends[: self.n].nbytes
-
-
-class UniqueStrings(Texts):
-    """A string table without sharing, for values that are nearly all distinct (source refs
-    like "D3:12"): each value gets a new code and is kept as bytes, with no dict from value to
-    code (which would cost more than the values). Same surface as :class:`Strings`."""
-
-    __slots__ = ()
-
-    @property
-    def values(self) -> UniqueStrings:
-        return self
-
-    def code(self, value: str | None) -> int:
-        if value is None:
-            return -1
-        self.append(value)
-        return self.n - 1
-
-    def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
-        codes = np.full(len(values), -1, dtype=np.int32)
-        given = [i for i, v in enumerate(values) if v is not None]
-        if given:
-            codes[given] = np.arange(self.n, self.n + len(given), dtype=np.int32)
-            self.extend([values[i] for i in given])  # type: ignore[misc]
-        return codes
-
-    def get(self, code: int) -> str | None:
-        return None if code < 0 else self[code]
 
 
 def _one_stretch(slots: npt.NDArray[Any]) -> bool:

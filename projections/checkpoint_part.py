@@ -40,9 +40,7 @@ from projections.arrays import (
     FactTable,
     Ragged,
     RowTable,
-    Strings,
     Table,
-    Texts,
     array_of,
     as_bytes,
     narrow_counts,
@@ -62,6 +60,7 @@ from projections.index_tokens import first_postings
 from projections.part_blob import BLOCK, LAZY, PartBlob, block_digests, block_root, stream_digests
 from projections.records import Episode, Vector
 from projections.request_keys import request_key
+from projections.string_columns import Strings, Texts
 
 __all__ = ["UNREADABLE", "Refused", "read", "write"]
 
@@ -416,7 +415,7 @@ def _postings(arrays: dict[str, Any], docs: int, terms: int) -> TermPostings:
 def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:
     """Strings kept as one buffer: the buffer, in slot order, and each one's length."""
     starts, ends = texts.starts[: texts.n], texts.ends[: texts.n]
-    blob = bytes(texts.blob)
+    blob = bytes(texts)
     if len(starts) and not (
         starts[0] == 0 and np.array_equal(starts[1:], ends[:-1]) and ends[-1] == len(blob)
     ):
@@ -427,7 +426,7 @@ def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:
 
 def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
     lengths = arrays[f"{name}.lengths"]
-    texts.blob = arrays[f"{name}.blob"]
+    texts.blob, texts.tail = arrays[f"{name}.blob"], bytearray()
     texts.ends = np.cumsum(lengths, dtype=np.int64)
     texts.starts = texts.ends - lengths
     texts.n = len(lengths)

@@ -31,9 +31,10 @@ from eventlog.events import (
     FactsErased,
     RecallServed,
 )
-from projections.arrays import NONE, Deferred, UniqueStrings
+from projections.arrays import NONE, Deferred
 from projections.fold_state import FactColumns
 from projections.request_keys import event_request_key, key_rows, request_key
+from projections.string_columns import UniqueStrings
 
 __all__ = ["EventColumns", "KIND_CODES", "event_fields"]
 

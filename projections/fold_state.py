@@ -17,18 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import EmbeddingRecorded
-from projections.arrays import (
-    NONE,
-    FactTable,
-    Ragged,
-    RowTable,
-    Strings,
-    Texts,
-    UniqueStrings,
-)
+from projections.arrays import NONE, FactTable, Ragged, RowTable
 from projections.checks import check_dims
 from projections.errors import FactNotFound
 from projections.records import Episode, Fact, Row, Vector, subject_key
+from projections.string_columns import Strings, Texts, UniqueStrings
 
 __all__ = ["FactColumns", "FactsView", "REVISION_KINDS", "TermPostings", "opt"]
 

@@ -3,7 +3,7 @@
 :func:`projections.recall_index.source_position` reads one ref: the turn is the number (at most
 18 digits) that ends it after its last ':', the session is the ref up to that number. Building a
 namespace's index reads every ref of the namespace; :func:`source_positions` reads them from the
-bytes they are kept in (:class:`projections.arrays.Texts`) with array arithmetic. A ref
+bytes they are kept in (:class:`projections.string_columns.Texts`) with array arithmetic. A ref
 with a non-ASCII byte or a newline (where the regex's Unicode digits and its ``$`` differ from
 plain bytes) is read one by one by ``source_position``. Sessions come back as codes into a list
 of the distinct ones (one ``np.unique`` over fixed-width values, no ``str`` per ref).

@@ -31,10 +31,11 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import EVENT_TAGS, RecallServed
-from projections.arrays import NONE, Strings, UniqueStrings
+from projections.arrays import NONE
 from projections.event_columns import EventColumns
 from projections.fold_state import REVISION_KINDS, FactColumns
 from projections.records import Episode, Vector, subject_key
+from projections.string_columns import Strings, UniqueStrings
 from projections.timeutil import to_us
 
 __all__ = [

@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.arrays import Ragged, Strings
+from projections.arrays import Ragged
+from projections.string_columns import Strings
 from tests.conftest import examples
 
 

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from eventlog.events import FactRemembered
 from hmem import Memory
 from hmem.adapters.demo import StepClock
-from projections.arrays import NONE, Texts
+from projections.arrays import NONE
 from projections.fold import fold_all
 from projections.index_build import build_indexes
 from projections.index_tokens import set_tokens
 from projections.recall_index import NamespaceIndex, source_position
 from projections.source_positions import source_positions
+from projections.string_columns import Texts
 from projections.turn_links import link_turns
 from tests.conftest import examples
 from tests.projections.test_fold import stamp

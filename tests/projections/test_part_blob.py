@@ -53,6 +53,10 @@ def test_a_writer_adding_to_texts_left_on_disk_keeps_every_text(tmp_path, left_o
     with Memory(tmp_path / "s", embedder=None) as w:
         _texts_on_disk(w)
         ids.append(w.remember("tom", "one more", dedup=False))
+        _texts_on_disk(w)  # a new text is kept apart: the part's buffer is not read in for it
+        with Memory(tmp_path / "s", read_only=True, embedder=None) as r:  # folds it as a tail
+            assert [r.get(i).text for i in ids] == [*texts, "one more"]
+            _texts_on_disk(r)
         assert [w.get(i).text for i in ids] == [*texts, "one more"]
     with Memory(tmp_path / "s", read_only=True, embedder=None) as r:  # the part it published
         assert [r.get(i).text for i in ids] == [*texts, "one more"]

@@ -1,0 +1,188 @@
+"""Strings of the columnar fold: a table of distinct strings known by code (:class:`Strings`:
+subjects, agents, labels), and strings by slot in one UTF-8 buffer (:class:`Texts`: fact texts;
+:class:`UniqueStrings`: nearly all distinct values such as source refs), which a checkpoint
+part may leave on disk until read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from projections.arrays import grown
+from projections.part_blob import PartBlob
+
+__all__ = ["Strings", "Texts", "UniqueStrings"]
+
+
+class Strings:
+    """A string table: each distinct string once, known by its code (its index); None is -1.
+
+    Filled in bulk (:meth:`fill`, :meth:`fill_utf8`), the value -> code dict is made only when
+    first needed (a reader that only looks values up never makes it), and values given as
+    UTF-8 bytes are decoded only when first read."""
+
+    __slots__ = ("_values", "_codes", "_utf8")
+
+    def __init__(self) -> None:
+        self._values: list[str] = []
+        self._codes: dict[str | None, int] | None = {None: -1}
+        self._utf8: tuple[bytes, list[int]] | None = None  # (blob, each value's end)
+
+    @property
+    def values(self) -> list[str]:
+        """The strings, in code order."""
+        if self._utf8 is not None:
+            blob, ends = self._utf8
+            starts = [0, *ends][: len(ends)]
+            if blob.isascii():  # one character a byte: decode once, cut the text
+                text = blob.decode("ascii")
+                self._values = [text[a:b] for a, b in zip(starts, ends, strict=True)]
+            else:
+                self._values = [
+                    blob[a:b].decode("utf-8", "surrogatepass")
+                    for a, b in zip(starts, ends, strict=True)
+                ]
+            self._utf8 = None
+        return self._values
+
+    @property
+    def codes(self) -> dict[str | None, int]:
+        """Value -> code (None -> -1)."""
+        if self._codes is None:
+            self._codes = {None: -1, **{v: i for i, v in enumerate(self.values)}}
+        return self._codes
+
+    def code(self, value: str | None) -> int:
+        """The code of ``value`` (added if new); -1 for None."""
+        codes = self.codes
+        code = codes.get(value)
+        if code is None:
+            code = codes[value] = len(self._values)
+            self._values.append(value)  # type: ignore[arg-type]
+        return code
+
+    def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
+        """Codes of many values at once (new ones added in order of first appearance)."""
+        n = len(values)
+        if values.count(None) == n:
+            return np.full(n, -1, dtype=np.int32)
+        codes = self.codes
+        for value in dict.fromkeys(values):
+            if value not in codes:
+                codes[value] = len(self._values)
+                self._values.append(value)  # type: ignore[arg-type]
+        return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
+
+    def get(self, code: int) -> str | None:
+        return None if code < 0 else self.values[code]
+
+    def fill(self, values: list[str]) -> None:
+        """Set the table to ``values`` (distinct, in code order), replacing what it held."""
+        self._values, self._codes, self._utf8 = values, None, None
+
+    def fill_utf8(self, blob: bytes, ends: list[int]) -> None:
+        """:meth:`fill` with the values as one UTF-8 buffer and where each ends in it."""
+        self._values, self._codes, self._utf8 = [], None, (blob, ends)
+
+    def __len__(self) -> int:
+        return len(self._utf8[1]) if self._utf8 is not None else len(self._values)
+
+
+class Texts:
+    """Strings by slot as one UTF-8 buffer and where each starts and ends in it, not a ``str``
+    object each (a fact's text costs its bytes plus 16). Lone surrogates round-trip
+    ("surrogatepass"). Appended in slot order, or placed at given slots in any order
+    (:meth:`place`: a bulk load that need not sort the texts)."""
+
+    __slots__ = ("blob", "tail", "starts", "ends", "n")
+
+    def __init__(self) -> None:
+        # in memory, or left in a checkpoint part until read (projections/part_blob.py)
+        self.blob: bytearray | PartBlob = bytearray()
+        # texts placed after a buffer left in a part (a reader folding the log's tail): kept
+        # apart, so that one new text does not read the part's buffer in
+        self.tail = bytearray()
+        self.starts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.ends: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.n = 0
+
+    def append(self, text: str) -> None:
+        self.extend([text])
+
+    def extend(self, texts: Iterable[str]) -> None:
+        texts = list(texts)
+        self.place(np.arange(self.n, self.n + len(texts)), texts)
+
+    def place(self, slots: npt.NDArray[Any], texts: Sequence[str]) -> None:
+        """Put ``texts[i]`` at slot ``slots[i]``; ``n`` becomes one past the highest slot set
+        (a slot below it that was never set reads as "")."""
+        if not len(texts):
+            return
+        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        ends = len(self.blob) + len(self.tail) + np.cumsum(lengths)
+        (self.tail if isinstance(self.blob, PartBlob) else self.blob).extend(b"".join(encoded))
+        need = int(slots.max()) + 1
+        self.starts, self.ends = grown(self.starts, need), grown(self.ends, need)
+        self.starts[slots], self.ends[slots] = ends - lengths, ends
+        self.n = max(self.n, need)
+
+    def in_memory(self) -> bytearray:
+        """The buffer, read in first if it was left in a checkpoint part (with the tail)."""
+        if isinstance(self.blob, PartBlob):
+            on_disk, whole = self.blob, self.blob.whole()
+            whole += self.tail
+            self.blob, self.tail = whole, bytearray()
+            on_disk.close()
+        return self.blob
+
+    def __bytes__(self) -> bytes:
+        """The whole buffer (the part's, then the tail)."""
+        return bytes(self.blob) + bytes(self.tail)
+
+    def __getitem__(self, slot: int) -> str:
+        if not 0 <= slot < self.n:
+            raise IndexError(slot)
+        start, end, held = self.starts.item(slot), self.ends.item(slot), len(self.blob)
+        text = self.blob[start:end] if start < held else self.tail[start - held:end - held]
+        return text.decode("utf-8", "surrogatepass")
+
+    def __len__(self) -> int:
+        return self.n
+
+    def nbytes(self) -> int:
+        """Bytes held in memory (a buffer left on disk not counted)."""
+        held = len(self.tail) if isinstance(self.blob, PartBlob) else len(self.blob)
+        return held + self.starts[: self.n].nbytes + self.ends[: self.n].nbytes
+
+
+class UniqueStrings(Texts):
+    """A string table without sharing, for values that are nearly all distinct (source refs
+    like "D3:12"): each value gets a new code and is kept as bytes, with no dict from value to
+    code (which would cost more than the values). Same surface as :class:`Strings`."""
+
+    __slots__ = ()
+
+    @property
+    def values(self) -> UniqueStrings:
+        return self
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        self.append(value)
+        return self.n - 1
+
+    def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
+        codes = np.full(len(values), -1, dtype=np.int32)
+        given = [i for i, v in enumerate(values) if v is not None]
+        if given:
+            codes[given] = np.arange(self.n, self.n + len(given), dtype=np.int32)
+            self.extend([values[i] for i in given])  # type: ignore[misc]
+        return codes
+
+    def get(self, code: int) -> str | None:
+        return None if code < 0 else self[code]
