@@ -2,6 +2,7 @@
 
     python -m bench.one_namespace --facts 1M                  # builds a store in a temp dir
     python -m bench.one_namespace --facts 1M --root DIR       # builds DIR once, reuses it
+    python -m bench.one_namespace --root DIR --tail 1         # one fact logged after the part
 
 Issue 32's row "one namespace of 1M facts: open + first recall <= 1 s, RSS <= 600 MB". The
 store holds ``--facts`` text facts of bench.scale's workload, every one in namespace ``big``,
@@ -9,6 +10,11 @@ written with ``remember_many`` in batches of 5,000 (dedup off, no embedder) and 
 checkpoint part is published). Then ``--rounds`` times a fresh read-only process, timed after
 its imports, opens the store and recalls once: the open, the first recall (it loads the
 namespace's part, folds the log after it, builds the recall index) and the peak RSS (VmHWM).
+
+``--tail N``: before the readers, a writer process logs N more facts in the namespace and ends
+without closing, so no part is published for them: each reader folds them after the part, as a
+reader opened beside a working writer does. (With a reused ``--root`` such facts add up: a store
+built for the plain rows should be a copy.)
 """
 
 from __future__ import annotations
@@ -39,6 +45,15 @@ print("READER " + json.dumps({"open_s": opened - t0, "first_recall_s": done - op
                               "peak_rss_mib": peak_rss_mib(), "hits": len(hits)}))
 m.close()
 """
+_TAIL_WRITER = """
+import json, os, sys
+from hmem.memory import Memory
+m = Memory(sys.argv[1], namespace=sys.argv[2], embedder=None)
+for i in range(int(sys.argv[3])):
+    m.remember("maya", f"maya ordered garden hose {i}, ticket {77000 + i}", dedup=False)
+print("TAIL " + json.dumps({"facts": int(sys.argv[3])}), flush=True)
+os._exit(0)  # no close: the part is not published, the facts stay after it
+"""
 
 
 def build(root: Path, n: int) -> float:
@@ -57,12 +72,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--facts", default="1M", help="facts in the namespace (default 1M)")
     p.add_argument("--root", type=Path, default=None, help="the store (built if missing)")
     p.add_argument("--rounds", type=int, default=3, help="fresh processes (default 3)")
+    p.add_argument("--tail", type=int, default=0,
+                   help="facts a writer logs after the part first, left unpublished (default 0)")
     args = p.parse_args(argv)
     n = parse_size(args.facts)
     with tempfile.TemporaryDirectory(prefix="hmem-one-namespace-") as tmp:
         root = args.root or Path(tmp) / "store"
         if not (root / "log").exists():
             print(f"building {n:,} facts in one namespace: {build(root, n):,.0f} facts/s")
+        if args.tail:
+            tail = child_json(_TAIL_WRITER, [str(root), NAMESPACE, str(args.tail)], "TAIL")
+            print(f"logged {tail['facts']:,} facts after the part, unpublished")
         rounds = [child_json(_READER, [str(root), NAMESPACE, QUERY], "READER")
                   for _ in range(args.rounds)]
     for r in rounds:
