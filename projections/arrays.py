@@ -92,10 +92,53 @@ def grown(arr: A, need: int, fill: int | float = 0) -> A:
     every fold column at twice its size: 555 MiB of the 1,248 MiB it peaked at)."""
     if need <= len(arr):
         return arr
-    more = len(arr) // 8 if len(arr) >= _GROW_BY_EIGHTHS else len(arr)
-    out = np.full(max(need, len(arr) + more, 16), fill, dtype=arr.dtype)
+    out = np.full(_room(len(arr), need), fill, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out  # type: ignore[return-value]
+
+
+def _room(length: int, need: int) -> int:
+    """The entries :func:`grown` makes room for (``need`` > ``length``)."""
+    more = length // 8 if length >= _GROW_BY_EIGHTHS else length
+    return max(need, length + more, 16)
+
+
+class _Pending:
+    """A deferred column (one with ``item``: projections/compact_columns.py) that was given room
+    and entries before it was made: made, it is ``make()`` grown to ``room`` and then the
+    entries written, as if it had been made first; its values read one at a time without that
+    (a reader folding a few facts after a checkpoint part does not make every column whole)."""
+
+    __slots__ = ("make", "length", "fill", "dtype", "writes")
+
+    def __init__(self, make: Any, need: int, fill: int | float, dtype: str) -> None:
+        self.make, self.fill, self.dtype = make, fill, dtype
+        base = len(make)
+        self.length = base if need <= base else _room(base, need)
+        self.writes: list[tuple[int, npt.NDArray[Any]]] = []
+
+    def __len__(self) -> int:
+        return self.length
+
+    def write(self, start: int, values: Any) -> None:
+        """Entries ``start ..`` set to ``values`` (as ``column[start:...] = values``)."""
+        self.writes.append((start, np.asarray(values).astype(self.dtype)))
+
+    def __call__(self) -> npt.NDArray[Any]:
+        base = self.make()
+        out: npt.NDArray[Any] = grown(base, self.length, self.fill)
+        for start, values in self.writes:
+            out[start:start + len(values)] = values
+        return out
+
+    def item(self, i: int) -> Any:
+        if i < 0:
+            i += self.length
+        for start, values in reversed(self.writes):
+            if start <= i < start + len(values):
+                return values.item(i - start)
+        return self.make.item(i) if i < len(self.make) else np.array(
+            self.fill, dtype=self.dtype).item()
 
 
 class Items(Protocol):
@@ -164,12 +207,17 @@ class Table(Deferred):
             setattr(self, name, np.full(0, fill, dtype=dtype))
 
     def reserve(self, need: int) -> None:
-        """Room for ``need`` entries in every column."""
+        """Room for ``need`` entries in every column (a deferred one that reads values one at a
+        time stays deferred: :class:`_Pending`)."""
         first = next(iter(self.COLUMNS))
         if need <= len(getattr(self, first)):  # every column has the same room
             return
-        for name, (_, fill) in self.COLUMNS.items():
-            setattr(self, name, grown(getattr(self, name), need, fill))
+        for name, (dtype, fill) in self.COLUMNS.items():
+            make = self._later_item(name)
+            if make is not None:
+                self.__dict__["_later"][name] = _Pending(make, need, fill, dtype)
+            else:
+                setattr(self, name, grown(getattr(self, name), need, fill))
 
     def extend(self, columns: dict[str, Array | Sequence[int]]) -> int:
         """Append entries given as whole columns (missing columns keep their fill); returns the
@@ -178,9 +226,20 @@ class Table(Deferred):
         count = len(next(iter(columns.values())))
         self.reserve(start + count)
         for name, values in columns.items():
-            getattr(self, name)[start:start + count] = values
+            pending = self._later_item(name)
+            if isinstance(pending, _Pending):
+                pending.write(start, values)
+            else:
+                getattr(self, name)[start:start + count] = values
         self.n = start + count
         return start
+
+    def _later_item(self, name: str) -> Any:
+        """The maker of column ``name`` if it is deferred and reads one value at a time."""
+        if name in self.__dict__:
+            return None
+        make = (self.__dict__.get("_later") or {}).get(name)
+        return make if callable(make) and hasattr(make, "item") else None
 
     def nbytes(self) -> int:
         """Bytes of the columns made (a deferred one is not made to be counted)."""

@@ -1,7 +1,8 @@
 """A checkpoint part's compact columns (sparse ones, ones kept narrower) read back as the
 columns they were made from, one value at a time or whole, and a loaded table makes such a
 column whole only when it is read: a deferred attribute is made once, by its first read, and
-one set before it is read is the one kept."""
+one set before it is read is the one kept; entries appended before it is read (a reader's tail)
+read as if it had been made first."""
 
 from __future__ import annotations
 
@@ -80,3 +81,33 @@ def test_a_column_set_before_it_is_read_is_the_one_kept():
     table.ids = np.array([9])
     assert table.deferred() == [] and table.peek("ids").item(0) == 9
     assert table.ids.tolist() == [9]
+
+
+@settings(max_examples=examples(dev=100, ci=500))
+@given(_columns(), st.lists(st.lists(st.integers(-5, 5), min_size=1, max_size=40), max_size=4),
+       st.data())
+def test_entries_appended_to_a_deferred_column_read_as_if_it_was_made_first(arr, batches, data):
+    """Appending to a table grows a compact column without making it (``_Pending``): value by
+    value, from either end, and whole, it reads as the column made first and appended to."""
+    arr = arr.astype(np.int64)
+    (column,) = unpack(*pack({"x": arr})).values()
+    deferred, made = FactTable(), FactTable()
+    for table in (deferred, made):
+        table.ids, table.n = np.arange(len(arr), dtype=np.int64), len(arr)
+    if isinstance(column, Compact):
+        deferred.defer("superseded_by", column)
+    else:  # kept as it is: a plain column
+        deferred.superseded_by = column
+    made.superseded_by = arr.copy()
+    for values in batches:
+        for table in (deferred, made):
+            table.extend({"ids": np.arange(len(values)), "superseded_by": values})
+    if isinstance(column, Compact):
+        assert deferred.deferred() == ["superseded_by"]  # appended to, not made
+    want = made.superseded_by
+    peek = deferred.peek("superseded_by")
+    assert [peek.item(i) for i in range(len(want))] == want.tolist()
+    if len(want):
+        i = data.draw(st.integers(-len(want), -1))
+        assert peek.item(i) == want.item(i)
+    assert deferred.superseded_by.tolist() == want.tolist()  # made: room and entries alike
