@@ -103,26 +103,38 @@ def _room(length: int, need: int) -> int:
     return max(need, length + more, 16)
 
 
+_PENDING_WRITES = 64  # a pending column is made at this many appends (a writer's keep coming)
+
+
 class _Pending:
     """A deferred column (one with ``item``: projections/compact_columns.py) that was given room
     and entries before it was made: made, it is ``make()`` grown to ``room`` and then the
     entries written, as if it had been made first; its values read one at a time without that
-    (a reader folding a few facts after a checkpoint part does not make every column whole)."""
+    (a reader folding a few facts after a checkpoint part does not make every column whole).
+    Only for a few appends: :meth:`Table.extend` makes it at ``_PENDING_WRITES`` (a writer
+    appending for hours would otherwise read each value through a growing list)."""
 
     __slots__ = ("make", "length", "fill", "dtype", "writes")
 
-    def __init__(self, make: Any, need: int, fill: int | float, dtype: str) -> None:
+    def __init__(self, make: Any, fill: int | float, dtype: str) -> None:
         self.make, self.fill, self.dtype = make, fill, dtype
-        base = len(make)
-        self.length = base if need <= base else _room(base, need)
+        self.length = len(make)
         self.writes: list[tuple[int, npt.NDArray[Any]]] = []
 
     def __len__(self) -> int:
         return self.length
 
-    def write(self, start: int, values: Any) -> None:
-        """Entries ``start ..`` set to ``values`` (as ``column[start:...] = values``)."""
-        self.writes.append((start, np.asarray(values).astype(self.dtype)))
+    def grow(self, need: int) -> None:
+        """Room for ``need`` entries, as :func:`grown` would make it."""
+        if need > self.length:
+            self.length = _room(self.length, need)
+
+    def write(self, start: int, count: int, values: Any) -> None:
+        """Entries ``start .. start + count`` set to ``values`` (``column[...] = values``: the
+        same casts, broadcasts and errors)."""
+        entries = np.empty(count, dtype=self.dtype)
+        entries[:] = values
+        self.writes.append((start, entries))
 
     def __call__(self) -> npt.NDArray[Any]:
         base = self.make()
@@ -132,6 +144,8 @@ class _Pending:
         return out
 
     def item(self, i: int) -> Any:
+        if not -self.length <= i < self.length:
+            raise IndexError(f"index {i} is out of bounds for a column of {self.length}")
         if i < 0:
             i += self.length
         for start, values in reversed(self.writes):
@@ -215,7 +229,9 @@ class Table(Deferred):
         for name, (dtype, fill) in self.COLUMNS.items():
             make = self._later_item(name)
             if make is not None:
-                self.__dict__["_later"][name] = _Pending(make, need, fill, dtype)
+                if not isinstance(make, _Pending):
+                    make = self.__dict__["_later"][name] = _Pending(make, fill, dtype)
+                make.grow(need)
             else:
                 setattr(self, name, grown(getattr(self, name), need, fill))
 
@@ -227,8 +243,8 @@ class Table(Deferred):
         self.reserve(start + count)
         for name, values in columns.items():
             pending = self._later_item(name)
-            if isinstance(pending, _Pending):
-                pending.write(start, values)
+            if isinstance(pending, _Pending) and len(pending.writes) < _PENDING_WRITES:
+                pending.write(start, count, values)
             else:
                 getattr(self, name)[start:start + count] = values
         self.n = start + count

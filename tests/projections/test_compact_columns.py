@@ -111,3 +111,18 @@ def test_entries_appended_to_a_deferred_column_read_as_if_it_was_made_first(arr,
         i = data.draw(st.integers(-len(want), -1))
         assert peek.item(i) == want.item(i)
     assert deferred.superseded_by.tolist() == want.tolist()  # made: room and entries alike
+
+
+def test_a_column_appended_to_many_times_is_made_and_keeps_every_entry():
+    """A writer that keeps appending makes a pending column once (``_PENDING_WRITES``) instead of
+    reading each value through a growing list of appends; the entries are the same."""
+    (column,) = unpack(*pack({"x": np.full(100, NONE, dtype=np.int64)})).values()
+    table = FactTable()
+    table.ids, table.n = np.arange(100, dtype=np.int64), 100
+    table.defer("superseded_by", column)
+    for i in range(100):
+        table.extend({"ids": [100 + i], "superseded_by": [i]})
+        if i < 10:
+            assert table.deferred() == ["superseded_by"]
+    assert table.deferred() == []  # made by the appends, not by a read
+    assert table.superseded_by[:200].tolist() == [NONE] * 100 + list(range(100))
