@@ -2,8 +2,8 @@
 fact and version-row tables (its strings: projections/string_columns.py).
 
 * A fact has a dense *slot* (0, 1, 2, ... in order of creation, so in order of id); every fact
-  column is a numpy array indexed by slot, over-allocated and grown by doubling (the first ``n``
-  entries are the facts). Fact ids are seqs, so the ids column is increasing and a fact's slot
+  column is a numpy array indexed by slot, over-allocated and grown by :func:`grown` (the first
+  ``n`` entries are the facts). Fact ids are seqs, so the ids column is increasing and a fact's slot
   is found by a binary search of it (no map of one entry per event: a state may hold only some
   namespaces' facts of a long log).
 * Optional integers (times, seqs) use :data:`NONE` (the largest int64) for None, so "open" and
@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 __all__ = [
     "NONE", "Deferred", "Items", "Ragged", "Table", "FactTable", "RowTable", "grown",
-    "in_sorted", "narrow_counts",
+    "in_sorted", "narrow_counts", "run_positions",
 ]
 
 NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
@@ -68,6 +68,16 @@ def run_starts(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
     change[:1] = True
     np.not_equal(values[1:], values[:-1], out=change[1:])
     return np.flatnonzero(change)
+
+
+def run_positions(
+    starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Every place of runs ``starts[i] .. starts[i] + lengths[i]``, run after run, in one pass."""
+    # a run's k-th place is start + k: (start - where the run lands) + its place out
+    places = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    places += np.arange(len(places))
+    return places
 
 
 def code_major(codes: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> tuple[
@@ -191,10 +201,15 @@ class Deferred:
     def peek(self, name: str) -> Items:
         """Column ``name`` to read a few values of with ``item``: while it is deferred, what it
         will be made from when that answers ``item`` itself (a sparse column does)."""
-        make = None if name in self.__dict__ else self.__dict__.get("_later", {}).get(name)
-        if make is not None and hasattr(make, "item"):
-            return make  # type: ignore[no-any-return]
-        return getattr(self, name)  # type: ignore[no-any-return]
+        make = self._later_item(name)
+        return make if make is not None else getattr(self, name)  # type: ignore[no-any-return]
+
+    def _later_item(self, name: str) -> Any:
+        """The maker of attribute ``name`` if it is deferred and reads one value at a time."""
+        if name in self.__dict__:
+            return None
+        make = (self.__dict__.get("_later") or {}).get(name)
+        return make if callable(make) and hasattr(make, "item") else None
 
     if not TYPE_CHECKING:  # to the type checker every attribute is declared
 
@@ -249,13 +264,6 @@ class Table(Deferred):
                 getattr(self, name)[start:start + count] = values
         self.n = start + count
         return start
-
-    def _later_item(self, name: str) -> Any:
-        """The maker of column ``name`` if it is deferred and reads one value at a time."""
-        if name in self.__dict__:
-            return None
-        make = (self.__dict__.get("_later") or {}).get(name)
-        return make if callable(make) and hasattr(make, "item") else None
 
     def nbytes(self) -> int:
         """Bytes of the columns made (a deferred one is not made to be counted)."""
@@ -380,10 +388,7 @@ class Ragged(Deferred):
             return self.values[first:first + int(lengths.sum())], lengths
         start = np.where(slots > 0, ends[np.maximum(slots - 1, 0)], 0)
         lengths = stop - start
-        # a run's k-th item is at start + k: (start - where the run lands) + its place out
-        where = np.repeat(start - (np.cumsum(lengths) - lengths), lengths)
-        where += np.arange(len(where))
-        return self.values[where], lengths
+        return self.values[run_positions(start, lengths)], lengths
 
     def runs(self, ends: npt.NDArray[np.int64], slots: npt.NDArray[Any]) -> list[list[Any]]:
         """The runs of many slots (as :meth:`run` of each), gathered at once."""

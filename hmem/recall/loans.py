@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from projections.arrays import in_sorted
+from projections.arrays import in_sorted, run_positions
 from projections.recall_index import NamespaceIndex
 
 __all__ = ["Bound", "Lists", "Loans", "Words", "borrow", "lend", "lend_from", "own_words"]
@@ -133,8 +133,7 @@ def lend_from(
             sources, targets = index.links_by_lender(which, len(scores))
             first = np.searchsorted(sources, lenders, "left")
             counts = np.searchsorted(sources, lenders, "right") - first
-            # every link of every lender: ``first`` of each lender counted ``counts`` times on
-            at = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+            at = run_positions(first, counts)  # every link of every lender
             to = targets[at]  # a document has one turn before it: no repeats
             out[to] += weight * scores[sources[at]]
             reached.append(to)
