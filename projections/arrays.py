@@ -19,6 +19,7 @@ fact and version-row tables (its strings: projections/string_columns.py).
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -29,7 +30,7 @@ import numpy.typing as npt
 
 __all__ = [
     "NONE", "Deferred", "Items", "Ragged", "Table", "FactTable", "RowTable", "grown",
-    "in_sorted", "narrow_counts", "run_positions",
+    "in_sorted", "narrow_counts", "run_positions", "with_room",
 ]
 
 NONE = int(np.iinfo(np.int64).max)  # None / open / never, for int64 columns
@@ -99,12 +100,51 @@ _GROW_BY_EIGHTHS = 1 << 16  # from this many entries grown() adds an eighth, not
 def grown(arr: A, need: int, fill: int | float = 0) -> A:
     """``arr`` with room for at least ``need`` entries, new entries ``fill``: doubling while
     small, then an eighth more (a reader folding one fact after a 1M-fact checkpoint part held
-    every fold column at twice its size: 555 MiB of the 1,248 MiB it peaked at)."""
+    every fold column at twice its size: 555 MiB of the 1,248 MiB it peaked at). An array
+    made by :func:`with_room` grows into its room without a copy, once."""
     if need <= len(arr):
         return arr
+    into = _room_behind(arr, need)
+    if into is not None:
+        into[len(arr):] = fill
+        return into  # type: ignore[return-value]
     out = np.full(_room(len(arr), need), fill, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out  # type: ignore[return-value]
+
+
+# room left behind arrays by with_room: id of the allocation -> (it, weakly; the length handed
+# out). Only that length's prefix may grow into it, and only once: no other view can hold an
+# entry past it, so filling the room overwrites nothing anyone reads.
+_BEHIND: dict[int, tuple[weakref.ref[npt.NDArray[Any]], int]] = {}
+
+
+def with_room(length: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    """An uninitialised array of ``length`` entries that :func:`grown` can extend in place by
+    as much as it would add: a column loaded from a checkpoint part, which a reader that folds
+    a tail grows by a few entries (untouched room is address space, not memory)."""
+    room = _room(length, length + 1)
+    if room <= length or length < _GROW_BY_EIGHTHS:
+        return np.empty(length, dtype=dtype)
+    whole = np.empty(room, dtype=dtype)
+    key = id(whole)
+    _BEHIND[key] = (weakref.ref(whole, lambda _: _BEHIND.pop(key, None)), length)
+    return whole[:length]
+
+
+def _room_behind(arr: npt.NDArray[Any], need: int) -> npt.NDArray[Any] | None:
+    """All of the allocation behind ``arr`` if ``arr`` is the prefix :func:`with_room` handed
+    out and the allocation holds ``need`` entries; it is then no longer room to grow into."""
+    whole = arr.base
+    if whole is None or not isinstance(whole, np.ndarray):
+        return None
+    entry = _BEHIND.get(id(whole))
+    if entry is None or entry[0]() is not whole or entry[1] != len(arr):
+        return None
+    if need > len(whole) or arr.ctypes.data != whole.ctypes.data or arr.strides != whole.strides:
+        return None
+    del _BEHIND[id(whole)]
+    return whole
 
 
 def _room(length: int, need: int) -> int:
@@ -113,23 +153,20 @@ def _room(length: int, need: int) -> int:
     return max(need, length + more, 16)
 
 
-_PENDING_WRITES = 64  # a pending column is made at this many appends (a writer's keep coming)
-
-
 class _Pending:
     """A deferred column (one with ``item``: projections/compact_columns.py) that was given room
-    and entries before it was made: made, it is ``make()`` grown to ``room`` and then the
-    entries written, as if it had been made first; its values read one at a time without that
-    (a reader folding a few facts after a checkpoint part does not make every column whole).
-    Only for a few appends: :meth:`Table.extend` makes it at ``_PENDING_WRITES`` (a writer
-    appending for hours would otherwise read each value through a growing list)."""
+    and entries past its end before it was made: made, it is ``make()`` grown to ``length``
+    with the entries after it, as if it had been made first; meanwhile its values read one at
+    a time (a reader folding a few facts after a checkpoint part does not make every column
+    whole). The entries after ``make`` are one array, ``tail`` (appends come in order)."""
 
-    __slots__ = ("make", "length", "fill", "dtype", "writes")
+    __slots__ = ("make", "length", "fill", "dtype", "tail", "written")
 
     def __init__(self, make: Any, fill: int | float, dtype: str) -> None:
-        self.make, self.fill, self.dtype = make, fill, dtype
+        self.make, self.fill, self.dtype = make, fill, np.dtype(dtype)
         self.length = len(make)
-        self.writes: list[tuple[int, npt.NDArray[Any]]] = []
+        self.tail: npt.NDArray[Any] = np.full(0, fill, dtype=dtype)  # entries len(make) ..
+        self.written = 0  # of ``tail``'s entries, how many hold values or lie before one
 
     def __len__(self) -> int:
         return self.length
@@ -139,18 +176,25 @@ class _Pending:
         if need > self.length:
             self.length = _room(self.length, need)
 
-    def write(self, start: int, count: int, values: Any) -> None:
+    def write(self, start: int, values: Any, count: int) -> bool:
         """Entries ``start .. start + count`` set to ``values`` (``column[...] = values``: the
-        same casts, broadcasts and errors)."""
-        entries = np.empty(count, dtype=self.dtype)
-        entries[:] = values
-        self.writes.append((start, entries))
+        same casts, broadcasts and errors); False, writing nothing, if they are not past
+        ``make``'s end (write them to the column made)."""
+        first = start - len(self.make)
+        if first < 0:
+            return False
+        if start + count > self.length:
+            raise IndexError(f"entries up to {start + count} of a column of {self.length}")
+        self.tail = grown(self.tail, first + count, self.fill)
+        self.tail[first:first + count] = values
+        self.written = max(self.written, first + count)
+        return True
 
     def __call__(self) -> npt.NDArray[Any]:
         base = self.make()
+        at = len(base)
         out: npt.NDArray[Any] = grown(base, self.length, self.fill)
-        for start, values in self.writes:
-            out[start:start + len(values)] = values
+        out[at:at + self.written] = self.tail[: self.written]
         return out
 
     def item(self, i: int) -> Any:
@@ -158,11 +202,22 @@ class _Pending:
             raise IndexError(f"index {i} is out of bounds for a column of {self.length}")
         if i < 0:
             i += self.length
-        for start, values in reversed(self.writes):
-            if start <= i < start + len(values):
-                return values.item(i - start)
-        return self.make.item(i) if i < len(self.make) else np.array(
-            self.fill, dtype=self.dtype).item()
+        past = i - len(self.make)
+        if past < 0:
+            return self.make.item(i)
+        return self.tail.item(past) if past < self.written else self.dtype.type(self.fill).item()
+
+    def run(self, start: int, end: int) -> npt.NDArray[Any] | None:
+        """Entries ``start .. end`` if they are all past ``make``'s end (None if not)."""
+        past = start - len(self.make)
+        if past < 0 or end > self.length:
+            return None
+        if end - len(self.make) > self.written:
+            out = np.full(end - start, self.fill, dtype=self.dtype)
+            held = self.tail[past:self.written]
+            out[: len(held)] = held
+            return out
+        return self.tail[past:end - len(self.make)]
 
 
 class Items(Protocol):
@@ -211,6 +266,15 @@ class Deferred:
         make = (self.__dict__.get("_later") or {}).get(name)
         return make if callable(make) and hasattr(make, "item") else None
 
+    def _pending(self, name: str, dtype: str, fill: int | float) -> _Pending | None:
+        """Attribute ``name`` as a :class:`_Pending` if it is deferred and reads values one at
+        a time (made one if it is not yet); None if it is made."""
+        make = self._later_item(name)
+        if make is None or isinstance(make, _Pending):
+            return make
+        pending = self.__dict__["_later"][name] = _Pending(make, fill, dtype)
+        return pending
+
     if not TYPE_CHECKING:  # to the type checker every attribute is declared
 
         def __getattr__(self, name):
@@ -242,11 +306,9 @@ class Table(Deferred):
         if need <= len(getattr(self, first)):  # every column has the same room
             return
         for name, (dtype, fill) in self.COLUMNS.items():
-            make = self._later_item(name)
-            if make is not None:
-                if not isinstance(make, _Pending):
-                    make = self.__dict__["_later"][name] = _Pending(make, fill, dtype)
-                make.grow(need)
+            pending = self._pending(name, dtype, fill)
+            if pending is not None:
+                pending.grow(need)
             else:
                 setattr(self, name, grown(getattr(self, name), need, fill))
 
@@ -258,9 +320,7 @@ class Table(Deferred):
         self.reserve(start + count)
         for name, values in columns.items():
             pending = self._later_item(name)
-            if isinstance(pending, _Pending) and len(pending.writes) < _PENDING_WRITES:
-                pending.write(start, count, values)
-            else:
+            if not (isinstance(pending, _Pending) and pending.write(start, values, count)):
                 getattr(self, name)[start:start + count] = values
         self.n = start + count
         return start
@@ -358,19 +418,25 @@ class Ragged(Deferred):
 
     def __init__(self, dtype: str) -> None:
         self.values: Array = np.zeros(0, dtype=dtype)
+        self.dtype = dtype
         self.n = 0
 
     def append(self, items: Sequence[int]) -> int:
         """Append one run; returns its end."""
-        end = self.n + len(items)
         if items:
-            self.values = grown(self.values, end)
-            self.values[self.n:end] = items
-        self.n = end
-        return end
+            self.extend(items)
+        return self.n
 
-    def extend(self, flat: Array) -> None:
+    def extend(self, flat: Array | Sequence[int]) -> None:
+        """Append values (runs back to back); values loaded from a part and not read yet stay
+        unread (:class:`_Pending`)."""
         end = self.n + len(flat)
+        pending = self._pending("values", self.dtype, 0)
+        if pending is not None:
+            pending.grow(end)
+            if pending.write(self.n, flat, len(flat)):
+                self.n = end
+                return
         self.values = grown(self.values, end)
         self.values[self.n:end] = flat
         self.n = end
@@ -403,8 +469,11 @@ class Ragged(Deferred):
         return 0 if self.deferred() else self.values[: self.n].nbytes
 
     def run(self, ends: Items, slot: int) -> list[int]:
-        start = ends.item(slot - 1) if slot else 0
-        return self.values[start:ends.item(slot)].tolist()  # type: ignore[no-any-return]
+        start, end = ends.item(slot - 1) if slot else 0, ends.item(slot)
+        pending = self._later_item("values")
+        tail = pending.run(start, end) if isinstance(pending, _Pending) else None
+        values = self.values[start:end] if tail is None else tail
+        return values.tolist()  # type: ignore[no-any-return]
 
 
 def _one_stretch(slots: npt.NDArray[Any]) -> bool:

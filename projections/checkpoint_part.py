@@ -44,6 +44,7 @@ from projections.arrays import (
     array_of,
     as_bytes,
     narrow_counts,
+    with_room,
 )
 from projections.compact_columns import (
     Compact,
@@ -280,7 +281,7 @@ def _events(arrays: dict[str, Any], extra: _Extra, facts: FactColumns) -> EventC
     for name in _EVENT_TEXTS:
         _fill_texts(getattr(events, name), arrays, f"events.{name}")
     events.recalls = {r.seq: r for r in extra.recalls}
-    events.defer("request_key", partial(_request_keys, events))
+    events.defer("request_key", partial(_request_keys, events, len(arrays["events.seq"])))
     return events
 
 
@@ -288,12 +289,13 @@ def _event_array(code: str, column: npt.NDArray[Any] | Compact) -> array[int]:
     return array_of(code, whole(column), _DTYPES[code])
 
 
-def _request_keys(events: EventColumns) -> array[int]:
-    """Each event's request key (projections/request_keys.py), from its request id."""
-    keys = np.zeros(len(events), dtype=np.int64)
-    codes = events.column("request")
+def _request_keys(events: EventColumns, rows: int) -> array[int]:
+    """The request key (projections/request_keys.py) of each of the first ``rows`` events (the
+    part's), from its request id."""
+    keys = np.zeros(rows, dtype=np.int64)
+    codes = events.column("request")[:rows]
     names, requests = events.facts.namespaces.values, events.requests
-    namespaces = events.column("namespace")
+    namespaces = events.column("namespace")[:rows]
     for i in np.flatnonzero(codes >= 0).tolist():
         keys[i] = request_key(names[namespaces[i]], requests[int(codes[i])])
     return array_of("q", keys, np.int64)
@@ -427,8 +429,10 @@ def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:
 def _fill_texts(texts: Texts, arrays: dict[str, Any], name: str) -> None:
     lengths = arrays[f"{name}.lengths"]
     texts.blob, texts.tail = arrays[f"{name}.blob"], bytearray()
-    texts.ends = np.cumsum(lengths, dtype=np.int64)
-    texts.starts = texts.ends - lengths
+    texts.ends = with_room(len(lengths), np.int64)
+    texts.starts = with_room(len(lengths), np.int64)
+    np.cumsum(lengths, dtype=np.int64, out=texts.ends)
+    np.subtract(texts.ends, lengths, out=texts.starts)
     texts.n = len(lengths)
     if texts.n and int(texts.ends[-1]) != len(texts.blob):
         raise ValueError(f"the lengths of {name} do not add up to its buffer")
@@ -453,12 +457,13 @@ def _set(holder: Deferred, name: str, column: npt.NDArray[Any] | Compact) -> Non
 
 def _buffer(column: _Column) -> bytearray | memoryview:
     """Where a column is read to: a text buffer straight into the bytearray Texts keep (no
-    copy), any other column into a new array (its bytes; ``.obj`` is the array)."""
+    copy), any other column into a new array with room to grow into (its bytes; ``.obj`` is the
+    array)."""
     if column.name.endswith(".blob") and (
         column.name.split(".")[0] in _TEXTS or column.name.startswith("events.")
     ):
         return bytearray(column.count)
-    return as_bytes(np.empty(column.count, dtype=np.dtype(column.dtype)))
+    return as_bytes(with_room(column.count, np.dtype(column.dtype)))
 
 
 def _aligned(n: int) -> int:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from projections.arrays import NONE, Table
+from projections.arrays import NONE, Table, with_room
 from projections.part_blob import PartBlob
 
 if TYPE_CHECKING:
@@ -93,7 +93,8 @@ class SparseColumn(Compact):
         self.fill, self.dtype, self.at, self.values = fill, dtype, at, values
 
     def __call__(self) -> npt.NDArray[Any]:
-        arr = np.full(self.length, self.fill, dtype=self.dtype)
+        arr = with_room(self.length, self.dtype)
+        arr[:] = self.fill
         arr[self.at] = self.values
         return arr
 
@@ -115,7 +116,9 @@ class NarrowColumn(Compact):
         self.stored, self.dtype = stored, dtype
 
     def __call__(self) -> npt.NDArray[Any]:
-        return self.stored.astype(self.dtype)
+        arr = with_room(self.length, self.dtype)
+        arr[:] = self.stored
+        return arr
 
     def item(self, i: int) -> Any:
         return self.stored.item(i)
@@ -132,7 +135,9 @@ class DiskColumn(Compact):
         self.blob, self.stored, self.dtype = blob, stored, dtype
 
     def __call__(self) -> npt.NDArray[Any]:
-        return np.frombuffer(self.blob.whole(), dtype=self.stored).astype(self.dtype)
+        arr = with_room(self.length, self.dtype)
+        arr[:] = np.frombuffer(self.blob.whole(), dtype=self.stored)
+        return arr
 
     def item(self, i: int) -> Any:
         size = self.stored.itemsize
@@ -194,7 +199,8 @@ def derive_times(
 ) -> npt.NDArray[np.int64]:
     """The tx time of each event ``seqs`` names (NONE where it names none), from the event
     rows' tx times ``tx`` and seqs ``event_seqs`` (increasing)."""
-    out = np.full(len(seqs), NONE, dtype=np.int64)
+    out = with_room(len(seqs), np.int64)
+    out[:] = NONE
     known = seqs != NONE
     if known.any():
         wanted = seqs[known]
@@ -226,8 +232,9 @@ def derive_columns(facts: FactColumns, events: EventColumns) -> None:
     if len(ids) and (int(ids[0]) < 1 or int(ids[-1]) > facts.last_seq
                      or not bool((ids[1:] > ids[:-1]).all())):
         raise ValueError("the facts' ids are not increasing seqs of the part's")
-    ends = np.zeros(f.n, dtype=np.int64)
-    ends[: facts.tokened] = np.cumsum(f.doc_len[: facts.tokened])
+    ends = with_room(f.n, np.int64)
+    ends[facts.tokened:] = 0
+    np.cumsum(f.doc_len[: facts.tokened], out=ends[: facts.tokened])
     f.tokens_end = ends
     if facts.tokened and int(ends[facts.tokened - 1]) != facts.tokens.n:
         raise ValueError("the facts' token counts do not add up to their tokens")

@@ -15,7 +15,7 @@ columns of a state that holds some namespaces hold only their events.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 import numpy as np
@@ -87,24 +87,33 @@ class EventColumns(Deferred):
         """Rows for ``events`` (the log's next ones, ``txs`` their tx times)."""
         if not events:
             return
-        self.make_deferred()  # a deferred column is made from the rows it was loaded with
         last = self.seq[-1] if self.seq else 0
         if events[0].seq <= last:
             raise ValueError(f"event {events[0].seq} recorded after {last}")
         facts = self.facts
         fields = [event_fields(ev) for ev in events]
-        self.seq.extend(ev.seq for ev in events)
-        self.tx.extend(txs)
-        self.namespace.frombytes(facts.namespaces.encode([ev.namespace for ev in events]).tobytes())
-        self.request_key.extend(map(event_request_key, events))
-        self.kind.extend(_KIND[type(ev)] for ev in events)
-        self.fact.extend(f[0] for f in fields)
-        self.target.extend(f[1] for f in fields)
-        self.agent.frombytes(facts.agents.encode([ev.source_agent for ev in events]).tobytes())
-        self.ref.frombytes(self.refs.encode([ev.source_ref for ev in events]).tobytes())
-        self.reason.frombytes(facts.reasons.encode([f[2] for f in fields]).tobytes())
-        self.request.frombytes(self.requests.encode(
+        rows = {name: array(code) for name, code in self.ARRAYS.items()}
+        rows["seq"].extend(ev.seq for ev in events)
+        rows["tx"].extend(txs)
+        rows["namespace"].frombytes(
+            facts.namespaces.encode([ev.namespace for ev in events]).tobytes())
+        rows["request_key"].extend(map(event_request_key, events))
+        rows["kind"].extend(_KIND[type(ev)] for ev in events)
+        rows["fact"].extend(f[0] for f in fields)
+        rows["target"].extend(f[1] for f in fields)
+        rows["agent"].frombytes(facts.agents.encode([ev.source_agent for ev in events]).tobytes())
+        rows["ref"].frombytes(self.refs.encode([ev.source_ref for ev in events]).tobytes())
+        rows["reason"].frombytes(facts.reasons.encode([f[2] for f in fields]).tobytes())
+        rows["request"].frombytes(self.requests.encode(
             [getattr(ev, "request_id", None) for ev in events]).tobytes())
+        later = self.__dict__.get("_later") or {}
+        for name, more in rows.items():
+            make = later.get(name)
+            if make is None:
+                getattr(self, name).extend(more)
+            else:  # loaded from a part and not read yet: appended to when it is made
+                later[name] = make.then(more) if isinstance(make, _Appended) else (
+                    _Appended(make, more))
         for ev in events:
             if isinstance(ev, RecallServed):
                 self.recalls[ev.seq] = msgspec.structs.replace(ev, query_vector=b"")
@@ -187,3 +196,23 @@ class EventColumns(Deferred):
         """Bytes of the columns (the logged recalls not counted)."""
         per_event = sum(array(code).itemsize for code in self.ARRAYS.values())
         return per_event * len(self.tx) + self.refs.nbytes() + self.requests.nbytes()
+
+
+class _Appended:
+    """A deferred event column and the rows added after it was loaded: made, the column with
+    those rows after it (a reader folding a few events after a checkpoint part does not make
+    every event column of the part)."""
+
+    __slots__ = ("make", "more")
+
+    def __init__(self, make: Callable[[], array[int]], more: array[int]) -> None:
+        self.make, self.more = make, more
+
+    def then(self, more: array[int]) -> _Appended:
+        self.more.extend(more)
+        return self
+
+    def __call__(self) -> array[int]:
+        made = self.make()
+        made.extend(self.more)
+        return made

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from projections.arrays import NONE, code_major
 from projections.fold_state import FactColumns
-from projections.index_tokens import namespace_postings
+from projections.index_tokens import kept_postings_and_later, token_counts
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
 from projections.records import Fact, subject_key
 from projections.source_positions import source_positions
@@ -32,8 +32,11 @@ def build_index(cols: FactColumns, namespace: str) -> NamespaceIndex:
     slots = cols.namespace_slots(namespace)
     index = NamespaceIndex()
     index.load_documents(_documents(cols, slots))
-    terms, starts, docs, tfs = namespace_postings(cols, slots)
-    index.text.load_postings(cols.table.doc_len[slots].astype(np.int64), terms, starts, docs, tfs)
+    (terms, starts, docs, tfs), later = kept_postings_and_later(cols, slots)
+    first = slots[: len(slots) - len(later)]
+    index.text.load_postings(cols.table.doc_len[first].astype(np.int64), terms, starts, docs, tfs)
+    for slot in later.tolist():
+        index.text.add(token_counts(cols, slot))
     return index
 
 

@@ -84,11 +84,13 @@ def test_a_column_set_before_it_is_read_is_the_one_kept():
 
 
 @settings(max_examples=examples(dev=100, ci=500))
-@given(_columns(), st.lists(st.lists(st.integers(-5, 5), min_size=1, max_size=40), max_size=4),
+@given(_columns(), st.lists(st.tuples(st.lists(st.integers(-5, 5), min_size=1, max_size=40),
+                                      st.booleans()), max_size=4),
        st.data())
 def test_entries_appended_to_a_deferred_column_read_as_if_it_was_made_first(arr, batches, data):
-    """Appending to a table grows a compact column without making it (``_Pending``): value by
-    value, from either end, and whole, it reads as the column made first and appended to."""
+    """Appending to a table grows a compact column without making it (``_Pending``), also by
+    appends that leave it out (its fill): value by value, from either end, and whole, it reads
+    as the column made first and appended to."""
     arr = arr.astype(np.int64)
     (column,) = unpack(*pack({"x": arr})).values()
     deferred, made = FactTable(), FactTable()
@@ -99,9 +101,10 @@ def test_entries_appended_to_a_deferred_column_read_as_if_it_was_made_first(arr,
     else:  # kept as it is: a plain column
         deferred.superseded_by = column
     made.superseded_by = arr.copy()
-    for values in batches:
+    for values, included in batches:
         for table in (deferred, made):
-            table.extend({"ids": np.arange(len(values)), "superseded_by": values})
+            columns = {"ids": np.arange(len(values)), "superseded_by": values}
+            table.extend(columns if included else {"ids": columns["ids"]})
     if isinstance(column, Compact):
         assert deferred.deferred() == ["superseded_by"]  # appended to, not made
     want = made.superseded_by
@@ -113,16 +116,17 @@ def test_entries_appended_to_a_deferred_column_read_as_if_it_was_made_first(arr,
     assert deferred.superseded_by.tolist() == want.tolist()  # made: room and entries alike
 
 
-def test_a_column_appended_to_many_times_is_made_and_keeps_every_entry():
-    """A writer that keeps appending makes a pending column once (``_PENDING_WRITES``) instead of
-    reading each value through a growing list of appends; the entries are the same."""
+def test_a_column_appended_to_many_times_keeps_every_entry_in_one_tail():
+    """A writer that keeps appending to a deferred column keeps one array of appended entries
+    (not one per append: a value is read in one step however many came), and the column made
+    holds them all."""
     (column,) = unpack(*pack({"x": np.full(100, NONE, dtype=np.int64)})).values()
     table = FactTable()
     table.ids, table.n = np.arange(100, dtype=np.int64), 100
     table.defer("superseded_by", column)
-    for i in range(100):
+    for i in range(1000):
         table.extend({"ids": [100 + i], "superseded_by": [i]})
-        if i < 10:
-            assert table.deferred() == ["superseded_by"]
-    assert table.deferred() == []  # made by the appends, not by a read
-    assert table.superseded_by[:200].tolist() == [NONE] * 100 + list(range(100))
+    assert table.deferred() == ["superseded_by"]
+    pending = table.peek("superseded_by")
+    assert pending.item(99) == NONE and pending.item(1099) == 999 and pending.item(600) == 500
+    assert table.superseded_by[:1100].tolist() == [NONE] * 100 + list(range(1000))

@@ -17,7 +17,7 @@ from hmem.adapters.demo import StepClock
 from projections.arrays import NONE
 from projections.fold import fold_all
 from projections.index_build import build_indexes
-from projections.index_tokens import set_tokens
+from projections.index_tokens import first_postings, set_tokens
 from projections.recall_index import NamespaceIndex, source_position
 from projections.source_positions import source_positions
 from projections.string_columns import Texts
@@ -324,7 +324,9 @@ def _restore_checkpoint(root: Path, files: dict[str, bytes]) -> None:
         (root / name).write_bytes(data)
 
 
-def test_a_namespace_loaded_from_its_part_sorts_only_the_facts_after_it(tmp_path):
+def test_a_namespace_loaded_from_its_part_adds_the_few_facts_after_it(tmp_path):
+    """The part's postings are loaded as they are and the few facts logged after it are added
+    to the text index one by one (no posting is copied); a part written next holds all."""
     clock, root = StepClock(START, STEP), tmp_path / "s"
     with Memory(root, clock=clock, embedder=None) as m:
         for i in range(5):
@@ -339,7 +341,8 @@ def test_a_namespace_loaded_from_its_part_sorts_only_the_facts_after_it(tmp_path
         assert state.postings is not None and state.postings.docs == 5  # the part's
         assert state.n == 8
         index = r.store.projector.indexes["default"]
-        assert state.postings.docs == 8  # merged, and kept for the next part
+        assert state.postings.docs == 5  # the part's, as they were
+        assert first_postings(state).docs == 8  # what the next part keeps
         docs, tfs = index.text.postings("run")
         assert docs.tolist() == [5, 6, 7] and tfs.tolist() == [1.0, 1.0, 1.0]
         assert index.text.postings("tea")[0].tolist() == [0, 1, 2, 3, 4]
