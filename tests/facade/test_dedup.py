@@ -103,10 +103,13 @@ def test_an_inline_embedder_embeds_only_what_is_stored(tmp_path):
 
 # ----------------------------------------------------------------------------- the model
 
-SUBJECTS = ["maya", "Maya", "sam"]
-TEXTS = ["likes tea", "Likes tea!", "likes  TEA", "runs", "the", "likes coffee"]
+SUBJECTS = ["maya", "Maya", "sam", "Maya Lee", "The"]  # "The": no index token
+# the same index tokens under other words (tea tea; likes_tea; lee), other counts, none (the)
+TEXTS = ["likes tea", "Likes tea!", "likes  TEA", "runs", "the", "likes coffee", "tea likes",
+         "likes tea tea", "likes_tea", "likes tea’", "Lee likes tea", "...", "runs runs"]
 ops = st.lists(
     st.one_of(
+        st.just(("reopen",)),
         st.tuples(st.just("remember"), st.sampled_from(SUBJECTS), st.sampled_from(TEXTS),
                   st.booleans()),
         st.tuples(st.just("forget"), st.integers(0, 20)),
@@ -124,11 +127,16 @@ ops = st.lists(
 def test_dedup_equals_a_naive_model(history):
     """The model: a remember repeats the newest current fact with the same subject key and
     normalised text (no valid times given here), else it is new; an item of a batch does the
-    same, the batch's earlier new items counted as current."""
+    same, the batch's earlier new items counted as current. Reopened, the store finds the facts
+    its checkpoint part brought through the part's postings, and the later ones by hash."""
     current: dict[int, tuple[str, str]] = {}  # id -> (subject key, normalised text)
-    with tempfile.TemporaryDirectory() as tmp, memory(Path(tmp) / "s") as m:
+    with tempfile.TemporaryDirectory() as tmp:
+        m = memory(Path(tmp) / "s")
         for op in history:
-            if op[0] == "remember":
+            if op[0] == "reopen":
+                m.close()
+                m = memory(Path(tmp) / "s")
+            elif op[0] == "remember":
                 _, subject, text, dedup = op
                 key = (subject_key(subject), normalise(text))
                 same = [fid for fid, k in current.items() if k == key]
@@ -162,6 +170,7 @@ def test_dedup_equals_a_naive_model(history):
                     subject = current.pop(fid)[0]
                     current[new] = (subject, normalise(op[2]))
         assert {b.id for b in m.beliefs()} == set(current)
+        m.close()
 
 
 def test_the_cli_says_when_a_remember_repeats(tmp_path, capsys):
@@ -245,3 +254,24 @@ def test_batch_items_with_a_valid_from_repeat_only_an_item_of_the_same_start(tmp
     with memory(tmp_path / "one") as m:
         one_by_one = [m.remember(**item) for item in items]
     assert batch == one_by_one == [1, 1, 2, 2]
+
+
+def test_repeats_of_the_facts_a_checkpoint_part_brought_are_found_in_its_postings(tmp_path):
+    """Reopened, a store finds repeats of the facts its part brought (searched through the
+    part's postings: the rarest word as often, as many words, or none at all) in their own
+    namespace only."""
+    with memory(tmp_path / "s") as m:
+        m.remember("sam", "Sam walks")  # "sam" in two facts: "run", twice here, is the rarest
+        runs = m.remember("sam", "Sam runs runs")
+        bare = m.remember("The", "the")  # no index token at all
+        tea = m.remember("maya", "likes tea")
+        elsewhere = m.in_namespace("x").remember("maya", "likes tea")
+    with memory(tmp_path / "s") as m:
+        seq = m.last_seq
+        assert m.remember("SAM", "sam runs, runs!") == runs
+        assert m.remember("the", "The.") == bare
+        assert m.remember("Maya", "Likes tea") == tea
+        assert m.in_namespace("x").remember("maya", "likes TEA") == elsewhere
+        assert m.last_seq == seq
+        assert m.remember("sam", "Sam runs") == seq + 1  # as many words, one fewer "runs"
+        assert m.remember("sam", "Sam runs runs runs") == seq + 2
