@@ -60,9 +60,9 @@ class EventLog:
     """An append-only log of events in segment files under ``directory``.
 
     Open a writer with ``EventLog(dir)`` (takes the store's writer lock) or a reader with
-    ``EventLog(dir, read_only=True)`` (no lock; never modifies files). A reader with
-    ``lazy=True`` scans only the last segment at open and each sealed one when it first reads
-    from it (see :mod:`eventlog.segments`). ``shared=True`` opens one of many writers: each
+    ``EventLog(dir, read_only=True)`` (no lock; never modifies files). With ``lazy=True`` it
+    scans only the last segment at open and each sealed one when it first reads from it (see
+    :mod:`eventlog.segments`). ``shared=True`` opens one of many writers: each
     append takes the writer lock (waiting up to ``lock_wait`` seconds), takes in what others
     appended (cutting a torn tail a dead writer left), appends and syncs (unless the policy is
     ``never``), and lets go. Appends are stamped by :func:`eventlog.stamping.stamp`.

@@ -5,12 +5,13 @@ holds, and what the writer (:class:`eventlog.log.EventLog`) appends behind. Load
 a torn final record is truncated (unless read-only) and reported in :attr:`Segments.recovery`;
 a damaged record anywhere else raises :class:`LogCorrupted` naming the segment and offset.
 
-A reader may load *lazily* (``load(lazy=True)``): only the last segment is scanned at open; a
-sealed one (every segment but the last never changes again) is taken from the segment headers
-(the next header names the seq it starts at and the chain before it, so the sealed one's last
-seq and final chain are known without reading it) and scanned, with every check, the first
-time one of its records is read. Damage there raises then, not at open. The writer, ``hmem log
-verify`` and a reader without a checkpoint (which reads every record anyway) check everything.
+A log may load *lazily* (``load(lazy=True)``: a store's reader and writer do): only the last
+segment is scanned at open; a sealed one (every segment but the last never changes again) is
+taken from the segment headers (the next header names the seq it starts at and the chain before
+it, so the sealed one's last seq and final chain are known without reading it) and scanned,
+with every check, the first time one of its records is read. Damage there raises then, not at
+open; a writer appends after the last segment, which it checked. ``hmem log verify``, an eager
+log and a process without a checkpoint (which reads every record anyway) check everything.
 """
 
 from __future__ import annotations
@@ -170,10 +171,10 @@ class Segments:
         return sorted(p for p in self.directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
 
     def load(self, *, lazy: bool = False) -> None:
-        """Scan every segment file (once, on open); with ``lazy`` (read-only), scan only the
-        last one and take the sealed ones from the headers (see the module docstring)."""
+        """Scan every segment file (once, on open); with ``lazy``, scan only the last one and
+        take the sealed ones from the headers (see the module docstring)."""
         files = self.files()
-        if lazy and self.read_only:
+        if lazy:
             files = self._load_sealed(files)
         for i, path in enumerate(files):
             self._load(path, is_last=i == len(files) - 1, start_from=None)

@@ -40,7 +40,8 @@ class Memory(WriteMethods, ReadMethods, LifecycleMethods):
     Writes return a :class:`~hmem.views.Written`: the id (an int) and whether it was stored
     now, a repeat or a retry. Every process opens from the store's checkpoint and folds the
     log after it; a writer publishes one every ``checkpoint_every`` events (or 1% of the log,
-    spending at most a tenth of its time publishing) and at close. ``flush_every`` is accepted
+    spending at most a tenth of its time publishing) and at close (unless what it would publish
+    is under 1/256 of the log: the next open folds that tail). ``flush_every`` is accepted
     and no longer used. A process loads a namespace's state when it first uses it;
     ``memory_mb`` bounds what the loaded namespaces take (the least recently used are dropped,
     and loaded again when next used; default: no bound).

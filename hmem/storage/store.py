@@ -364,9 +364,9 @@ class Store:
             raise failed
 
     def close(self) -> None:
-        """Publish the state as the checkpoint if it is ahead of it, close the log and the
-        backend (background embedding workers are finished first; see
-        :meth:`close_embed_workers`)."""
+        """Publish the state as the checkpoint if it is ahead of it by at least 1/256 of the
+        log (:meth:`Checkpoints.due`), close the log and the backend (background embedding
+        workers are finished first; see :meth:`close_embed_workers`)."""
         try:
             self.close_embed_workers()
         finally:

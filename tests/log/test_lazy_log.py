@@ -1,8 +1,10 @@
-"""A reader's lazy log: sealed segments taken from the headers at open, scanned when first read.
+"""A lazy log (a store's reader or writer): sealed segments taken from the headers at open,
+scanned when first read.
 
 It must serve exactly what the eager log serves, and damage in a sealed segment it has not read
 must surface as ``LogCorrupted`` naming that segment when a record of it is read (never a wrong
-event, never a silent skip)."""
+event, never a silent skip); a lazy writer appends after the tail it checked, and the damage
+still raises on read."""
 
 from __future__ import annotations
 
@@ -61,10 +63,12 @@ def test_damage_in_a_sealed_segment_raises_when_it_is_read(seed, data):
         raw[offset] ^= 1 << data.draw(st.integers(0, 7), label="bit")
         victim.write_bytes(bytes(raw))
         with pytest.raises(LogCorrupted) as info:
-            EventLog(directory)  # the writer checks every record at open
+            EventLog(directory)  # an eager writer checks every record at open
         assert info.value.segment == str(victim)
+        writer = data.draw(st.booleans(), label="lazy writer")
         try:
-            log = EventLog(directory, read_only=True, lazy=True)
+            log = EventLog(directory, lazy=True) if writer else EventLog(
+                directory, read_only=True, lazy=True)
         except LogCorrupted as e:  # a damaged header is seen at open
             assert offset < fmt.SEGMENT_HEADER_SIZE and e.segment == str(victim)
             return
@@ -72,6 +76,9 @@ def test_damage_in_a_sealed_segment_raises_when_it_is_read(seed, data):
             tail = sorted(directory.glob("*.hlog"))[-1]
             first_of_tail = int(tail.name.split(".")[0])
             assert list(log.read(first_of_tail)) == written[first_of_tail - 1:]  # not touched
+            if writer:  # appends after the tail it checked; the damage is still there to see
+                log.append_many([written[-1]])
+                assert log.last_seq == len(written) + 1
             with pytest.raises(LogCorrupted) as info:
                 list(log.read())
             assert info.value.segment == str(victim)

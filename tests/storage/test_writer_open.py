@@ -1,0 +1,66 @@
+"""What a store's writer pays at open and close for what it did not change.
+
+It opens like a reader: from its checkpoint it scans only the log's last segment, and takes the
+sealed ones from their headers. Damage in a sealed segment is not seen at its open (nor at a
+reader's): it raises ``LogCorrupted`` naming the segment when a record of it is read, and
+``hmem log verify`` reports it. At close it publishes a checkpoint when the log's tail after the
+last one is at least 1/256 of the log; a smaller tail is left for the next open to fold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventlog.repair import verify_log
+from hmem import Memory
+from hmem.errors import LogCorrupted
+from hmem.storage.store import Store
+from projections.checkpoint import CHECKPOINT_FILE, read_stamp
+
+
+def _damage_a_sealed_segment(log: Path) -> Path:
+    segments = sorted(log.glob("*.hlog"))
+    assert len(segments) >= 3
+    raw = bytearray(segments[1].read_bytes())
+    raw[len(raw) // 2] ^= 0x10  # inside a record, past the header
+    segments[1].write_bytes(bytes(raw))
+    return segments[1]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_writer_from_a_checkpoint_reads_only_the_log_tail(tmp_path, shared):
+    root = tmp_path / "s"
+    store = Store(root, segment_bytes=600)
+    with Memory(store=store, embedder=None) as m:
+        ids = [m.remember("maya", f"maya keeps note {i} about the garden") for i in range(40)]
+    store.close()  # a Memory given a store leaves it open
+    victim = _damage_a_sealed_segment(root / "log")
+    store = Store(root, segment_bytes=600, shared=shared)
+    with Memory(store=store, embedder=None) as m:
+        assert m.recall("note 3 garden").hits[0].id == ids[3]  # served by the checkpoint
+        new = m.remember("maya", "maya planted beans")
+        assert new == ids[-1] + 1
+        with pytest.raises(LogCorrupted) as info:
+            m.verify()  # a replay reads every record
+        assert info.value.segment == str(victim)
+    store.close()
+    assert not verify_log(root / "log").ok
+
+
+def test_a_close_leaves_a_small_tail_to_the_next_open(tmp_path):
+    root = tmp_path / "s"
+    with Memory(root, embedder=None) as m:
+        m.remember_many([{"subject": "maya", "text": f"maya keeps note {i}"} for i in range(600)])
+    published = read_stamp(root / CHECKPOINT_FILE)
+    assert published is not None and published[0] == 600  # a tail of all: published
+    with Memory(root, embedder=None) as m:
+        one = m.remember("maya", "maya planted beans")
+    assert read_stamp(root / CHECKPOINT_FILE) == published  # 1 of 601: left
+    with Memory(root, read_only=True, embedder=None) as r:
+        assert r.recall("beans").hits[0].id == one  # folded from the log's tail
+    with Memory(root, embedder=None) as m:
+        m.remember("sam", "sam sowed peas")
+        m.remember("sam", "sam picked peas")
+    stamp = read_stamp(root / CHECKPOINT_FILE)
+    assert stamp is not None and stamp[0] == 603  # a tail of 3 of 603 (over 603/256): published
