@@ -10,8 +10,9 @@ Files, in the store's directory: the manifest ``checkpoint.columns`` and one par
 (projections/checkpoint_part.py: a part's name says what it holds, so a file of that name never
 changes, and a host that has it needs it from nowhere else). The
 manifest names the point of the log it holds (seq and chain), the key file's erasure record
-when it was written, every event's tx time (8 bytes an event: time travel turns a time into a
-seq of the log) and each namespace's part, by its seq and digest. A publish writes the parts of
+when it was written, the block digests of every event's tx time (8 bytes an event, after the
+manifest: time travel turns a time into a seq of the log; projections/tx_times.py reads them
+by block when asked) and each namespace's part, by its seq and digest. A publish writes the parts of
 the namespaces with events since the last one only (a part's name holds its seq, so an
 unchanged part keeps its file), then the manifest, then deletes the parts it no longer names;
 a reader can load the parts of the namespaces it serves alone.
@@ -52,7 +53,9 @@ from projections import checkpoint_part
 from projections.checkpoint_part import UNREADABLE, Refused
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
+from projections.part_blob import LAZY, PartBlob, block_digests, stream_digests
 from projections.projector import Loaded, Projector
+from projections.tx_times import TxTimes
 
 __all__ = [
     "CHECKPOINT_FILE", "Part", "Refused", "Seal", "Stamp", "authentic_parts", "from_log", "load",
@@ -63,8 +66,9 @@ CHECKPOINT_FILE = "checkpoint.columns"
 MAGIC = b"HMEMCOLS"
 # 2: index tokens and terms; 3: the event columns, logged recalls, vector columns;
 # 4: authenticated (column SHA-256s, the manifest's MAC, the erasure record); 5: a part per
-# namespace (projections/checkpoint_part.py) and every event's tx time
-VERSION = 5
+# namespace (projections/checkpoint_part.py) and every event's tx time; 6: the tx times digested
+# by block (read when asked, not at open)
+VERSION = 6
 _HEAD = struct.Struct("<8sIQ32s")
 
 Stamp = tuple[int, str]  # (the seq it holds, hex of the log's chain at that seq)
@@ -93,7 +97,7 @@ class _Manifest(msgspec.Struct):
     seq: int
     chain: str
     erased_through: int  # the key file's erasure record when it was written
-    tx_sha256: bytes  # of the tx times that follow the manifest
+    tx_blocks: bytes  # the block digests of the tx times that follow the manifest
     parts: list[Part]
 
 
@@ -153,9 +157,9 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
         name = f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}-{digest.hex()[:16]}.part"
         os.replace(tmp, path.parent / name)
         parts.append(Part(namespace, facts.last_seq, name, digest, receipts))
-    times = memoryview(tx).cast("B")
+    times = np.asarray(tx.array(), dtype="<i8").tobytes()
     manifest = msgspec.msgpack.encode(_Manifest(
-        stamp[0], stamp[1], seal.erased_through, hashlib.sha256(times).digest(), parts))
+        stamp[0], stamp[1], seal.erased_through, block_digests(times), parts))
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -216,7 +220,7 @@ def authentic_parts(path: Path, stamp: Stamp, seal: Seal) -> tuple[int, dict[str
 
 
 def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool
-                   ) -> tuple[_Manifest, array[int]]:
+                   ) -> tuple[_Manifest, TxTimes]:
     """The manifest at ``path`` when it is authentic under ``seal``, holds ``stamp``, is as
     new as the erasure record and names only parts it can hold; with ``times``, every event's
     tx time too (checked against its digest). :class:`Refused` else."""
@@ -240,16 +244,33 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool
             for part in manifest.parts:
                 if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
                     raise Refused(f"its manifest names a part it cannot hold ({part.file})")
-            tx = array("q")
+            tx = TxTimes()
             if times:
-                tx.frombytes(f.read(8 * manifest.seq))
-                if len(tx) != manifest.seq or hashlib.sha256(tx).digest() != manifest.tx_sha256:
-                    raise Refused("it is damaged (its tx times fail their digest)")
+                tx = _tx_times(f, manifest)
         return manifest, tx
     except Refused:
         raise
     except UNREADABLE as e:
         raise Refused(f"it cannot be read ({type(e).__name__}: {e})") from None
+
+
+def _tx_times(f: Any, manifest: _Manifest) -> TxTimes:
+    """The tx times after the manifest in the open file ``f``, checked now by streaming them
+    (a damaged one refuses the checkpoint, as a damaged part does) and left in the file, read
+    by block when asked (on a descriptor of their own, each block checked again); read in where
+    a file cannot be read at an offset."""
+    length, at = 8 * manifest.seq, f.tell()
+    if os.fstat(f.fileno()).st_size != at + length:
+        raise Refused("it is damaged (its tx times are cut short or run on)")
+    if LAZY:
+        if stream_digests(f, at, length) != manifest.tx_blocks:
+            raise Refused("it is damaged (its tx times fail their digest)")
+        return TxTimes(PartBlob(os.dup(f.fileno()), at, length, manifest.tx_blocks,
+                                what="the checkpoint's tx times"))
+    data = f.read(length)
+    if block_digests(data) != manifest.tx_blocks:
+        raise Refused("it is damaged (its tx times fail their digest)")
+    return TxTimes(array("q", np.frombuffer(data, dtype="<i8").tolist()))
 
 
 def _only(facts: FactColumns, events: EventColumns, namespace: str) -> bool:

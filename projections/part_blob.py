@@ -61,13 +61,16 @@ class PartBlob:
     at open) and :class:`DamagedProjection` raised if it differs. Owns ``fd`` (closed when the
     blob is dropped or closed)."""
 
-    __slots__ = ("__weakref__", "_cache", "_close", "_digests", "_fd", "_length", "_offset")
+    __slots__ = ("__weakref__", "_cache", "_close", "_digests", "_fd", "_length", "_offset",
+                 "_what")
 
-    def __init__(self, fd: int, offset: int, length: int, digests: bytes) -> None:
+    def __init__(self, fd: int, offset: int, length: int, digests: bytes,
+                 what: str = "a checkpoint part's texts") -> None:
         if len(digests) != -(-length // BLOCK) * _DIGEST:
             os.close(fd)
             raise ValueError("the block digests do not cover the buffer")
         self._fd, self._offset, self._length, self._digests = fd, offset, length, digests
+        self._what = what  # for the message when a block fails its digest
         self._cache: dict[int, bytes] = {}
         self._close = weakref.finalize(self, os.close, fd)
 
@@ -113,9 +116,9 @@ class PartBlob:
             i * _DIGEST: (i + 1) * _DIGEST
         ]:
             raise DamagedProjection(
-                f"block {i} of a checkpoint part's texts changed on disk after the part was "
-                f"opened and checked: close and reopen the store (the part is then refused and "
-                f"its namespace replayed from the log)"
+                f"block {i} of {self._what} changed on disk after it was opened and checked: "
+                f"close and reopen the store (the checkpoint is then refused and what it held "
+                f"folded again from the log)"
             )
         if len(self._cache) >= _CACHED:
             del self._cache[next(iter(self._cache))]

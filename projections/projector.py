@@ -22,7 +22,6 @@ it) when next used.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
@@ -42,6 +41,7 @@ from projections.index_docs import index_counts, index_runs, index_text
 from projections.index_tokens import set_runs, set_tokens, token_counts
 from projections.recall_index import NamespaceIndex
 from projections.timeutil import to_us
+from projections.tx_times import TxTimes
 
 __all__ = ["Projector", "Space", "index_counts", "index_text"]
 
@@ -152,14 +152,14 @@ class Projector:
     """The derived state of one store (see the module docstring)."""
 
     def __init__(
-        self, spaces: Mapping[str, Loaded] | None = None, tx: array[int] | None = None,
+        self, spaces: Mapping[str, Loaded] | None = None, tx: TxTimes | None = None,
         deferred: Mapping[str, tuple[Any, tuple[int, ...]]] | None = None,
     ) -> None:
         """An empty state, or ``spaces`` (each namespace's loaded state) with ``tx``, every
         event's tx time in microseconds by seq - 1 (so the state is at seq ``len(tx)``); and
         the ``deferred`` namespaces: each one's part (as the checkpoint names it; for
         :attr:`loader`) and the seqs of its erasure receipts."""
-        self.tx_times: array[int] = array("q") if tx is None else tx
+        self.tx_times = TxTimes() if tx is None else tx
         self._spaces: dict[str, Space] = {}
         for namespace, loaded in (spaces or {}).items():
             space = self._spaces[namespace] = Space(loaded)
@@ -398,7 +398,7 @@ class Projector:
 
     def nbytes(self) -> int:
         """Bytes of the columns of every space (texts and string tables not counted)."""
-        return 8 * len(self.tx_times) + sum(
+        return self.tx_times.nbytes() + sum(
             s.state.nbytes() + s.events.nbytes() for s in self._spaces.values())
 
 
