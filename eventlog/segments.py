@@ -5,13 +5,14 @@ holds, and what the writer (:class:`eventlog.log.EventLog`) appends behind. Load
 a torn final record is truncated (unless read-only) and reported in :attr:`Segments.recovery`;
 a damaged record anywhere else raises :class:`LogCorrupted` naming the segment and offset.
 
-A log may load *lazily* (``load(lazy=True)``: a store's reader and writer do): only the last
-segment is scanned at open; a sealed one (every segment but the last never changes again) is
-taken from the segment headers (the next header names the seq it starts at and the chain before
-it, so the sealed one's last seq and final chain are known without reading it) and scanned,
-with every check, the first time one of its records is read. Damage there raises then, not at
-open; a writer appends after the last segment, which it checked. ``hmem log verify``, an eager
-log and a process without a checkpoint (which reads every record anyway) check everything.
+A log may load *lazily* (``load(lazy=True)``: a store's readers and shared writers do): only
+the last segment is scanned at open; a sealed one (every segment but the last never changes
+again) is taken from the segment headers (the next header names the seq it starts at and the
+chain before it, so the sealed one's last seq and final chain are known without reading it) and
+scanned, with every check, the first time one of its records is read. Damage there raises then,
+not at open; a writer appends after the last segment, which it checked. ``hmem log verify``, an
+eager log (a store's lifetime writer) and a process without a checkpoint (which reads every
+record anyway) check everything.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ fact and version-row tables (its strings: projections/string_columns.py).
 
 from __future__ import annotations
 
-import weakref
 from array import array
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -27,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from projections.column_growth import PendingColumn, appended_bytes, grown, with_room
 
 __all__ = [
     "NONE", "Deferred", "Items", "Ragged", "Table", "FactTable", "RowTable", "grown",
@@ -94,132 +95,6 @@ def code_major(codes: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> tuple
     return key, width
 
 
-_GROW_BY_EIGHTHS = 1 << 16  # from this many entries grown() adds an eighth, not a double
-
-
-def grown(arr: A, need: int, fill: int | float = 0) -> A:
-    """``arr`` with room for at least ``need`` entries, new entries ``fill``: doubling while
-    small, then an eighth more (a reader folding one fact after a 1M-fact checkpoint part held
-    every fold column at twice its size: 555 MiB of the 1,248 MiB it peaked at). An array
-    made by :func:`with_room` grows into its room without a copy, once."""
-    if need <= len(arr):
-        return arr
-    into = _room_behind(arr, need)
-    if into is not None:
-        into[len(arr):] = fill
-        return into  # type: ignore[return-value]
-    out = np.full(_room(len(arr), need), fill, dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out  # type: ignore[return-value]
-
-
-# room left behind arrays by with_room: id of the allocation -> (it, weakly; the length handed
-# out). Only that length's prefix may grow into it, and only once: no other view can hold an
-# entry past it, so filling the room overwrites nothing anyone reads.
-_BEHIND: dict[int, tuple[weakref.ref[npt.NDArray[Any]], int]] = {}
-
-
-def with_room(length: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
-    """An uninitialised array of ``length`` entries that :func:`grown` can extend in place by
-    as much as it would add: a column loaded from a checkpoint part, which a reader that folds
-    a tail grows by a few entries (untouched room is address space, not memory)."""
-    room = _room(length, length + 1)
-    if room <= length or length < _GROW_BY_EIGHTHS:
-        return np.empty(length, dtype=dtype)
-    whole = np.empty(room, dtype=dtype)
-    key = id(whole)
-    _BEHIND[key] = (weakref.ref(whole, lambda _: _BEHIND.pop(key, None)), length)
-    return whole[:length]
-
-
-def _room_behind(arr: npt.NDArray[Any], need: int) -> npt.NDArray[Any] | None:
-    """All of the allocation behind ``arr`` if ``arr`` is the prefix :func:`with_room` handed
-    out and the allocation holds ``need`` entries; it is then no longer room to grow into."""
-    whole = arr.base
-    if whole is None or not isinstance(whole, np.ndarray):
-        return None
-    entry = _BEHIND.get(id(whole))
-    if entry is None or entry[0]() is not whole or entry[1] != len(arr):
-        return None
-    if need > len(whole) or arr.ctypes.data != whole.ctypes.data or arr.strides != whole.strides:
-        return None
-    del _BEHIND[id(whole)]
-    return whole
-
-
-def _room(length: int, need: int) -> int:
-    """The entries :func:`grown` makes room for (``need`` > ``length``)."""
-    more = length // 8 if length >= _GROW_BY_EIGHTHS else length
-    return max(need, length + more, 16)
-
-
-class _Pending:
-    """A deferred column (one with ``item``: projections/compact_columns.py) that was given room
-    and entries past its end before it was made: made, it is ``make()`` grown to ``length``
-    with the entries after it, as if it had been made first; meanwhile its values read one at
-    a time (a reader folding a few facts after a checkpoint part does not make every column
-    whole). The entries after ``make`` are one array, ``tail`` (appends come in order)."""
-
-    __slots__ = ("make", "length", "fill", "dtype", "tail", "written")
-
-    def __init__(self, make: Any, fill: int | float, dtype: str) -> None:
-        self.make, self.fill, self.dtype = make, fill, np.dtype(dtype)
-        self.length = len(make)
-        self.tail: npt.NDArray[Any] = np.full(0, fill, dtype=dtype)  # entries len(make) ..
-        self.written = 0  # of ``tail``'s entries, how many hold values or lie before one
-
-    def __len__(self) -> int:
-        return self.length
-
-    def grow(self, need: int) -> None:
-        """Room for ``need`` entries, as :func:`grown` would make it."""
-        if need > self.length:
-            self.length = _room(self.length, need)
-
-    def write(self, start: int, values: Any, count: int) -> bool:
-        """Entries ``start .. start + count`` set to ``values`` (``column[...] = values``: the
-        same casts, broadcasts and errors); False, writing nothing, if they are not past
-        ``make``'s end (write them to the column made)."""
-        first = start - len(self.make)
-        if first < 0:
-            return False
-        if start + count > self.length:
-            raise IndexError(f"entries up to {start + count} of a column of {self.length}")
-        self.tail = grown(self.tail, first + count, self.fill)
-        self.tail[first:first + count] = values
-        self.written = max(self.written, first + count)
-        return True
-
-    def __call__(self) -> npt.NDArray[Any]:
-        base = self.make()
-        at = len(base)
-        out: npt.NDArray[Any] = grown(base, self.length, self.fill)
-        out[at:at + self.written] = self.tail[: self.written]
-        return out
-
-    def item(self, i: int) -> Any:
-        if not -self.length <= i < self.length:
-            raise IndexError(f"index {i} is out of bounds for a column of {self.length}")
-        if i < 0:
-            i += self.length
-        past = i - len(self.make)
-        if past < 0:
-            return self.make.item(i)
-        return self.tail.item(past) if past < self.written else self.dtype.type(self.fill).item()
-
-    def run(self, start: int, end: int) -> npt.NDArray[Any] | None:
-        """Entries ``start .. end`` if they are all past ``make``'s end (None if not)."""
-        past = start - len(self.make)
-        if past < 0 or end > self.length:
-            return None
-        if end - len(self.make) > self.written:
-            out = np.full(end - start, self.fill, dtype=self.dtype)
-            held = self.tail[past:self.written]
-            out[: len(held)] = held
-            return out
-        return self.tail[past:end - len(self.make)]
-
-
 class Items(Protocol):
     """What reads one value at a time (an array, or a column not made whole)."""
 
@@ -266,13 +141,13 @@ class Deferred:
         make = (self.__dict__.get("_later") or {}).get(name)
         return make if callable(make) and hasattr(make, "item") else None
 
-    def _pending(self, name: str, dtype: str, fill: int | float) -> _Pending | None:
-        """Attribute ``name`` as a :class:`_Pending` if it is deferred and reads values one at
+    def _pending(self, name: str, dtype: str, fill: int | float) -> PendingColumn | None:
+        """Attribute ``name`` as a :class:`PendingColumn` if it is deferred and reads values one at
         a time (made one if it is not yet); None if it is made."""
         make = self._later_item(name)
-        if make is None or isinstance(make, _Pending):
+        if make is None or isinstance(make, PendingColumn):
             return make
-        pending = self.__dict__["_later"][name] = _Pending(make, fill, dtype)
+        pending = self.__dict__["_later"][name] = PendingColumn(make, fill, dtype)
         return pending
 
     if not TYPE_CHECKING:  # to the type checker every attribute is declared
@@ -301,7 +176,7 @@ class Table(Deferred):
 
     def reserve(self, need: int) -> None:
         """Room for ``need`` entries in every column (a deferred one that reads values one at a
-        time stays deferred: :class:`_Pending`)."""
+        time stays deferred: :class:`PendingColumn`)."""
         first = next(iter(self.COLUMNS))
         if need <= len(getattr(self, first)):  # every column has the same room
             return
@@ -320,16 +195,18 @@ class Table(Deferred):
         self.reserve(start + count)
         for name, values in columns.items():
             pending = self._later_item(name)
-            if not (isinstance(pending, _Pending) and pending.write(start, values, count)):
+            if not (isinstance(pending, PendingColumn) and pending.write(start, values, count)):
                 getattr(self, name)[start:start + count] = values
         self.n = start + count
         return start
 
     def nbytes(self) -> int:
-        """Bytes of the columns made (a deferred one is not made to be counted)."""
+        """Bytes of the columns made, and of what was appended to those not made yet (a
+        deferred one is not made to be counted)."""
         later = self.deferred()
-        return sum(getattr(self, name)[: self.n].nbytes for name in self.COLUMNS
-                   if name not in later)
+        made: int = sum(getattr(self, name)[: self.n].nbytes for name in self.COLUMNS
+                        if name not in later)
+        return made + sum(appended_bytes(self._later_item(name)) for name in later)
 
 
 class RowTable(Table):
@@ -429,7 +306,7 @@ class Ragged(Deferred):
 
     def extend(self, flat: Array | Sequence[int]) -> None:
         """Append values (runs back to back); values loaded from a part and not read yet stay
-        unread (:class:`_Pending`)."""
+        unread (:class:`PendingColumn`)."""
         end = self.n + len(flat)
         pending = self._pending("values", self.dtype, 0)
         if pending is not None:
@@ -465,13 +342,15 @@ class Ragged(Deferred):
         return [items[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
 
     def nbytes(self) -> int:
-        """Bytes of the values in memory (none while they are deferred)."""
-        return 0 if self.deferred() else self.values[: self.n].nbytes
+        """Bytes of the values in memory (while they are deferred, of those appended)."""
+        if self.deferred():
+            return appended_bytes(self._later_item("values"))
+        return self.values[: self.n].nbytes
 
     def run(self, ends: Items, slot: int) -> list[int]:
         start, end = ends.item(slot - 1) if slot else 0, ends.item(slot)
         pending = self._later_item("values")
-        tail = pending.run(start, end) if isinstance(pending, _Pending) else None
+        tail = pending.run(start, end) if isinstance(pending, PendingColumn) else None
         values = self.values[start:end] if tail is None else tail
         return values.tolist()  # type: ignore[no-any-return]
 

@@ -101,8 +101,8 @@ class Backend(Protocol):
     def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
                          ) -> list[str]:
         """After the checkpoint of ``files`` (its manifest, then its parts; at ``seq``) was
-        published: share it where other hosts find it, if this backend does (at close, or
-        every so many events); returns notes."""
+        published, or at a close that published none (this host's): share it where other hosts
+        find it, if this backend does (at close, or every so many events); returns notes."""
 
     def table_differences(
         self, caught_up: Callable[[], Projector]

@@ -8,13 +8,16 @@ with its events of the log after the checkpoint. A part that cannot be used then
 newer publish, damaged, older than an erasure since) is taken from the newest checkpoint if it
 can be, else the namespace's events are replayed from the log, with a note. The writer (the lifetime
 writer; a shared writer under the log's writer lock) publishes a new one when the tail reaches
-``every`` events or 1% of the log, and at close; a backend that shares checkpoints with other
-hosts gets each one published (hmem/storage/backend.py).
+``every`` events or 1% of the log, and at close when the tail is at least :data:`CLOSE_SHARE`
+of the log (a smaller one costs the next open less to fold than a large namespace's part costs
+to write again); a backend that shares checkpoints with other hosts gets each one published,
+and at a close that publishes none the one this host holds, if the backend's is older
+(hmem/storage/backend.py).
 
 A publish writes the parts of the namespaces with events since the last one and every event's
 tx time, so it costs time in proportion to what changed: a writer spends at most :data:`SHARE`
 of its time publishing (a bulk load writes faster than it could publish every 1%; the tail an
-open folds is then longer, and closing publishes anyway).
+open folds is then longer, and closing publishes it unless it is small).
 """
 
 from __future__ import annotations
@@ -204,6 +207,16 @@ class Checkpoints:
         self._ended = self.clock()
         self._spent = self._ended - started
         return seq
+
+    def share_held(self, log: Log) -> None:
+        """At a close that publishes nothing: share the checkpoint this host holds where the
+        backend shares them, if the backend's is older (a server's copy is refreshed at every
+        close, not only when the log has grown by a tenth)."""
+        stamp = checkpoint.read_stamp(self.path)
+        if stamp is not None and stamp[0] <= log.last_seq:
+            self.notes += self.backend.share_checkpoint(
+                [self.path, *checkpoint.part_files(self.path)], stamp[0], closing=True,
+                every=self.every)
 
     def remove(self, namespaces: list[str] | None = None) -> None:
         """Delete the checkpoint and what a crash left of one being written; with

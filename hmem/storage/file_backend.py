@@ -72,9 +72,10 @@ class FileBackend:
         self.log = EventLog(
             self.root / "log", read_only=read_only, fsync=fsync, segment_bytes=segment_bytes,
             lock_label=f"store {self.root}", io=io or OS,
-            # from a checkpoint only the log's tail is read (a writer's too: a scan of every
-            # record cost 1.5 s a million events at each open, each CLI write)
-            lazy=True,
+            # from a checkpoint only the log's tail is read, by a reader and by a shared
+            # writer (the CLI's, the MCP server's: a scan of every record cost 1.5 s a million
+            # events at each CLI write); the lifetime writer checks every record at its open
+            lazy=read_only or shared,
             shared=shared,
         )
         self._mark: ReaderMark | None = None

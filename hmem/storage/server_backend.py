@@ -9,7 +9,8 @@ host has, plus the log's tail read from the server. The cache is keyed by the st
 databases never share one, and is disposable: without it the process replays the log.
 
 A writer also shares its checkpoint on the server (``hmem_checkpoint_parts``: its files in 8 MiB
-rows, when the log has grown by a tenth since, and at close: the manifest, and the namespace
+rows, when the log has grown by a tenth since, and at close (the one it published then, or the
+one its host holds if the server's is older): the manifest, and the namespace
 parts the server does not have yet, each named by what it holds), and a process whose cache
 holds no checkpoint or an older one fetches the manifest first and each namespace's part when it
 first uses the namespace: a new host reads the manifest, the parts it serves and the log's
@@ -192,8 +193,9 @@ class ServerBackend:
 
     def share_checkpoint(self, files: list[Path], seq: int, *, closing: bool, every: int
                          ) -> list[str]:
-        """Put the checkpoint just published on the server when the log has grown by a tenth
-        (and by ``every`` events) since the one there, or at close, for other hosts."""
+        """Put the checkpoint of ``files`` (just published, or at a close this host's) on the
+        server when the log has grown by a tenth (and by ``every`` events) since the one there,
+        or at close if it is newer than that one, for other hosts."""
         shared = server_checkpoint_seq(self.log)
         if seq <= shared or not (closing or seq - shared >= max(every, seq // 10)):
             return []

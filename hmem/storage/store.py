@@ -289,14 +289,18 @@ class Store:
                 touched.add(ev.fact_id)
 
     def maybe_publish(self, *, closing: bool = False) -> None:
-        """Publish a checkpoint when one is due (the caller holds the log's writer lock)."""
-        if self.read_only or not self.checkpoints.due(self.projector.last_seq, closing=closing):
+        """Publish a checkpoint when one is due (the caller holds the log's writer lock); at a
+        close that publishes none, share the one this host holds if the backend's is older."""
+        if self.read_only:
             return
-        if self.shared:  # whoever published last counts: its stamp is read only when a
-            self.checkpoints.find(self.log)  # publish seems due (not on every write)
-            if not self.checkpoints.due(self.projector.last_seq, closing=closing):
-                return
-        self.checkpoints.publish(self.projector, self.log, closing=closing)
+        due = self.checkpoints.due(self.projector.last_seq, closing=closing)
+        if due and self.shared:  # whoever published last counts: its stamp is read only when
+            self.checkpoints.find(self.log)  # a publish seems due (not on every write)
+            due = self.checkpoints.due(self.projector.last_seq, closing=closing)
+        if due:
+            self.checkpoints.publish(self.projector, self.log, closing=closing)
+        elif closing:
+            self.checkpoints.share_held(self.log)
 
     # ------------------------------------------------------------------ maintenance
 

@@ -71,6 +71,8 @@ def test_an_array_with_room_grows_into_it_once_and_only_from_its_own_length():
     shorter = arr[:10]
     assert grown(shorter, 20).base is not arr.base  # a copy: arr's entries 10.. kept
     assert int(arr[10]) == 7
+    other_type = grown(arr.view(np.uint64), len(arr) + 1)  # the same bytes as another type
+    assert other_type.dtype == np.uint64 and not np.shares_memory(other_type, arr)
     more = grown(arr, len(arr) + 1, fill=-1)
     assert more.base is None and arr.base is not None  # the allocation behind arr itself
     assert np.shares_memory(more, arr)

@@ -88,7 +88,7 @@ def test_a_column_set_before_it_is_read_is_the_one_kept():
                                       st.booleans()), max_size=4),
        st.data())
 def test_entries_appended_to_a_deferred_column_read_as_if_it_was_made_first(arr, batches, data):
-    """Appending to a table grows a compact column without making it (``_Pending``), also by
+    """Appending to a table grows a compact column without making it (``PendingColumn``), also by
     appends that leave it out (its fill): value by value, from either end, and whole, it reads
     as the column made first and appended to."""
     arr = arr.astype(np.int64)
@@ -127,6 +127,7 @@ def test_a_column_appended_to_many_times_keeps_every_entry_in_one_tail():
     for i in range(1000):
         table.extend({"ids": [100 + i], "superseded_by": [i]})
     assert table.deferred() == ["superseded_by"]
+    assert table.nbytes() >= table.ids[: table.n].nbytes + 8 * 1000  # the appended, counted
     pending = table.peek("superseded_by")
     assert pending.item(99) == NONE and pending.item(1099) == 999 and pending.item(600) == 500
     assert table.superseded_by[:1100].tolist() == [NONE] * 100 + list(range(1000))

@@ -16,6 +16,7 @@ import pytest
 
 from eventlog.pg_log import PgLog
 from hmem import Memory, errors
+from hmem.storage.server_backend import server_checkpoint_seq
 from tests.support.backends import second_clock
 from tests.support.pg_support import fresh_store_url, pg_server, psycopg
 
@@ -390,3 +391,22 @@ def test_writers_killed_while_others_write_lose_no_acknowledged_write(url: str) 
     with Memory(url, embedder=None, read_only=True) as m:
         texts = m.sql("SELECT text FROM facts").fetchall()
         assert len(texts) == len(set(texts)) == m.last_seq  # each write once, nothing else
+
+
+def test_a_close_shares_this_hosts_checkpoint_when_the_servers_is_older(url: str) -> None:
+    """A writer publishes on its host at 1% of the log and shares on the server at a tenth; a
+    close that publishes nothing (a tail under 1/256 of the log) still puts the host's newer
+    checkpoint on the server, so a new host does not fold up to a tenth of the log."""
+    with Memory(url, embedder=None, checkpoint_every=100) as m:
+        m.remember_many([{"subject": "maya", "text": f"note {i}"} for i in range(1000)])
+        log = m.store.log
+        for i in range(5000):  # until a publish on this host the server did not get
+            m.remember("tom", f"Tom likes tea {i}")
+            if m.store.checkpoints.seq == log.last_seq > server_checkpoint_seq(log):
+                break
+        held = m.store.checkpoints.seq
+        assert held == log.last_seq > server_checkpoint_seq(log)
+        m.remember("zoe", "Zoe plays chess")  # a tail of one: the close publishes nothing
+    with Memory(url, embedder=None, read_only=True) as r:
+        assert r.store.checkpoints.seq == held  # this host's, as it was
+        assert server_checkpoint_seq(r.store.log) == held

@@ -1,9 +1,10 @@
 """What a store's writer pays at open and close for what it did not change.
 
-It opens like a reader: from its checkpoint it scans only the log's last segment, and takes the
-sealed ones from their headers. Damage in a sealed segment is not seen at its open (nor at a
-reader's): it raises ``LogCorrupted`` naming the segment when a record of it is read, and
-``hmem log verify`` reports it. At close it publishes a checkpoint when the log's tail after the
+A shared writer (the CLI's, the MCP server's) opens like a reader: from its checkpoint it scans
+only the log's last segment, and takes the sealed ones from their headers. Damage in a sealed
+segment is not seen at its open (nor at a reader's): it raises ``LogCorrupted`` naming the
+segment when a record of it is read, and ``hmem log verify`` reports it. The lifetime writer
+checks every record at its open. At close it publishes a checkpoint when the log's tail after the
 last one is at least 1/256 of the log; a smaller tail is left for the next open to fold."""
 
 from __future__ import annotations
@@ -28,15 +29,17 @@ def _damage_a_sealed_segment(log: Path) -> Path:
     return segments[1]
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_a_writer_from_a_checkpoint_reads_only_the_log_tail(tmp_path, shared):
+def test_a_shared_writer_from_a_checkpoint_reads_only_the_log_tail(tmp_path):
     root = tmp_path / "s"
     store = Store(root, segment_bytes=600)
     with Memory(store=store, embedder=None) as m:
         ids = [m.remember("maya", f"maya keeps note {i} about the garden") for i in range(40)]
     store.close()  # a Memory given a store leaves it open
     victim = _damage_a_sealed_segment(root / "log")
-    store = Store(root, segment_bytes=600, shared=shared)
+    with pytest.raises(LogCorrupted) as info:
+        Store(root, segment_bytes=600)  # the lifetime writer checks every record at open
+    assert info.value.segment == str(victim)
+    store = Store(root, segment_bytes=600, shared=True)
     with Memory(store=store, embedder=None) as m:
         assert m.recall("note 3 garden").hits[0].id == ids[3]  # served by the checkpoint
         new = m.remember("maya", "maya planted beans")
