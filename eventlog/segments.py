@@ -18,6 +18,7 @@ record anyway) check everything.
 from __future__ import annotations
 
 import os
+import threading
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -138,6 +139,7 @@ class Segments:
         self.recovery = Recovery()
         self.list: list[Segment] = []
         self.chain = fmt.ZERO_CHAIN
+        self._scanning = threading.Lock()  # a sealed segment is scanned once, by one thread
 
     @property
     def last_seq(self) -> int:
@@ -215,6 +217,12 @@ class Segments:
         """``seg`` with its records found and checked (a lazily loaded sealed segment is
         scanned now; its end must be what the next segment's header says)."""
         if seg.sealed is None:
+            return seg
+        with self._scanning:
+            return self._scan_sealed(seg)
+
+    def _scan_sealed(self, seg: Segment) -> Segment:
+        if seg.sealed is None:  # scanned by another thread meanwhile
             return seg
         last_seq, chain = seg.sealed
         data = seg.path.read_bytes()

@@ -9,6 +9,7 @@ still raises on read."""
 from __future__ import annotations
 
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,26 @@ def test_segments_must_be_larger_than_their_header(tmp_path):
     with pytest.raises(ValueError, match="segment_bytes must exceed"):
         EventLog(tmp_path / "log", segment_bytes=fmt.SEGMENT_HEADER_SIZE)
     assert not (tmp_path / "log").exists() or not any((tmp_path / "log").glob("*.hlog"))
+
+
+def test_threads_reading_a_lazy_log_at_once_scan_each_sealed_segment_once(tmp_path):
+    """Four threads read a lazy log from its start together: each gets every event, none a
+    false LogCorrupted from a segment scanned twice at once."""
+    directory = tmp_path / "log"
+    written = write_events(directory, 400, seed=3, segment_bytes=600)
+    for _ in range(10):
+        with EventLog(directory, read_only=True, lazy=True) as log:
+            got: list[object] = []
+
+            def read(log: EventLog = log, got: list[object] = got) -> None:
+                try:
+                    got.append(list(log.read()))
+                except LogCorrupted as e:
+                    got.append(e)
+
+            threads = [threading.Thread(target=read) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert got == [written] * 4
