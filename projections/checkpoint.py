@@ -53,6 +53,7 @@ from projections import checkpoint_part
 from projections.checkpoint_part import UNREADABLE, Refused
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
+from projections.index_docs import TOKENS_ID
 from projections.part_blob import LAZY, PartBlob, block_digests, stream_digests
 from projections.projector import Loaded, Projector
 from projections.tx_times import TxTimes
@@ -99,6 +100,7 @@ class _Manifest(msgspec.Struct):
     erased_through: int  # the key file's erasure record when it was written
     tx_blocks: bytes  # the block digests of the tx times that follow the manifest
     parts: list[Part]
+    tokens_id: str = ""  # the rule the parts' index tokens were made by (index_docs.TOKENS_ID)
 
 
 def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
@@ -159,7 +161,7 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
         parts.append(Part(namespace, facts.last_seq, name, digest, receipts))
     times = np.asarray(tx.array(), dtype="<i8").tobytes()
     manifest = msgspec.msgpack.encode(_Manifest(
-        stamp[0], stamp[1], seal.erased_through, block_digests(times), parts))
+        stamp[0], stamp[1], seal.erased_through, block_digests(times), parts, TOKENS_ID))
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -241,6 +243,9 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool
                     f"it was written before the erasure (receipt {seal.erased_through}) its key "
                     f"file records, and may hold what that erased"
                 )
+            if manifest.tokens_id != TOKENS_ID:
+                raise Refused("its index tokens were made by another tokenizer (another hmem "
+                              "or stemmer)")
             for part in manifest.parts:
                 if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
                     raise Refused(f"its manifest names a part it cannot hold ({part.file})")

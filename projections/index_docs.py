@@ -9,6 +9,7 @@ per token.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 
@@ -16,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from projections.arrays import in_sorted
-from projections.text import stem_token, tokenize, words_of
+from projections.text import STOPWORDS, WORD, stem_token, tokenize, words_of
 
-__all__ = ["index_counts", "index_runs", "index_text"]
+__all__ = ["TOKENS_ID", "index_counts", "index_runs", "index_text"]
 
 
 def index_text(subject: str, text: str) -> str:
@@ -51,6 +52,18 @@ def _subject_tokens(subject: str) -> tuple[list[str], frozenset[str]] | None:
         if len(_SUBJECTS) < 100_000:
             _SUBJECTS[subject] = got
     return got if got[0] else None
+
+
+def _tokens_id() -> str:
+    """What identifies the rule that makes a fact's index tokens (the words, the stopwords,
+    the stemmer, the subject's words led in), by what it makes of a probe: the index tokens a
+    checkpoint keeps are used only by a process that makes the same (a process whose stemmer or
+    rules differ would find neither repeats nor hits among them)."""
+    probe = index_counts(
+        "Maya Lee", "Running cities' generously-organised meetings: 42 cafés, naïve "
+        "\u2018quotes\u2019, İstanbul STRASSE straße, the_end; don't stop")
+    rule = "\n".join([WORD.pattern, " ".join(sorted(STOPWORDS)), repr(sorted(probe.items()))])
+    return hashlib.blake2b(rule.encode("utf-8"), digest_size=8).hexdigest()
 
 
 # Between two casefolded texts: a word no casefolded text holds (casefold lowers A-Z)
@@ -134,3 +147,6 @@ def _subject_leads(
     lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
     ids = np.concatenate(parts) if parts else empty
     return np.repeat(np.arange(len(subjects), dtype=np.int64), lengths), ids
+
+
+TOKENS_ID = _tokens_id()

@@ -410,6 +410,10 @@ def flipped_column(ck: Path) -> str:
     return f"{rewrite(part, flip_column=True)} of {part.name}"
 
 
+def another_tokenizer(manifest: dict) -> None:
+    manifest["tokens_id"] = "f" * len(manifest["tokens_id"])  # made by another stemmer, say
+
+
 def stamped_seq_0(manifest: dict) -> None:
     manifest["seq"], manifest["chain"] = 0, "00" * 16  # the log's point before its first event
 
@@ -421,6 +425,8 @@ def stamped_seq_0(manifest: dict) -> None:
                       "file, or changed since)"),
     ("its MAC", False, "not used: it is damaged (its digest fails)"),
     ("its stamp: seq 0", True, "(seq 0) was published from a different log"),
+    ("its tokenizer", False, "not used: its index tokens were made by another tokenizer "
+                             "(another hmem or stemmer)"),
 ])
 def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why):
     """A manifest that cannot be used: the open replays the log. A namespace's part that cannot
@@ -437,6 +443,7 @@ def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why)
         "its MAC": lambda: rewrite(ck, mac=bytes(32)),
         "its extra": lambda: with_unreadable_extra(ck),
         "its stamp: seq 0": lambda: rewrite(ck, stamped_seq_0),
+        "its tokenizer": lambda: rewrite(ck, another_tokenizer),
     }[damage]()
     with Memory(path, read_only=True, embedder=None) as r:
         part = damage in ("a column's bytes", "its extra")
