@@ -24,7 +24,6 @@ import pytest
 
 from hmem import Memory
 from hmem.adapters.demo import StepClock
-from hmem.storage.checkpoints import SHARE
 from hmem.storage.store import Store
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
@@ -108,29 +107,6 @@ def test_a_reader_opens_from_the_checkpoint_and_holds_what_a_replay_holds(tmp_pa
         assert [h.id for h in r.recall("fact topic 3", limit=10)] == top
         w.remember("late", "a fact after the reader opened")
         assert r.get(w.last_seq).text == "a fact after the reader opened"  # still follows the log
-    close(w)
-
-
-def test_a_writer_spends_at_most_its_share_of_time_publishing(tmp_path):
-    path = tmp_path / "s"
-    w = writer(path, 5)
-    checkpoints = w.store.checkpoints
-    now = [0.0, 1.0]  # the publish below starts at 0 s and ends at 1 s; then the clock stays
-    checkpoints.clock = lambda: now.pop(0) if len(now) > 1 else now[0]
-    w.remember("s", "first fact")
-    checkpoints.publish(w.store.projector, w.store.log)
-    published = checkpoints.seq
-    assert published == w.last_seq
-    for i in range(10):
-        w.remember("s", f"fact number {i}")
-    assert checkpoints.seq == published  # due by count, but publishing had its share: not yet
-    assert checkpoints.due(w.last_seq, closing=True)  # closing publishes regardless
-    now[0] = 1.0 + (1 - SHARE) / SHARE - 1e-6
-    w.remember("s", "one more fact")
-    assert checkpoints.seq == published
-    now[0] = 1.0 + (1 - SHARE) / SHARE  # the time since is (1 - SHARE) / SHARE publishes' long
-    w.remember("s", "and one more")
-    assert checkpoints.seq == w.last_seq
     close(w)
 
 

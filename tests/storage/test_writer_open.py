@@ -5,7 +5,8 @@ only the log's last segment, and takes the sealed ones from their headers. Damag
 segment is not seen at its open (nor at a reader's): it raises ``LogCorrupted`` naming the
 segment when a record of it is read, and ``hmem log verify`` reports it. The lifetime writer
 checks every record at its open. At close it publishes a checkpoint when the log's tail after the
-last one is at least 1/256 of the log; a smaller tail is left for the next open to fold."""
+last one is at least 1/256 of the log; a smaller tail is left for the next open to fold. While
+it writes, it publishes at most its share of the time."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import pytest
 from eventlog.repair import verify_log
 from hmem import Memory
 from hmem.errors import LogCorrupted
+from hmem.storage.checkpoints import SHARE
 from hmem.storage.store import Store
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
+from tests.storage.test_checkpoint import close, writer
 
 
 def _damage_a_sealed_segment(log: Path) -> Path:
@@ -67,3 +70,26 @@ def test_a_close_leaves_a_small_tail_to_the_next_open(tmp_path):
         m.remember("sam", "sam picked peas")
     stamp = read_stamp(root / CHECKPOINT_FILE)
     assert stamp is not None and stamp[0] == 603  # a tail of 3 of 603 (over 603/256): published
+
+
+def test_a_writer_spends_at_most_its_share_of_time_publishing(tmp_path):
+    path = tmp_path / "s"
+    w = writer(path, 5)
+    checkpoints = w.store.checkpoints
+    now = [0.0, 1.0]  # the publish below starts at 0 s and ends at 1 s; then the clock stays
+    checkpoints.clock = lambda: now.pop(0) if len(now) > 1 else now[0]
+    w.remember("s", "first fact")
+    checkpoints.publish(w.store.projector, w.store.log)
+    published = checkpoints.seq
+    assert published == w.last_seq
+    for i in range(10):
+        w.remember("s", f"fact number {i}")
+    assert checkpoints.seq == published  # due by count, but publishing had its share: not yet
+    assert checkpoints.due(w.last_seq, closing=True)  # closing publishes (a tail over 1/256)
+    now[0] = 1.0 + (1 - SHARE) / SHARE - 1e-6
+    w.remember("s", "one more fact")
+    assert checkpoints.seq == published
+    now[0] = 1.0 + (1 - SHARE) / SHARE  # the time since is (1 - SHARE) / SHARE publishes' long
+    w.remember("s", "and one more")
+    assert checkpoints.seq == w.last_seq
+    close(w)
