@@ -46,6 +46,7 @@ __all__ = [
     "record",
     "frame",
     "scan",
+    "walk",
 ]
 
 MAGIC = b"HMEMLOG\x00"
@@ -169,6 +170,26 @@ def scan(buf: bytes | memoryview, pos: int, prev_chain: bytes) -> ScanResult:
         offsets.append(pos)
         chain = expected
         pos = stop
+
+
+def walk(buf: bytes | memoryview, pos: int, count: int) -> tuple[list[int], int, bytes] | None:
+    """The first ``count`` records of ``buf`` from ``pos`` found by their lengths alone (no
+    checksum or chain checked): (their offsets, the offset after them, the chain the last one
+    stores); None if they are not all there with lengths that hold (a caller then scans)."""
+    mv = memoryview(buf)
+    size = len(mv)
+    offsets: list[int] = []
+    chain = b""
+    unpack = _REC.unpack_from
+    for _ in range(count):
+        if size - pos < RECORD_HEADER_SIZE:
+            return None
+        n, n_check, _crc, chain = unpack(mv, pos)
+        if n ^ _MASK != n_check or n > MAX_RECORD_BYTES or pos + RECORD_HEADER_SIZE + n > size:
+            return None
+        offsets.append(pos)
+        pos += RECORD_HEADER_SIZE + n
+    return (offsets, pos, chain) if offsets else None
 
 
 def record_chain(header: bytes) -> bytes:

@@ -61,11 +61,12 @@ class EventLog:
 
     Open a writer with ``EventLog(dir)`` (takes the store's writer lock) or a reader with
     ``EventLog(dir, read_only=True)`` (no lock; never modifies files). With ``lazy=True`` it
-    scans only the last segment at open and each sealed one when it first reads from it (see
-    :mod:`eventlog.segments`). ``shared=True`` opens one of many writers: each
-    append takes the writer lock (waiting up to ``lock_wait`` seconds), takes in what others
-    appended (cutting a torn tail a dead writer left), appends and syncs (unless the policy is
-    ``never``), and lets go. Appends are stamped by :func:`eventlog.stamping.stamp`.
+    scans only the last segment at open (of it, with ``lazy_through``, only the records after
+    that seq) and the rest when it first reads from them (see :mod:`eventlog.segments`).
+    ``shared=True`` opens one of many writers: each append takes the writer lock (waiting up
+    to ``lock_wait`` seconds), takes in what others appended (cutting a torn tail a dead writer
+    left), appends and syncs (unless the policy is ``never``), and lets go. Appends are stamped
+    by :func:`eventlog.stamping.stamp`.
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class EventLog:
         lock_label: str | None = None,
         io: FileIO = OS,
         lazy: bool = False,
+        lazy_through: int = 0,
         sealer: Sealer | None = None,
         shared: bool = False,
         lock_wait: float = 10.0,
@@ -101,6 +103,9 @@ class EventLog:
         self.batch_interval = batch_interval
         self.io = io
         self.lazy = lazy
+        # with lazy: the last segment's records up to this seq (a checkpoint's, which the
+        # opener reads no record before) are checked when first read, not at open
+        self.lazy_through = lazy_through
         # shared: many processes write this log, each taking the writer lock for one append
         # (waiting up to lock_wait seconds for it) after reading what the others appended
         self.shared = shared
@@ -193,7 +198,7 @@ class EventLog:
     def _load(self) -> None:
         assert self._append_lock is not None
         with self._append_lock.held(shared=True):
-            self.segments.load(lazy=self.lazy)
+            self.segments.load(lazy=self.lazy, through=self.lazy_through)
         self._read_last_tx()
 
     def _read_last_tx(self) -> None:

@@ -9,8 +9,12 @@ A log may load *lazily* (``load(lazy=True)``: a store's readers and shared write
 the last segment is scanned at open; a sealed one (every segment but the last never changes
 again) is taken from the segment headers (the next header names the seq it starts at and the
 chain before it, so the sealed one's last seq and final chain are known without reading it) and
-scanned, with every check, the first time one of its records is read. Damage there raises then,
-not at open; a writer appends after the last segment, which it checked. ``hmem log verify``, an
+scanned, with every check, the first time one of its records is read. Of the last segment,
+with ``through`` (the seq of the checkpoint the process opens from, whose records before it a
+process does not read), the records before that seq are found by their lengths alone and the
+rest scanned from the chain the last of those stores; the ones walked are checked, from the
+header, when one of them is first read, and must end with that chain. Damage there raises then,
+not at open; a writer appends after the last segment's records. ``hmem log verify``, an
 eager log (a store's lifetime writer) and a process without a checkpoint (which reads every
 record anyway) check everything.
 """
@@ -100,9 +104,11 @@ class Segment:
 
     A sealed segment loaded lazily is not scanned yet: ``sealed`` holds what the next segment's
     header says it must hold (its last seq and the chain after it), and ``offsets`` is empty
-    until :meth:`Segments.scanned` reads it."""
+    until :meth:`Segments.scanned` reads it. The last segment of a log loaded lazily up to a
+    seq (a checkpoint's) has its first ``unchecked`` records found by their lengths only,
+    checked when one of them is first read."""
 
-    __slots__ = ("path", "first_seq", "offsets", "end", "prev_chain", "sealed")
+    __slots__ = ("path", "first_seq", "offsets", "end", "prev_chain", "sealed", "unchecked")
 
     def __init__(
         self, path: Path, first_seq: int, end: int, prev_chain: bytes = fmt.ZERO_CHAIN,
@@ -114,6 +120,7 @@ class Segment:
         self.end = end
         self.prev_chain = prev_chain
         self.sealed = sealed
+        self.unchecked = 0
 
     @property
     def last_seq(self) -> int:
@@ -173,14 +180,17 @@ class Segments:
             return []
         return sorted(p for p in self.directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
 
-    def load(self, *, lazy: bool = False) -> None:
+    def load(self, *, lazy: bool = False, through: int = 0) -> None:
         """Scan every segment file (once, on open); with ``lazy``, scan only the last one and
-        take the sealed ones from the headers (see the module docstring)."""
+        take the sealed ones from the headers, and of the last one check only the records after
+        seq ``through`` (a checkpoint's: its records up to it are found by their lengths and
+        checked when first read; see the module docstring)."""
         files = self.files()
         if lazy:
             files = self._load_sealed(files)
         for i, path in enumerate(files):
-            self._load(path, is_last=i == len(files) - 1, start_from=None)
+            last = i == len(files) - 1
+            self._load(path, is_last=last, start_from=None, walk=through if lazy and last else 0)
 
     def _load_sealed(self, files: list[Path]) -> list[Path]:
         """Take every segment but the tail from the headers; returns the files left to scan."""
@@ -213,13 +223,37 @@ class Segments:
             self.chain = after.prev_chain
         return files[max(tail, 0):]
 
-    def scanned(self, seg: Segment) -> Segment:
-        """``seg`` with its records found and checked (a lazily loaded sealed segment is
-        scanned now; its end must be what the next segment's header says)."""
-        if seg.sealed is None:
+    def scanned(self, seg: Segment, first: int = 0) -> Segment:
+        """``seg`` with its records found and checked from its ``first`` on (a lazily loaded
+        sealed segment is scanned now, its end what the next segment's header says; records
+        found by their lengths only are checked now if ``first`` is one of them)."""
+        if seg.sealed is None and first >= seg.unchecked:
             return seg
         with self._scanning:
-            return self._scan_sealed(seg)
+            if seg.sealed is not None:
+                return self._scan_sealed(seg)
+            return self._check_walked(seg)
+
+    def _check_walked(self, seg: Segment) -> Segment:
+        """Check the records found by their lengths only: scanned from the segment's header,
+        they must be the ones found, and end with the chain the records after them were
+        checked from."""
+        count = seg.unchecked
+        if not count:  # checked by another thread meanwhile
+            return seg
+        upto = seg.offsets[count] if count < len(seg.offsets) else seg.end
+        with open(seg.path, "rb") as f:
+            data = f.read(upto)
+        result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, seg.prev_chain)
+        last = seg.offsets[count - 1]
+        stored = fmt.record_chain(data[last:last + fmt.RECORD_HEADER_SIZE])
+        if result.stop is not fmt.Stop.END:
+            raise LogCorrupted(str(seg.path), result.end, result.detail)
+        if list(result.offsets) != list(seg.offsets[:count]) or result.chain != stored:
+            raise LogCorrupted(str(seg.path), result.end,
+                               "hash chain broken (a record was altered, removed or reordered)")
+        seg.unchecked = 0
+        return seg
 
     def _scan_sealed(self, seg: Segment) -> Segment:
         if seg.sealed is None:  # scanned by another thread meanwhile
@@ -258,8 +292,10 @@ class Segments:
                 if not self._load(path, is_last=path == files[-1], start_from=None):
                     break
 
-    def _load(self, path: Path, *, is_last: bool, start_from: Segment | None) -> bool:
-        """Scan one segment (or the new bytes of ``start_from``); returns False at an
+    def _load(self, path: Path, *, is_last: bool, start_from: Segment | None,
+              walk: int = 0) -> bool:
+        """Scan one segment (or the new bytes of ``start_from``; its records up to seq
+        ``walk`` found by their lengths only, when they are all there); returns False at an
         unfinished one."""
         if start_from is None:
             data = path.read_bytes()
@@ -274,7 +310,13 @@ class Segments:
             seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE, header.prev_chain)
             self.list.append(seg)
             base = 0
-            result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, self.chain)
+            walked = fmt.walk(data, fmt.SEGMENT_HEADER_SIZE, walk - header.first_seq)
+            if walked is None:
+                result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, self.chain)
+            else:  # checked from the record after them, from the chain the last one stores
+                seg.offsets.extend(walked[0])
+                seg.unchecked = len(walked[0])
+                result = fmt.scan(data, walked[1], walked[2])
         else:
             seg = start_from
             base = seg.end
@@ -332,7 +374,9 @@ class Segments:
 
     # ------------------------------------------------------------------ read
 
-    def segment_of(self, seq: int) -> Segment:
+    def segment_of(self, seq: int, *, check: bool = True) -> Segment:
+        """The segment that holds ``seq``, its record checked (without ``check``, its offset
+        known: a record found by its length only stays unchecked)."""
         if not 1 <= seq <= self.last_seq:
             raise IndexError(f"seq {seq} is not in the log (1..{self.last_seq})")
         lo, hi = 0, len(self.list) - 1
@@ -342,7 +386,8 @@ class Segments:
                 lo = mid
             else:
                 hi = mid - 1
-        return self.scanned(self.list[lo])
+        seg = self.list[lo]
+        return self.scanned(seg, seq - seg.first_seq if check else seg.unchecked)
 
     def get(self, seq: int) -> Event:
         """The event with this seq."""
@@ -367,7 +412,7 @@ class Segments:
         for seg in self.list:  # the end of a sealed segment not scanned yet: its next header's
             if seg.sealed is not None and seg.sealed[0] == seq >= seg.first_seq:
                 return seg.sealed[1]
-        seg = self.segment_of(seq)
+        seg = self.segment_of(seq, check=False)  # the chain a record stores, checked or not
         with open(seg.path, "rb") as f:
             f.seek(seg.offsets[seq - seg.first_seq])
             return fmt.record_chain(f.read(fmt.RECORD_HEADER_SIZE))
@@ -377,10 +422,10 @@ class Segments:
         for seg in list(self.list):
             if seg.last_seq < from_seq or seg.first_seq > to_seq or seg.last_seq < seg.first_seq:
                 continue
-            seg = self.scanned(seg)
+            lo = max(from_seq, seg.first_seq) - seg.first_seq
+            seg = self.scanned(seg, lo)
             with open(seg.path, "rb") as f:
                 data = f.read(seg.end)
-            lo = max(from_seq, seg.first_seq) - seg.first_seq
             hi = min(to_seq, seg.last_seq) - seg.first_seq
             offsets = seg.offsets
             for i in range(lo, hi + 1):

@@ -103,6 +103,14 @@ class _Manifest(msgspec.Struct):
     tokens_id: str = ""  # the rule the parts' index tokens were made by (index_docs.TOKENS_ID)
 
 
+class _StampOnly(msgspec.Struct):
+    """A manifest's stamp alone (decoding it skips the parts: a store's manifest grows with its
+    namespaces)."""
+
+    seq: int
+    chain: str
+
+
 def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
     """Whether ``stamp`` names a point of this log: a seq it has, with the log's chain at it
     (not a checkpoint of another store, or of a log cut shorter since)."""
@@ -190,8 +198,15 @@ def named_parts(path: Path) -> set[str] | None:
 def read_stamp(path: Path) -> Stamp | None:
     """The stamp the checkpoint at ``path`` claims (not yet authenticated: :func:`load` does
     that); None when there is none, it is unreadable or of another layout version."""
-    peeked = _peek(path)
-    return None if peeked is None else (peeked[0].seq, peeked[0].chain)
+    try:
+        with open(path, "rb") as f:
+            framed = _framed(f)
+        if framed is None:
+            return None
+        found = msgspec.msgpack.decode(framed[0], type=_StampOnly)
+    except UNREADABLE:
+        return None
+    return found.seq, found.chain
 
 
 def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Projector:
@@ -323,13 +338,19 @@ def _mac(seal: Seal, manifest: bytes) -> bytes:
 
 def _manifest(f: Any) -> tuple[_Manifest | None, tuple[bytes, bytes]]:
     """The manifest (None if it is not this layout's), with its bytes and the header's MAC."""
+    framed = _framed(f)
+    if framed is None:
+        return None, (b"", b"")
+    return msgspec.msgpack.decode(framed[0], type=_Manifest), framed
+
+
+def _framed(f: Any) -> tuple[bytes, bytes] | None:
+    """The manifest's bytes and the header's MAC (None if it is not this layout's)."""
     magic, version, size, mac = _HEAD.unpack(f.read(_HEAD.size))
     if magic != MAGIC or version != VERSION or size > 1 << 30:
-        return None, (b"", b"")
+        return None
     raw = f.read(size)
-    if len(raw) != size:
-        return None, (b"", b"")
-    return msgspec.msgpack.decode(raw, type=_Manifest), (raw, mac)
+    return None if len(raw) != size else (raw, mac)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -31,6 +31,7 @@ from hmem.errors import StoreNotFound
 from hmem.storage.backend import Backend, Capabilities
 from hmem.storage.group_commit import GroupCommit, GroupedStore
 from hmem.storage.keys import DirectoryBinding, key_path, open_sealer
+from projections.checkpoint import CHECKPOINT_FILE, read_stamp
 from projections.projector import Projector
 
 __all__ = ["FileBackend", "LEGACY_FILES", "missing_store"]
@@ -76,6 +77,9 @@ class FileBackend:
             # writer (the CLI's, the MCP server's: a scan of every record cost 1.5 s a million
             # events at each CLI write); the lifetime writer checks every record at its open
             lazy=read_only or shared,
+            # the records up to the checkpoint's seq are not read by an open from it: checked
+            # when first read (the stamp is a hint here; the checkpoint is checked when loaded)
+            lazy_through=_checkpoint_seq(self.root) if read_only or shared else 0,
             shared=shared,
         )
         self._mark: ReaderMark | None = None
@@ -171,3 +175,9 @@ class FileBackend:
 
 
 _: type[Backend] = FileBackend  # a directory is a Backend (hmem/storage/backend.py)
+
+
+def _checkpoint_seq(root: Path) -> int:
+    """The seq the store's checkpoint claims to hold (0 without one)."""
+    stamp = read_stamp(root / CHECKPOINT_FILE)
+    return 0 if stamp is None else stamp[0]

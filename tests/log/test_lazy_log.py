@@ -1,5 +1,6 @@
 """A lazy log (a store's reader or writer): sealed segments taken from the headers at open,
-scanned when first read.
+scanned when first read; of the last segment, the records before a checkpoint's seq found by
+their lengths at open and checked when first read.
 
 It must serve exactly what the eager log serves, and damage in a sealed segment it has not read
 must surface as ``LogCorrupted`` naming that segment when a record of it is read (never a wrong
@@ -28,13 +29,14 @@ from tests.log.test_log_properties import write_events
     n=st.integers(0, 40),
     seed=st.integers(0, 2**32),
     segment_bytes=st.integers(fmt.SEGMENT_HEADER_SIZE + 1, 900),
+    through=st.integers(0, 45),
 )
-def test_a_lazy_reader_serves_what_an_eager_one_does(n, seed, segment_bytes):
+def test_a_lazy_reader_serves_what_an_eager_one_does(n, seed, segment_bytes, through):
     with tempfile.TemporaryDirectory() as d:
         directory = Path(d) / "log"
         written = write_events(directory, n, seed, segment_bytes=segment_bytes)
         with EventLog(directory, read_only=True) as eager, \
-                EventLog(directory, read_only=True, lazy=True) as lazy:
+                EventLog(directory, read_only=True, lazy=True, lazy_through=through) as lazy:
             assert lazy.last_seq == eager.last_seq == len(written)
             assert lazy.head() == eager.head()
             assert lazy.size_bytes == eager.size_bytes
@@ -83,6 +85,41 @@ def test_damage_in_a_sealed_segment_raises_when_it_is_read(seed, data):
             with pytest.raises(LogCorrupted) as info:
                 list(log.read())
             assert info.value.segment == str(victim)
+
+
+@settings(max_examples=examples(dev=60, ci=600))
+@given(seed=st.integers(0, 2**32), data=st.data())
+def test_damage_before_the_checkpoints_seq_raises_when_it_is_read(seed, data):
+    """The last segment's records before ``lazy_through`` are found by their lengths at open:
+    damage in them raises at open (a length that does not hold, a chain the next record does
+    not follow) or when one of them is first read, never a wrong event; the records from
+    ``lazy_through`` on are checked at open and served."""
+    with tempfile.TemporaryDirectory() as d:
+        directory = Path(d) / "log"
+        written = write_events(directory, 30, seed)  # one segment
+        (segment,) = sorted(directory.glob("*.hlog"))
+        through = data.draw(st.integers(2, 30), label="through")
+        with EventLog(directory, read_only=True) as eager:
+            head_end = eager.segments.list[0].offsets[through - 1]  # where record `through` starts
+        raw = bytearray(segment.read_bytes())
+        offset = data.draw(st.integers(fmt.SEGMENT_HEADER_SIZE, head_end - 1), label="offset")
+        raw[offset] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+        segment.write_bytes(bytes(raw))
+        with pytest.raises(LogCorrupted):
+            EventLog(directory, read_only=True)  # an eager reader checks every record at open
+        try:
+            log = EventLog(directory, read_only=True, lazy=True, lazy_through=through)
+        except LogCorrupted as e:
+            assert e.segment == str(segment)
+            return
+        with log:
+            assert list(log.read(through)) == written[through - 1:]
+            seq = data.draw(st.integers(1, through - 1), label="read")
+            with pytest.raises(LogCorrupted) as info:
+                log.get(seq)
+            assert info.value.segment == str(segment)
+            with pytest.raises(LogCorrupted):
+                list(log.read())
 
 
 def test_a_missing_or_swapped_sealed_segment_is_corruption_when_read(tmp_path):
