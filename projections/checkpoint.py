@@ -54,7 +54,7 @@ from projections.checkpoint_part import UNREADABLE, Refused
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
 from projections.index_docs import TOKENS_ID
-from projections.part_blob import LAZY, PartBlob, block_digests, stream_digests
+from projections.part_blob import BLOCK, LAZY, PartBlob, block_digests, stream_digests
 from projections.projector import Loaded, Projector
 from projections.tx_times import TxTimes
 
@@ -214,7 +214,7 @@ def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Project
     read; the caller sets the projector's loader), when the checkpoint is authentic under
     ``seal``, holds exactly ``stamp``, was written after the last erasure ``seal`` records and
     is intact (each part's when it is read); else :class:`Refused`, saying why."""
-    manifest, tx = _read_manifest(path, stamp, seal, times=True)
+    manifest, tx = _read_manifest(path, stamp, seal, times=True, check_times=not lazy)
     if lazy:
         return Projector({}, tx, {p.namespace: (p, p.receipts) for p in manifest.parts})
     return Projector({part.namespace: read_part(path, part) for part in manifest.parts}, tx)
@@ -236,11 +236,12 @@ def authentic_parts(path: Path, stamp: Stamp, seal: Seal) -> tuple[int, dict[str
     return manifest.seq, {p.namespace: p for p in manifest.parts}
 
 
-def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool
-                   ) -> tuple[_Manifest, TxTimes]:
+def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
+                   check_times: bool = True) -> tuple[_Manifest, TxTimes]:
     """The manifest at ``path`` when it is authentic under ``seal``, holds ``stamp``, is as
     new as the erasure record and names only parts it can hold; with ``times``, every event's
-    tx time too (checked against its digest). :class:`Refused` else."""
+    tx time too (with ``check_times``, checked against its digest now; else each block when
+    it is read). :class:`Refused` else."""
     try:
         with open(path, "rb") as f:
             manifest, raw = _manifest(f)
@@ -266,7 +267,7 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool
                     raise Refused(f"its manifest names a part it cannot hold ({part.file})")
             tx = TxTimes()
             if times:
-                tx = _tx_times(f, manifest)
+                tx = _tx_times(f, manifest, check_times)
         return manifest, tx
     except Refused:
         raise
@@ -274,16 +275,19 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool
         raise Refused(f"it cannot be read ({type(e).__name__}: {e})") from None
 
 
-def _tx_times(f: Any, manifest: _Manifest) -> TxTimes:
-    """The tx times after the manifest in the open file ``f``, checked now by streaming them
-    (a damaged one refuses the checkpoint, as a damaged part does) and left in the file, read
-    by block when asked (on a descriptor of their own, each block checked again); read in where
-    a file cannot be read at an offset."""
+def _tx_times(f: Any, manifest: _Manifest, check: bool) -> TxTimes:
+    """The tx times after the manifest in the open file ``f``, left in the file, read by block
+    when asked (on a descriptor of their own, each block checked then); with ``check``, also
+    checked now by streaming them (a damaged one refuses the checkpoint, as a damaged part
+    does: what an open that reads every part does). Read in where a file cannot be read at an
+    offset."""
     length, at = 8 * manifest.seq, f.tell()
-    if os.fstat(f.fileno()).st_size != at + length:
+    if os.fstat(f.fileno()).st_size != at + length or len(manifest.tx_blocks) != 32 * -(
+        -length // BLOCK
+    ):
         raise Refused("it is damaged (its tx times are cut short or run on)")
     if LAZY:
-        if stream_digests(f, at, length) != manifest.tx_blocks:
+        if check and stream_digests(f, at, length) != manifest.tx_blocks:
             raise Refused("it is damaged (its tx times fail their digest)")
         return TxTimes(PartBlob(os.dup(f.fileno()), at, length, manifest.tx_blocks,
                                 what="the checkpoint's tx times"))

@@ -3,35 +3,45 @@
 The checkpoint's manifest holds the tx time of every event up to its seq (8 bytes an event); a
 process that opens from it keeps them in the file, digested by block (projections/part_blob.py),
 and reads the blocks a lookup needs, each checked, when one is asked for: a process that never
-travels in time by a time (most never do) holds none of them, where it held 8 MB and read and
-hashed them at open at 1M events (80 MB at 10M, whatever namespace it serves). The times of
-the events folded after the checkpoint are kept in memory.
+travels in time by a time (most never do) holds none of them and reads none (it held 8 MB at 1M
+events and read and hashed them at open; 80 MB at 10M, whatever namespace it serves). A block
+that fails its digest is never believed: with ``recover`` (the log's times of a run of seqs)
+its times are read from the log, else :class:`DamagedProjection` says so. The times of the
+events folded after the checkpoint are kept in memory.
 """
 
 from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
 
-from projections.part_blob import PartBlob
+from projections.errors import DamagedProjection
+from projections.part_blob import BLOCK, PartBlob
 
 __all__ = ["TxTimes"]
 
 _SIZE = 8  # bytes of one tx time (int64, little-endian, microseconds)
+_PER_BLOCK = BLOCK // _SIZE  # tx times in one checked block
+
+Recover = Callable[[int, int], Sequence[int]]  # (start, stop) -> the times at [start, stop)
 
 
 class TxTimes(Sequence[int]):
     """Event tx times in microseconds, seq ``i + 1`` at ``[i]``: the first ones kept in a
-    checkpoint's manifest (``kept``, read by block when asked for), then those appended."""
+    checkpoint's manifest (``kept``, read by block when asked for), then those appended.
+    ``recover``, when set, gives the times of a kept block that fails its digest (from the
+    log); they are kept in memory from then on."""
 
-    __slots__ = ("_kept", "_count", "_tail")
+    __slots__ = ("_kept", "_count", "_tail", "recover", "_recovered")
 
     def __init__(self, kept: PartBlob | array[int] | None = None) -> None:
         self._kept: PartBlob | array[int] = array("q") if kept is None else kept
         self._count = len(kept) // _SIZE if isinstance(kept, PartBlob) else len(self._kept)
         self._tail = array("q")
+        self.recover: Recover | None = None
+        self._recovered: dict[int, array[int]] = {}  # block -> its times, read from the log
 
     def __len__(self) -> int:
         return self._count + len(self._tail)
@@ -54,8 +64,29 @@ class TxTimes(Sequence[int]):
             return self._tail[i - self._count]
         kept = self._kept
         if isinstance(kept, PartBlob):
-            return int.from_bytes(kept[i * _SIZE:(i + 1) * _SIZE], "little", signed=True)
+            return self._kept_block(i // _PER_BLOCK)[i % _PER_BLOCK]
         return kept[i]
+
+    def _kept_block(self, block: int) -> array[int]:
+        """The times of one block kept in the file: read and checked, or, when it fails its
+        digest and ``recover`` is set, read from the log (and kept)."""
+        assert isinstance(self._kept, PartBlob)
+        recovered = self._recovered.get(block)
+        if recovered is not None:
+            return recovered
+        at = block * BLOCK
+        try:
+            out = array("q", self._kept[at:at + BLOCK])
+        except DamagedProjection:
+            if self.recover is None:
+                raise
+            start = block * _PER_BLOCK
+            out = array("q", self.recover(start, min(start + _PER_BLOCK, self._count)))
+            self._recovered[block] = out
+            return out
+        if sys.byteorder == "big":
+            out.byteswap()
+        return out
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.array())
@@ -68,9 +99,14 @@ class TxTimes(Sequence[int]):
         """Every tx time in one array (the kept ones read and checked, every block)."""
         kept = self._kept
         if isinstance(kept, PartBlob):
-            out = array("q", kept.whole())  # little-endian in the file
-            if sys.byteorder == "big":
-                out.byteswap()
+            if self.recover is None:
+                out = array("q", kept.whole())  # little-endian in the file
+                if sys.byteorder == "big":
+                    out.byteswap()
+            else:  # block by block: a damaged one's times come from the log
+                out = array("q")
+                for block in range(-(-self._count // _PER_BLOCK)):
+                    out.extend(self._kept_block(block))
         else:
             out = array("q", kept)
         out.extend(self._tail)
@@ -79,4 +115,5 @@ class TxTimes(Sequence[int]):
     def nbytes(self) -> int:
         """Bytes held in memory (the kept times left in the file not counted)."""
         held = 0 if isinstance(self._kept, PartBlob) else len(self._kept)
+        held += sum(len(times) for times in self._recovered.values())
         return _SIZE * (held + len(self._tail))

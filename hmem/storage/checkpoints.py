@@ -32,6 +32,8 @@ from hmem.storage.backend import Backend
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE, Part
 from projections.projector import Loaded, Loader, Projector, Space
+from projections.timeutil import to_us
+from projections.tx_times import Recover
 
 __all__ = ["CHECKPOINT_FILE", "SHARE", "Checkpoints"]
 
@@ -69,7 +71,20 @@ class Checkpoints:
             return Projector()
         self.seq = read.last_seq
         read.loader = self.loader(log, read.last_seq, self.seal(log).erased_through)
+        read.tx_times.recover = self._times_from(log)
         return read
+
+    def _times_from(self, log: Log) -> Recover:
+        """What reads the tx times of a run of seqs from ``log`` when the checkpoint's block
+        of them fails its digest (checked when first read, not at open: a process that never
+        travels in time by a time reads none of them)."""
+
+        def recover(start: int, stop: int) -> list[int]:
+            self.notes.append(f"the checkpoint's tx times of seqs {start + 1}-{stop} failed "
+                              f"their digest; read them from the log")
+            return [to_us(ev.tx_at) for ev in log.read_raw(start + 1, stop)]
+
+        return recover
 
     def loader(self, log: Log, opened: int, erased_through: int) -> Loader:
         """What loads a namespace deferred by the checkpoint at seq ``opened`` (written under

@@ -60,3 +60,23 @@ def test_a_time_changed_on_disk_after_the_check_raises_on_read(tmp_path):
     assert tx[5] == 5 and tx[-1] == values[-1]  # the other blocks still read
     with pytest.raises(DamagedProjection, match="tx times"):
         tx[BLOCK // 8 + 1]
+
+
+def test_a_damaged_block_is_read_through_recover_and_only_that_block(tmp_path):
+    values = list(range(3 * BLOCK // 8 + 5))  # three blocks and a part of a fourth
+    tx = _kept(tmp_path, values)
+    path = tmp_path / "manifest"
+    raw = bytearray(path.read_bytes())
+    raw[4 + BLOCK + 3] ^= 1  # in the second block
+    path.write_bytes(bytes(raw))
+    asked: list[tuple[int, int]] = []
+
+    def recover(start: int, stop: int) -> list[int]:
+        asked.append((start, stop))
+        return values[start:stop]
+
+    tx.recover = recover
+    assert tx[BLOCK // 8 + 1] == BLOCK // 8 + 1 and asked == [(BLOCK // 8, 2 * BLOCK // 8)]
+    assert list(tx) == values and tx.nbytes() == BLOCK  # the recovered block is held
+    assert bisect.bisect_right(tx, BLOCK // 8 + 7) == BLOCK // 8 + 8
+    assert len(asked) == 1

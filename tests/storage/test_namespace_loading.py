@@ -12,6 +12,7 @@ from hmem.adapters.demo import StepClock
 from hmem.storage.store import Store
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE
+from projections.timeutil import to_us
 from replay.verify import state_rows
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -178,3 +179,29 @@ def test_a_memory_bound_drops_the_least_recently_used_namespaces_and_loses_nothi
     with store(path, read_only=True) as r:
         assert r.notes == []
         assert state_rows(r.store.projector) == replayed(path)
+
+
+def test_tx_times_are_read_when_time_travel_asks_and_a_damaged_block_is_read_from_the_log(
+        tmp_path):
+    """A reader opens without reading the checkpoint's tx times (8 bytes an event of the whole
+    store); as_of by a time reads the blocks it needs, each checked: one changed on disk is
+    never believed, its times are read from the log, and a note says so."""
+    path = tmp_path / "s"
+    w = store(path)
+    n = len(w.remember_many([{"subject": "ana", "text": f"ana likes tea {i}"}
+                             for i in range(3000)]))
+    times = [w.store.log.get(seq).tx_at for seq in (11, 2501)]
+    close(w)
+    with store(path, read_only=True) as r:
+        want = [r.as_of(t) for t in times]
+        assert r.notes == []
+    ck = path / CHECKPOINT_FILE
+    raw = bytearray(ck.read_bytes())
+    raw[len(raw) - 8 * n + 8 * 10 + 2] ^= 1  # seq 11's tx time, in the first block
+    ck.write_bytes(bytes(raw))
+    with store(path, read_only=True) as r:
+        assert r.store.checkpoints.seq == r.last_seq and r.notes == []  # opened from it
+        assert [r.as_of(t) for t in times] == want
+        assert any("tx times of seqs 1-2048 failed their digest" in n for n in r.notes)
+        assert list(r.store.projector.tx_times) == [
+            to_us(ev.tx_at) for ev in r.store.log.read_raw()]
