@@ -46,7 +46,7 @@ __all__ = [
     "record",
     "frame",
     "scan",
-    "walk",
+    "record_at",
 ]
 
 MAGIC = b"HMEMLOG\x00"
@@ -172,24 +172,20 @@ def scan(buf: bytes | memoryview, pos: int, prev_chain: bytes) -> ScanResult:
         pos = stop
 
 
-def walk(buf: bytes | memoryview, pos: int, count: int) -> tuple[list[int], int, bytes] | None:
-    """The first ``count`` records of ``buf`` from ``pos`` found by their lengths alone (no
-    checksum or chain checked): (their offsets, the offset after them, the chain the last one
-    stores); None if they are not all there with lengths that hold (a caller then scans)."""
+def record_at(buf: bytes | memoryview, pos: int) -> tuple[int, bytes] | None:
+    """(the offset after it, the chain it stores) of the record at ``pos`` of ``buf`` when it
+    is whole and its checksum holds (its chain is not checked: that needs the records before
+    it); None else."""
     mv = memoryview(buf)
-    size = len(mv)
-    offsets: list[int] = []
-    chain = b""
-    unpack = _REC.unpack_from
-    for _ in range(count):
-        if size - pos < RECORD_HEADER_SIZE:
-            return None
-        n, n_check, _crc, chain = unpack(mv, pos)
-        if n ^ _MASK != n_check or n > MAX_RECORD_BYTES or pos + RECORD_HEADER_SIZE + n > size:
-            return None
-        offsets.append(pos)
-        pos += RECORD_HEADER_SIZE + n
-    return (offsets, pos, chain) if offsets else None
+    if pos < 0 or len(mv) - pos < RECORD_HEADER_SIZE:
+        return None
+    n, n_check, crc, chain = _REC.unpack_from(mv, pos)
+    stop = pos + RECORD_HEADER_SIZE + n
+    if n ^ _MASK != n_check or n > MAX_RECORD_BYTES or stop > len(mv):
+        return None
+    if zlib.crc32(mv[pos + RECORD_HEADER_SIZE:stop], zlib.crc32(chain)) != crc:
+        return None
+    return stop, chain
 
 
 def record_chain(header: bytes) -> bytes:

@@ -43,6 +43,7 @@ from eventlog.sealing import Sealer
 from eventlog.segments import (
     ChainHead,
     Recovery,
+    Resume,
     Segment,
     Segments,
     fsync_dir,
@@ -61,8 +62,9 @@ class EventLog:
 
     Open a writer with ``EventLog(dir)`` (takes the store's writer lock) or a reader with
     ``EventLog(dir, read_only=True)`` (no lock; never modifies files). With ``lazy=True`` it
-    scans only the last segment at open (of it, with ``lazy_through``, only the records after
-    that seq) and the rest when it first reads from them (see :mod:`eventlog.segments`).
+    scans only the last segment at open (of it, with ``resume``, only the records from the one
+    a checkpoint names on) and the rest when it first reads from them (see
+    :mod:`eventlog.segments`).
     ``shared=True`` opens one of many writers: each append takes the writer lock (waiting up
     to ``lock_wait`` seconds), takes in what others appended (cutting a torn tail a dead writer
     left), appends and syncs (unless the policy is ``never``), and lets go. Appends are stamped
@@ -81,7 +83,7 @@ class EventLog:
         lock_label: str | None = None,
         io: FileIO = OS,
         lazy: bool = False,
-        lazy_through: int = 0,
+        resume: Resume | None = None,
         sealer: Sealer | None = None,
         shared: bool = False,
         lock_wait: float = 10.0,
@@ -105,7 +107,7 @@ class EventLog:
         self.lazy = lazy
         # with lazy: the last segment's records up to this seq (a checkpoint's, which the
         # opener reads no record before) are checked when first read, not at open
-        self.lazy_through = lazy_through
+        self.resume = resume
         # shared: many processes write this log, each taking the writer lock for one append
         # (waiting up to lock_wait seconds for it) after reading what the others appended
         self.shared = shared
@@ -198,7 +200,7 @@ class EventLog:
     def _load(self) -> None:
         assert self._append_lock is not None
         with self._append_lock.held(shared=True):
-            self.segments.load(lazy=self.lazy, through=self.lazy_through)
+            self.segments.load(lazy=self.lazy, resume=self.resume)
         self._read_last_tx()
 
     def _read_last_tx(self) -> None:
@@ -419,6 +421,12 @@ class EventLog:
         earlier (``hmem log verify --expect``) to detect a rewritten log."""
         with self._mutex:
             return self.segments.head()
+
+    def position(self, seq: int) -> tuple[int, int] | None:
+        """Where the record of ``seq`` lies (its segment's first seq, its offset there), when
+        known without reading the log (what a checkpoint names for :class:`Resume`)."""
+        with self._mutex:
+            return self.segments.position(seq)
 
     def chain_at(self, seq: int) -> bytes:
         """The hash chain value after the event with this seq (identifies the whole prefix)."""

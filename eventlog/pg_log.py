@@ -225,6 +225,10 @@ class PgLog:
         seq = self.last_seq
         return ChainHead(seq, self.chain_at(seq).hex() if seq else "")
 
+    def position(self, seq: int) -> tuple[int, int] | None:
+        """None: a log of rows is found by seq (see :class:`eventlog.protocol.Log`)."""
+        return None
+
     def chain_at(self, seq: int) -> bytes:
         """The hash chain after the event with this seq (identifies the whole prefix)."""
         if seq == 0:

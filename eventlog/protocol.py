@@ -105,6 +105,10 @@ class Log(Protocol):
     def chain_at(self, seq: int) -> bytes:
         """The hash chain after the event with this seq (identifies the whole prefix)."""
 
+    def position(self, seq: int) -> tuple[int, int] | None:
+        """Where the record of ``seq`` lies in a log of files (its segment's first seq, its
+        offset there), when known without reading; None else (and for a log of rows)."""
+
     def sync(self) -> None:
         """Make every append so far durable now."""
 

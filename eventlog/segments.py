@@ -9,14 +9,14 @@ A log may load *lazily* (``load(lazy=True)``: a store's readers and shared write
 the last segment is scanned at open; a sealed one (every segment but the last never changes
 again) is taken from the segment headers (the next header names the seq it starts at and the
 chain before it, so the sealed one's last seq and final chain are known without reading it) and
-scanned, with every check, the first time one of its records is read. Of the last segment,
-with ``through`` (the seq of the checkpoint the process opens from, whose records before it a
-process does not read), the records before that seq are found by their lengths alone and the
-rest scanned from the chain the last of those stores; the ones walked are checked, from the
-header, when one of them is first read, and must end with that chain. Damage there raises then,
-not at open; a writer appends after the last segment's records. ``hmem log verify``, an
-eager log (a store's lifetime writer) and a process without a checkpoint (which reads every
-record anyway) check everything.
+scanned, with every check, the first time one of its records is read. The last segment, with a
+:class:`Resume` (where the checkpoint the process opens from says its record lies, and the
+chain before it), is read and checked from that record on (it, from that chain), and the
+records before it (which a process opened from the checkpoint does not read) are scanned from
+the header when one of them is first read: they must end where it starts, with that chain.
+Damage there raises then, not at open; a writer appends after the last segment's records.
+``hmem log verify``, an eager log (a store's lifetime writer) and a process without a checkpoint
+(which reads every record anyway) check everything.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -36,10 +37,25 @@ from eventlog.events import Event, decode
 from eventlog.fileio import FileIO
 
 __all__ = [
-    "ChainHead", "Recovery", "Segment", "Segments", "SEGMENT_SUFFIX", "fsync_dir", "segment_name",
+    "ChainHead", "Recovery", "Resume", "Segment", "Segments", "SEGMENT_SUFFIX", "fsync_dir",
+    "segment_name",
 ]
 
 SEGMENT_SUFFIX = ".hlog"
+
+
+class Resume(NamedTuple):
+    """Where an open from a checkpoint resumes checking the log: the checkpoint's seq, the
+    chain after it, where its record lies (the first seq of the segment that holds it, the
+    record's offset there) and the chain before it. A hint from a file not yet authenticated:
+    unless that record is there, holds that seq and follows from ``before`` to ``chain``, it is
+    ignored (the segment is then scanned whole)."""
+
+    seq: int
+    chain: bytes
+    segment: int
+    offset: int
+    before: bytes
 
 
 @dataclass
@@ -104,9 +120,9 @@ class Segment:
 
     A sealed segment loaded lazily is not scanned yet: ``sealed`` holds what the next segment's
     header says it must hold (its last seq and the chain after it), and ``offsets`` is empty
-    until :meth:`Segments.scanned` reads it. The last segment of a log loaded lazily up to a
-    seq (a checkpoint's) has its first ``unchecked`` records found by their lengths only,
-    checked when one of them is first read."""
+    until :meth:`Segments.scanned` reads it. The last segment of a log resumed at a
+    checkpoint's record has the ``unchecked`` records before that one not found (offset 0)
+    or checked yet, until one of them is read."""
 
     __slots__ = ("path", "first_seq", "offsets", "end", "prev_chain", "sealed", "unchecked")
 
@@ -178,19 +194,20 @@ class Segments:
     def files(self) -> list[Path]:
         if not self.directory.exists():
             return []
-        return sorted(p for p in self.directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
+        names = sorted(n for n in os.listdir(self.directory) if n.endswith(SEGMENT_SUFFIX))
+        return [self.directory / n for n in names]  # zero-padded seqs: in the order of names
 
-    def load(self, *, lazy: bool = False, through: int = 0) -> None:
+    def load(self, *, lazy: bool = False, resume: Resume | None = None) -> None:
         """Scan every segment file (once, on open); with ``lazy``, scan only the last one and
-        take the sealed ones from the headers, and of the last one check only the records after
-        seq ``through`` (a checkpoint's: its records up to it are found by their lengths and
-        checked when first read; see the module docstring)."""
+        take the sealed ones from the headers, and of the last one, with ``resume``, only the
+        records from the one it names on (see the module docstring)."""
         files = self.files()
         if lazy:
             files = self._load_sealed(files)
         for i, path in enumerate(files):
             last = i == len(files) - 1
-            self._load(path, is_last=last, start_from=None, walk=through if lazy and last else 0)
+            self._load(path, is_last=last, start_from=None,
+                       resume=resume if lazy and last else None)
 
     def _load_sealed(self, files: list[Path]) -> list[Path]:
         """Take every segment but the tail from the headers; returns the files left to scan."""
@@ -224,34 +241,35 @@ class Segments:
         return files[max(tail, 0):]
 
     def scanned(self, seg: Segment, first: int = 0) -> Segment:
-        """``seg`` with its records found and checked from its ``first`` on (a lazily loaded
-        sealed segment is scanned now, its end what the next segment's header says; records
-        found by their lengths only are checked now if ``first`` is one of them)."""
+        """``seg`` with its records from its ``first`` on found and checked: a lazily loaded
+        sealed segment is scanned now, its end what the next segment's header says; the
+        records before a resumed one are scanned now if ``first`` is one of them."""
         if seg.sealed is None and first >= seg.unchecked:
             return seg
         with self._scanning:
             if seg.sealed is not None:
                 return self._scan_sealed(seg)
-            return self._check_walked(seg)
+            return self._check_head(seg)
 
-    def _check_walked(self, seg: Segment) -> Segment:
-        """Check the records found by their lengths only: scanned from the segment's header,
-        they must be the ones found, and end with the chain the records after them were
-        checked from."""
-        count = seg.unchecked
-        if not count:  # checked by another thread meanwhile
+    def _check_head(self, seg: Segment) -> Segment:
+        """Scan the records of a resumed segment up to and with the one it resumed at: they
+        must end at that record, with the chain it stores (the one the records after it were
+        checked from)."""
+        if not seg.unchecked:  # checked by another thread meanwhile
             return seg
+        count = seg.unchecked + 1
+        at = seg.offsets[count - 1]
         upto = seg.offsets[count] if count < len(seg.offsets) else seg.end
         with open(seg.path, "rb") as f:
             data = f.read(upto)
         result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, seg.prev_chain)
-        last = seg.offsets[count - 1]
-        stored = fmt.record_chain(data[last:last + fmt.RECORD_HEADER_SIZE])
         if result.stop is not fmt.Stop.END:
             raise LogCorrupted(str(seg.path), result.end, result.detail)
-        if list(result.offsets) != list(seg.offsets[:count]) or result.chain != stored:
+        stored = fmt.record_chain(data[at:at + fmt.RECORD_HEADER_SIZE])
+        if len(result.offsets) != count or result.offsets[-1] != at or result.chain != stored:
             raise LogCorrupted(str(seg.path), result.end,
                                "hash chain broken (a record was altered, removed or reordered)")
+        seg.offsets[:count - 1] = array("Q", result.offsets[:-1])
         seg.unchecked = 0
         return seg
 
@@ -293,11 +311,16 @@ class Segments:
                     break
 
     def _load(self, path: Path, *, is_last: bool, start_from: Segment | None,
-              walk: int = 0) -> bool:
-        """Scan one segment (or the new bytes of ``start_from``; its records up to seq
-        ``walk`` found by their lengths only, when they are all there); returns False at an
-        unfinished one."""
-        if start_from is None:
+              resume: Resume | None = None) -> bool:
+        """Scan one segment (or the new bytes of ``start_from``; or, with ``resume``, the
+        records from the one it names on, when it is there); returns False at an unfinished
+        one."""
+        resumed = None
+        if resume is not None and start_from is None:
+            resumed = self._scan_resumed(path, resume)
+        if resumed is not None:
+            seg, data, base, result = resumed
+        elif start_from is None:
             data = path.read_bytes()
             header = fmt.unpack_segment_header(data)
             if isinstance(header, str):
@@ -310,13 +333,7 @@ class Segments:
             seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE, header.prev_chain)
             self.list.append(seg)
             base = 0
-            walked = fmt.walk(data, fmt.SEGMENT_HEADER_SIZE, walk - header.first_seq)
-            if walked is None:
-                result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, self.chain)
-            else:  # checked from the record after them, from the chain the last one stores
-                seg.offsets.extend(walked[0])
-                seg.unchecked = len(walked[0])
-                result = fmt.scan(data, walked[1], walked[2])
+            result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, self.chain)
         else:
             seg = start_from
             base = seg.end
@@ -335,6 +352,54 @@ class Segments:
             if not self.read_only:
                 self._truncate_tail(seg, base + len(data) - seg.end, result.detail)
         return True
+
+    def _scan_resumed(self, path: Path, resume: Resume
+                      ) -> tuple[Segment, bytes, int, fmt.ScanResult] | None:
+        """The segment at ``path`` resumed at the record ``resume`` names, its bytes from that
+        record on (their offset) and the scan of the records after it; None when ``resume``
+        names no record of it, or the scan after it fails (the segment is then scanned whole,
+        which tells damage from a hint that misled)."""
+        resumed = self._resumed(path, resume)
+        if resumed is None:
+            return None
+        seg, data = resumed
+        found = fmt.record_at(data, 0)
+        assert found is not None
+        result = fmt.scan(data, found[0], found[1])
+        if result.stop is fmt.Stop.CORRUPT:
+            self.list.pop()
+            return None
+        return seg, data, resume.offset, result
+
+    def _resumed(self, path: Path, resume: Resume) -> tuple[Segment, bytes] | None:
+        """The segment at ``path`` with the record ``resume`` names (checked: its checksum, its
+        seq, its chain from ``resume.before``) after its records not yet found, and its bytes
+        from that record on; None when ``resume`` does not name a record of it."""
+        with open(path, "rb") as f:
+            header = fmt.unpack_segment_header(f.read(fmt.SEGMENT_HEADER_SIZE))
+            if isinstance(header, str) or header.first_seq != resume.segment or not (
+                header.first_seq <= resume.seq and resume.offset >= fmt.SEGMENT_HEADER_SIZE
+            ) or (resume.seq == header.first_seq and resume.before != header.prev_chain):
+                return None
+            f.seek(resume.offset)
+            data = f.read()
+        found = fmt.record_at(data, 0)
+        if found is None or found[1] != resume.chain:
+            return None
+        payload = data[fmt.RECORD_HEADER_SIZE:found[0]]
+        if fmt.chain_next(resume.before, payload) != resume.chain or _seq_of(
+            payload
+        ) != resume.seq:
+            return None
+        self._check_version(path, header)
+        self._check_continues(path, header)
+        seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE, header.prev_chain)
+        head = resume.seq - header.first_seq  # records before it: found when one is read
+        seg.offsets.extend(array("Q", bytes(8 * head)))
+        seg.offsets.append(resume.offset)
+        seg.unchecked = head
+        self.list.append(seg)
+        return seg, data
 
     @staticmethod
     def _check_version(path: Path, header: fmt.SegmentHeader) -> None:
@@ -374,9 +439,20 @@ class Segments:
 
     # ------------------------------------------------------------------ read
 
-    def segment_of(self, seq: int, *, check: bool = True) -> Segment:
-        """The segment that holds ``seq``, its record checked (without ``check``, its offset
-        known: a record found by its length only stays unchecked)."""
+    def segment_of(self, seq: int) -> Segment:
+        """The segment that holds ``seq``, its record found and checked."""
+        seg = self._holding(seq)
+        return self.scanned(seg, seq - seg.first_seq)
+
+    def position(self, seq: int) -> tuple[int, int] | None:
+        """(the first seq of its segment, its offset there) of record ``seq`` when that is
+        known without reading the log; None else."""
+        seg = self._holding(seq)
+        if seg.sealed is not None or seq - seg.first_seq < seg.unchecked:
+            return None
+        return seg.first_seq, seg.offsets[seq - seg.first_seq]
+
+    def _holding(self, seq: int) -> Segment:
         if not 1 <= seq <= self.last_seq:
             raise IndexError(f"seq {seq} is not in the log (1..{self.last_seq})")
         lo, hi = 0, len(self.list) - 1
@@ -386,8 +462,7 @@ class Segments:
                 lo = mid
             else:
                 hi = mid - 1
-        seg = self.list[lo]
-        return self.scanned(seg, seq - seg.first_seq if check else seg.unchecked)
+        return self.list[lo]
 
     def get(self, seq: int) -> Event:
         """The event with this seq."""
@@ -412,7 +487,7 @@ class Segments:
         for seg in self.list:  # the end of a sealed segment not scanned yet: its next header's
             if seg.sealed is not None and seg.sealed[0] == seq >= seg.first_seq:
                 return seg.sealed[1]
-        seg = self.segment_of(seq, check=False)  # the chain a record stores, checked or not
+        seg = self.segment_of(seq)
         with open(seg.path, "rb") as f:
             f.seek(seg.offsets[seq - seg.first_seq])
             return fmt.record_chain(f.read(fmt.RECORD_HEADER_SIZE))
@@ -431,6 +506,18 @@ class Segments:
             for i in range(lo, hi + 1):
                 off = offsets[i]
                 yield _decode(fmt.payload_at(data, off), seg, off, seg.first_seq + i)
+
+
+class _SeqOnly(msgspec.Struct):
+    seq: int
+
+
+def _seq_of(payload: bytes) -> int | None:
+    """The seq a record's payload holds (None if it holds none that decodes)."""
+    try:
+        return msgspec.msgpack.decode(payload, type=_SeqOnly).seq
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def _decode(payload: bytes | memoryview, seg: Segment, off: int, seq: int) -> Event:

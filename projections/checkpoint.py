@@ -44,7 +44,7 @@ from array import array
 from collections.abc import Callable
 from hashlib import blake2b
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 import numpy as np
@@ -60,7 +60,7 @@ from projections.tx_times import TxTimes
 
 __all__ = [
     "CHECKPOINT_FILE", "Part", "Refused", "Seal", "Stamp", "authentic_parts", "from_log", "load",
-    "named_parts", "part_files", "read_part", "read_stamp", "save",
+    "named_parts", "part_files", "read_log_at", "read_part", "read_stamp", "save",
 ]
 
 CHECKPOINT_FILE = "checkpoint.columns"
@@ -101,6 +101,10 @@ class _Manifest(msgspec.Struct):
     tx_blocks: bytes  # the block digests of the tx times that follow the manifest
     parts: list[Part]
     tokens_id: str = ""  # the rule the parts' index tokens were made by (index_docs.TOKENS_ID)
+    # where the log's record of seq lies (its segment's first seq, its offset; 0, 0: not
+    # known) and the chain before it: an open resumes checking the log there
+    # (eventlog.segments.Resume)
+    log_at: tuple[int, int, str] = (0, 0, "")
 
 
 class _StampOnly(msgspec.Struct):
@@ -109,6 +113,15 @@ class _StampOnly(msgspec.Struct):
 
     seq: int
     chain: str
+
+
+class _LogAtOnly(_StampOnly):
+    """A manifest's stamp and where its record lies in the log, alone."""
+
+    log_at: tuple[int, int, str] = (0, 0, "")
+
+
+_S = TypeVar("_S", bound=_StampOnly)
 
 
 def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
@@ -130,18 +143,21 @@ def part_prefix(manifest: str, namespace: str) -> str:
     return f"{manifest}.{_name_digest(namespace)}-"
 
 
-def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
+def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
+         log_at: tuple[int, int, str] | None = None) -> None:
     """Write ``projector``'s state (at ``stamp``) as the checkpoint at ``path``, authenticated
     with ``seal``: the parts of the namespaces whose part on disk (named by an authentic
-    manifest) is older, then the manifest."""
+    manifest) is older, then the manifest (naming ``log_at``, where the stamp's record lies in
+    a log of files and the chain before it, if known)."""
     budget, projector.budget = projector.budget, None  # every changed namespace held at once
     try:
-        _save(path, projector, stamp, seal)
+        _save(path, projector, stamp, seal, log_at or (0, 0, ""))
     finally:
         projector.budget = budget
 
 
-def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
+def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
+          log_at: tuple[int, int, str]) -> None:
     tx = projector.tx_times
     if len(tx) != stamp[0]:
         raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
@@ -169,7 +185,8 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal) -> None:
         parts.append(Part(namespace, facts.last_seq, name, digest, receipts))
     times = np.asarray(tx.array(), dtype="<i8").tobytes()
     manifest = msgspec.msgpack.encode(_Manifest(
-        stamp[0], stamp[1], seal.erased_through, block_digests(times), parts, TOKENS_ID))
+        stamp[0], stamp[1], seal.erased_through, block_digests(times), parts, TOKENS_ID,
+        log_at))
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -198,15 +215,30 @@ def named_parts(path: Path) -> set[str] | None:
 def read_stamp(path: Path) -> Stamp | None:
     """The stamp the checkpoint at ``path`` claims (not yet authenticated: :func:`load` does
     that); None when there is none, it is unreadable or of another layout version."""
+    found = _stamp_only(path, _StampOnly)
+    return None if found is None else (found.seq, found.chain)
+
+
+def read_log_at(path: Path) -> tuple[int, str, int, int, str] | None:
+    """(seq, chain, the first seq of the log segment that holds seq's record, its offset
+    there, the chain before it) as the checkpoint at ``path`` claims them (not authenticated:
+    a hint for where to resume checking the log); None when it names no place."""
+    found = _stamp_only(path, _LogAtOnly)
+    if found is None or not found.log_at[0]:
+        return None
+    return found.seq, found.chain, *found.log_at
+
+
+def _stamp_only(path: Path, fields: type[_S]) -> _S | None:
+    """The manifest at ``path`` decoded as ``fields`` (its other fields skipped)."""
     try:
         with open(path, "rb") as f:
             framed = _framed(f)
         if framed is None:
             return None
-        found = msgspec.msgpack.decode(framed[0], type=_StampOnly)
+        return msgspec.msgpack.decode(framed[0], type=fields)
     except UNREADABLE:
         return None
-    return found.seq, found.chain
 
 
 def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Projector:
@@ -263,7 +295,9 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
                 raise Refused("its index tokens were made by another tokenizer (another hmem "
                               "or stemmer)")
             for part in manifest.parts:
-                if part.seq > manifest.seq or os.path.basename(part.file) != part.file:
+                if part.seq > manifest.seq or os.sep in part.file or (
+                    os.altsep is not None and os.altsep in part.file
+                ):  # a part's file name names no other directory
                     raise Refused(f"its manifest names a part it cannot hold ({part.file})")
             tx = TxTimes()
             if times:

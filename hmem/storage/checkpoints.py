@@ -210,8 +210,10 @@ class Checkpoints:
             return self.seq
         started = self.clock()
         try:
+            at = log.position(seq)
             checkpoint.save(self.path, projector, (seq, log.chain_at(seq).hex()),
-                            self.seal(log))
+                            self.seal(log), None if at is None else (
+                                *at, log.chain_at(seq - 1).hex()))
         except OSError as e:
             self.notes.append(f"checkpoint not published ({e}); the next open replays more of "
                               f"the log")

@@ -27,11 +27,12 @@ from eventlog.format import SEGMENT_BYTES
 from eventlog.lock import ReaderMark, readers_excluded
 from eventlog.log import EventLog, FsyncPolicy
 from eventlog.protocol import Then
+from eventlog.segments import Resume
 from hmem.errors import StoreNotFound
 from hmem.storage.backend import Backend, Capabilities
 from hmem.storage.group_commit import GroupCommit, GroupedStore
 from hmem.storage.keys import DirectoryBinding, key_path, open_sealer
-from projections.checkpoint import CHECKPOINT_FILE, read_stamp
+from projections.checkpoint import CHECKPOINT_FILE, read_log_at
 from projections.projector import Projector
 
 __all__ = ["FileBackend", "LEGACY_FILES", "missing_store"]
@@ -77,9 +78,9 @@ class FileBackend:
             # writer (the CLI's, the MCP server's: a scan of every record cost 1.5 s a million
             # events at each CLI write); the lifetime writer checks every record at its open
             lazy=read_only or shared,
-            # the records up to the checkpoint's seq are not read by an open from it: checked
-            # when first read (the stamp is a hint here; the checkpoint is checked when loaded)
-            lazy_through=_checkpoint_seq(self.root) if read_only or shared else 0,
+            # the records before the checkpoint's are not read by an open from it: checked
+            # when first read (a hint here; the checkpoint is checked when loaded)
+            resume=_resume_point(self.root) if read_only or shared else None,
             shared=shared,
         )
         self._mark: ReaderMark | None = None
@@ -177,7 +178,14 @@ class FileBackend:
 _: type[Backend] = FileBackend  # a directory is a Backend (hmem/storage/backend.py)
 
 
-def _checkpoint_seq(root: Path) -> int:
-    """The seq the store's checkpoint claims to hold (0 without one)."""
-    stamp = read_stamp(root / CHECKPOINT_FILE)
-    return 0 if stamp is None else stamp[0]
+def _resume_point(root: Path) -> Resume | None:
+    """Where the store's checkpoint says its record lies in the log, and the chain before it
+    (None: it names none)."""
+    at = read_log_at(root / CHECKPOINT_FILE)
+    if at is None:
+        return None
+    seq, chain, segment, offset, before = at
+    try:
+        return Resume(seq, bytes.fromhex(chain), segment, offset, bytes.fromhex(before))
+    except ValueError:
+        return None

@@ -1,6 +1,6 @@
 """A lazy log (a store's reader or writer): sealed segments taken from the headers at open,
-scanned when first read; of the last segment, the records before a checkpoint's seq found by
-their lengths at open and checked when first read.
+scanned when first read; the last segment, resumed at the record a checkpoint names, checked
+from it on at open and before it when first read.
 
 It must serve exactly what the eager log serves, and damage in a sealed segment it has not read
 must surface as ``LogCorrupted`` naming that segment when a record of it is read (never a wrong
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from eventlog import format as fmt
 from eventlog.log import EventLog
+from eventlog.segments import Resume
 from hmem.errors import LogCorrupted
 from tests.conftest import examples
 from tests.log.test_log_properties import write_events
@@ -29,14 +30,16 @@ from tests.log.test_log_properties import write_events
     n=st.integers(0, 40),
     seed=st.integers(0, 2**32),
     segment_bytes=st.integers(fmt.SEGMENT_HEADER_SIZE + 1, 900),
-    through=st.integers(0, 45),
+    data=st.data(),
 )
-def test_a_lazy_reader_serves_what_an_eager_one_does(n, seed, segment_bytes, through):
+def test_a_lazy_reader_serves_what_an_eager_one_does(n, seed, segment_bytes, data):
     with tempfile.TemporaryDirectory() as d:
         directory = Path(d) / "log"
         written = write_events(directory, n, seed, segment_bytes=segment_bytes)
+        with EventLog(directory, read_only=True) as eager:
+            resume = data.draw(resume_points(eager), label="resume")
         with EventLog(directory, read_only=True) as eager, \
-                EventLog(directory, read_only=True, lazy=True, lazy_through=through) as lazy:
+                EventLog(directory, read_only=True, lazy=True, resume=resume) as lazy:
             assert lazy.last_seq == eager.last_seq == len(written)
             assert lazy.head() == eager.head()
             assert lazy.size_bytes == eager.size_bytes
@@ -87,33 +90,61 @@ def test_damage_in_a_sealed_segment_raises_when_it_is_read(seed, data):
             assert info.value.segment == str(victim)
 
 
+def resume_points(log: EventLog) -> st.SearchStrategy[Resume | None]:
+    """None, the place of any record of ``log``'s last segment (as a checkpoint names it), or
+    one a checkpoint of another log or a damaged one might name (any seq, offset or chain)."""
+    seg = log.segments.list[-1] if log.segments.list else None
+    if seg is None or seg.last_seq < seg.first_seq:
+        return st.none()
+    right = st.integers(seg.first_seq, seg.last_seq).map(lambda seq: Resume(
+        seq, log.chain_at(seq), seg.first_seq, seg.offsets[seq - seg.first_seq],
+        log.chain_at(seq - 1)))
+    chains = st.binary(min_size=16, max_size=16)
+    wrong = st.builds(Resume, st.integers(0, seg.last_seq + 3), chains,
+                      st.sampled_from([seg.first_seq, seg.first_seq + 1]),
+                      st.integers(0, seg.end + 10), chains)
+    off_by = st.tuples(right, st.integers(-20, 20)).map(
+        lambda r: r[0]._replace(offset=r[0].offset + r[1]))
+    seq_off_by = st.tuples(right, st.integers(-3, 3)).map(
+        lambda r: r[0]._replace(seq=r[0].seq + r[1]))
+    before_wrong = st.tuples(right, chains).map(lambda r: r[0]._replace(before=r[1]))
+    return st.none() | right | wrong | off_by | seq_off_by | before_wrong
+
+
 @settings(max_examples=examples(dev=60, ci=600))
 @given(seed=st.integers(0, 2**32), data=st.data())
-def test_damage_before_the_checkpoints_seq_raises_when_it_is_read(seed, data):
-    """The last segment's records before ``lazy_through`` are found by their lengths at open:
-    damage in them raises at open (a length that does not hold, a chain the next record does
-    not follow) or when one of them is first read, never a wrong event; the records from
-    ``lazy_through`` on are checked at open and served."""
+def test_damage_before_the_resumed_record_raises_when_it_is_read(seed, data):
+    """A log resumed at the record a checkpoint names checks it and the records after it at
+    open, and the ones before it when one of them is first read: damage in the segment's
+    header or the resumed record raises at open (the hint is then not used: the segment is
+    scanned whole), damage before it on that first read, never a wrong event; the records
+    from the resumed one on are served."""
     with tempfile.TemporaryDirectory() as d:
         directory = Path(d) / "log"
         written = write_events(directory, 30, seed)  # one segment
         (segment,) = sorted(directory.glob("*.hlog"))
-        through = data.draw(st.integers(2, 30), label="through")
+        through = data.draw(st.integers(1, 30), label="resumed at")
         with EventLog(directory, read_only=True) as eager:
-            head_end = eager.segments.list[0].offsets[through - 1]  # where record `through` starts
+            seg = eager.segments.list[0]
+            resumed_at = seg.offsets[through - 1]
+            resume = Resume(through, eager.chain_at(through), 1, resumed_at,
+                            eager.chain_at(through - 1))
+            resumed_end = seg.offsets[through] if through < 30 else seg.end
         raw = bytearray(segment.read_bytes())
-        offset = data.draw(st.integers(fmt.SEGMENT_HEADER_SIZE, head_end - 1), label="offset")
+        offset = data.draw(st.integers(0, resumed_end - 1), label="offset")
         raw[offset] ^= 1 << data.draw(st.integers(0, 7), label="bit")
         segment.write_bytes(bytes(raw))
         with pytest.raises(LogCorrupted):
             EventLog(directory, read_only=True)  # an eager reader checks every record at open
-        try:
-            log = EventLog(directory, read_only=True, lazy=True, lazy_through=through)
-        except LogCorrupted as e:
-            assert e.segment == str(segment)
+        if not fmt.SEGMENT_HEADER_SIZE <= offset < resumed_at:  # where the open reads
+            with pytest.raises(LogCorrupted) as info:
+                EventLog(directory, read_only=True, lazy=True, resume=resume)
+            assert info.value.segment == str(segment)
             return
-        with log:
+        with EventLog(directory, read_only=True, lazy=True, resume=resume) as log:
+            assert log.last_seq == 30
             assert list(log.read(through)) == written[through - 1:]
+            assert log.chain_at(through) == resume.chain
             seq = data.draw(st.integers(1, through - 1), label="read")
             with pytest.raises(LogCorrupted) as info:
                 log.get(seq)

@@ -1,12 +1,13 @@
 """What a store's writer pays at open and close for what it did not change.
 
 A shared writer (the CLI's, the MCP server's) opens like a reader: from its checkpoint it scans
-only the log's last segment, and takes the sealed ones from their headers. Damage in a sealed
-segment is not seen at its open (nor at a reader's): it raises ``LogCorrupted`` naming the
-segment when a record of it is read, and ``hmem log verify`` reports it. The lifetime writer
-checks every record at its open. At close it publishes a checkpoint when the log's tail after the
-last one is at least 1/256 of the log; a smaller tail is left for the next open to fold. While
-it writes, it publishes at most its share of the time."""
+only the log's last segment from the checkpoint's record on (the checkpoint names where it
+lies), and takes the sealed ones from their headers. Damage in a sealed segment, or before the
+checkpoint's record, is not seen at its open (nor at a reader's): it raises ``LogCorrupted``
+naming the segment when a record there is read, and ``hmem log verify`` reports it. The
+lifetime writer checks every record at its open. At close it publishes a checkpoint when the
+log's tail after the last one is at least 1/256 of the log; a smaller tail is left for the next
+open to fold. While it writes, it publishes at most its share of the time."""
 
 from __future__ import annotations
 
@@ -52,6 +53,35 @@ def test_a_shared_writer_from_a_checkpoint_reads_only_the_log_tail(tmp_path):
         assert info.value.segment == str(victim)
     store.close()
     assert not verify_log(root / "log").ok
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_an_open_from_a_checkpoint_checks_the_last_segment_from_its_record_on(tmp_path, shared):
+    root = tmp_path / "s"
+    store = Store(root)  # one segment
+    with Memory(store=store, embedder=None) as m:
+        ids = [m.remember("maya", f"maya keeps note {i} about the garden") for i in range(40)]
+    store.close()
+    log = root / "log"
+    (segment,) = sorted(log.glob("*.hlog"))
+    raw = bytearray(segment.read_bytes())
+    raw[200] ^= 0x10  # in the first records
+    segment.write_bytes(bytes(raw))
+    opened = Memory(root, shared=True, embedder=None) if shared else Memory(
+        root, read_only=True, embedder=None)
+    with opened as m:
+        assert m.store.checkpoints.seq == m.last_seq == 40 and m.notes == []
+        assert m.recall("note 3 garden").hits[0].id == ids[3]  # served by the checkpoint
+        assert m.store.log.get(40).seq == 40  # the checkpoint's record, checked at open
+        with pytest.raises(LogCorrupted) as info:
+            m.store.log.get(1)  # before it: checked when first read
+        assert info.value.segment == str(segment)
+        if shared:
+            assert m.remember("maya", "maya planted beans") == ids[-1] + 1
+        with pytest.raises(LogCorrupted) as info:
+            m.verify()  # a replay reads every record
+        assert info.value.segment == str(segment)
+    assert not verify_log(log).ok
 
 
 def test_a_close_leaves_a_small_tail_to_the_next_open(tmp_path):
