@@ -40,15 +40,8 @@ from eventlog.fileio import OS, FileIO, write_all
 from eventlog.lock import AppendLock, WriterKind, WriterLock
 from eventlog.protocol import Log, Then
 from eventlog.sealing import Sealer
-from eventlog.segments import (
-    ChainHead,
-    Recovery,
-    Resume,
-    Segment,
-    Segments,
-    fsync_dir,
-    segment_name,
-)
+from eventlog.segment import Resume, Segment, segment_name
+from eventlog.segments import ChainHead, Recovery, Segments, fsync_dir
 from eventlog.stamping import Head, stamp
 
 __all__ = ["ChainHead", "EventLog", "FsyncPolicy", "Recovery", "FSYNC_POLICIES"]

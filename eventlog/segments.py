@@ -27,7 +27,6 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import msgspec
 
@@ -35,27 +34,16 @@ from eventlog import format as fmt
 from eventlog.errors import LogCorrupted, UnsupportedFormat
 from eventlog.events import Event, decode
 from eventlog.fileio import FileIO
+from eventlog.segment import (
+    SEGMENT_SUFFIX,
+    Resume,
+    Segment,
+    check_head,
+    resumed,
+    scan_sealed,
+)
 
-__all__ = [
-    "ChainHead", "Recovery", "Resume", "Segment", "Segments", "SEGMENT_SUFFIX", "fsync_dir",
-    "segment_name",
-]
-
-SEGMENT_SUFFIX = ".hlog"
-
-
-class Resume(NamedTuple):
-    """Where an open from a checkpoint resumes checking the log: the checkpoint's seq, the
-    chain after it, where its record lies (the first seq of the segment that holds it, the
-    record's offset there) and the chain before it. A hint from a file not yet authenticated:
-    unless that record is there, holds that seq and follows from ``before`` to ``chain``, it is
-    ignored (the segment is then scanned whole)."""
-
-    seq: int
-    chain: bytes
-    segment: int
-    offset: int
-    before: bytes
+__all__ = ["ChainHead", "Recovery", "Segments", "fsync_dir"]
 
 
 @dataclass
@@ -113,40 +101,6 @@ class ChainHead:
 
 def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdefABCDEF" for c in text)
-
-
-class Segment:
-    """One segment file: its first seq, the offset of every valid record, where they end.
-
-    A sealed segment loaded lazily is not scanned yet: ``sealed`` holds what the next segment's
-    header says it must hold (its last seq and the chain after it), and ``offsets`` is empty
-    until :meth:`Segments.scanned` reads it. The last segment of a log resumed at a
-    checkpoint's record has the ``unchecked`` records before that one not found (offset 0)
-    or checked yet, until one of them is read."""
-
-    __slots__ = ("path", "first_seq", "offsets", "end", "prev_chain", "sealed", "unchecked")
-
-    def __init__(
-        self, path: Path, first_seq: int, end: int, prev_chain: bytes = fmt.ZERO_CHAIN,
-        sealed: tuple[int, bytes] | None = None,
-    ) -> None:
-        self.path = path
-        self.first_seq = first_seq
-        self.offsets = array("Q")
-        self.end = end
-        self.prev_chain = prev_chain
-        self.sealed = sealed
-        self.unchecked = 0
-
-    @property
-    def last_seq(self) -> int:
-        if self.sealed is not None:
-            return self.sealed[0]
-        return self.first_seq + len(self.offsets) - 1
-
-
-def segment_name(first_seq: int) -> str:
-    return f"{first_seq:020d}{SEGMENT_SUFFIX}"
 
 
 class Segments:
@@ -246,55 +200,11 @@ class Segments:
         records before a resumed one are scanned now if ``first`` is one of them."""
         if seg.sealed is None and first >= seg.unchecked:
             return seg
-        with self._scanning:
+        with self._scanning:  # another thread may have checked it meanwhile
             if seg.sealed is not None:
-                return self._scan_sealed(seg)
-            return self._check_head(seg)
-
-    def _check_head(self, seg: Segment) -> Segment:
-        """Scan the records of a resumed segment up to and with the one it resumed at: they
-        must end at that record, with the chain it stores (the one the records after it were
-        checked from)."""
-        if not seg.unchecked:  # checked by another thread meanwhile
-            return seg
-        count = seg.unchecked + 1
-        at = seg.offsets[count - 1]
-        upto = seg.offsets[count] if count < len(seg.offsets) else seg.end
-        with open(seg.path, "rb") as f:
-            data = f.read(upto)
-        result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, seg.prev_chain)
-        if result.stop is not fmt.Stop.END:
-            raise LogCorrupted(str(seg.path), result.end, result.detail)
-        stored = fmt.record_chain(data[at:at + fmt.RECORD_HEADER_SIZE])
-        if len(result.offsets) != count or result.offsets[-1] != at or result.chain != stored:
-            raise LogCorrupted(str(seg.path), result.end,
-                               "hash chain broken (a record was altered, removed or reordered)")
-        seg.offsets[:count - 1] = array("Q", result.offsets[:-1])
-        seg.unchecked = 0
-        return seg
-
-    def _scan_sealed(self, seg: Segment) -> Segment:
-        if seg.sealed is None:  # scanned by another thread meanwhile
-            return seg
-        last_seq, chain = seg.sealed
-        data = seg.path.read_bytes()
-        result = fmt.scan(data, fmt.SEGMENT_HEADER_SIZE, seg.prev_chain)
-        if result.stop is fmt.Stop.CORRUPT:
-            raise LogCorrupted(str(seg.path), result.end, result.detail)
-        if result.stop is fmt.Stop.TORN:
-            raise LogCorrupted(
-                str(seg.path), result.end, f"{result.detail}, but later segments exist"
-            )
-        if seg.first_seq + len(result.offsets) - 1 != last_seq or result.chain != chain:
-            raise LogCorrupted(
-                str(seg.path), result.end,
-                f"segment ends at seq {seg.first_seq + len(result.offsets) - 1} but the next "
-                f"starts at seq {last_seq + 1}, or its chain does not continue into the next "
-                f"(a segment is missing, reordered or replaced)",
-            )
-        seg.offsets.extend(result.offsets)
-        seg.end = result.end
-        seg.sealed = None
+                scan_sealed(seg)
+            elif seg.unchecked:
+                check_head(seg)
         return seg
 
     def refresh(self) -> None:
@@ -359,47 +269,24 @@ class Segments:
         record on (their offset) and the scan of the records after it; None when ``resume``
         names no record of it, or the scan after it fails (the segment is then scanned whole,
         which tells damage from a hint that misled)."""
-        resumed = self._resumed(path, resume)
-        if resumed is None:
+        found_at = resumed(path, resume)
+        if found_at is None:
             return None
-        seg, data = resumed
+        header, data = found_at
+        self._check_version(path, header)
+        self._check_continues(path, header)
         found = fmt.record_at(data, 0)
         assert found is not None
         result = fmt.scan(data, found[0], found[1])
         if result.stop is fmt.Stop.CORRUPT:
-            self.list.pop()
             return None
-        return seg, data, resume.offset, result
-
-    def _resumed(self, path: Path, resume: Resume) -> tuple[Segment, bytes] | None:
-        """The segment at ``path`` with the record ``resume`` names (checked: its checksum, its
-        seq, its chain from ``resume.before``) after its records not yet found, and its bytes
-        from that record on; None when ``resume`` does not name a record of it."""
-        with open(path, "rb") as f:
-            header = fmt.unpack_segment_header(f.read(fmt.SEGMENT_HEADER_SIZE))
-            if isinstance(header, str) or header.first_seq != resume.segment or not (
-                header.first_seq <= resume.seq and resume.offset >= fmt.SEGMENT_HEADER_SIZE
-            ) or (resume.seq == header.first_seq and resume.before != header.prev_chain):
-                return None
-            f.seek(resume.offset)
-            data = f.read()
-        found = fmt.record_at(data, 0)
-        if found is None or found[1] != resume.chain:
-            return None
-        payload = data[fmt.RECORD_HEADER_SIZE:found[0]]
-        if fmt.chain_next(resume.before, payload) != resume.chain or _seq_of(
-            payload
-        ) != resume.seq:
-            return None
-        self._check_version(path, header)
-        self._check_continues(path, header)
         seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE, header.prev_chain)
         head = resume.seq - header.first_seq  # records before it: found when one is read
         seg.offsets.extend(array("Q", bytes(8 * head)))
         seg.offsets.append(resume.offset)
         seg.unchecked = head
         self.list.append(seg)
-        return seg, data
+        return seg, data, resume.offset, result
 
     @staticmethod
     def _check_version(path: Path, header: fmt.SegmentHeader) -> None:
@@ -506,18 +393,6 @@ class Segments:
             for i in range(lo, hi + 1):
                 off = offsets[i]
                 yield _decode(fmt.payload_at(data, off), seg, off, seg.first_seq + i)
-
-
-class _SeqOnly(msgspec.Struct):
-    seq: int
-
-
-def _seq_of(payload: bytes) -> int | None:
-    """The seq a record's payload holds (None if it holds none that decodes)."""
-    try:
-        return msgspec.msgpack.decode(payload, type=_SeqOnly).seq
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
 
 
 def _decode(payload: bytes | memoryview, seg: Segment, off: int, seq: int) -> Event:

@@ -27,7 +27,7 @@ from eventlog.format import SEGMENT_BYTES
 from eventlog.lock import ReaderMark, readers_excluded
 from eventlog.log import EventLog, FsyncPolicy
 from eventlog.protocol import Then
-from eventlog.segments import Resume
+from eventlog.segment import Resume
 from hmem.errors import StoreNotFound
 from hmem.storage.backend import Backend, Capabilities
 from hmem.storage.group_commit import GroupCommit, GroupedStore

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from eventlog import format as fmt
 from eventlog.log import EventLog
-from eventlog.segments import Resume
+from eventlog.segment import Resume
 from hmem.errors import LogCorrupted
 from tests.conftest import examples
 from tests.log.test_log_properties import write_events
