@@ -11,6 +11,7 @@ raises :class:`LogCorrupted` naming the segment, never serves a record it has no
 
 from __future__ import annotations
 
+import os
 from array import array
 from pathlib import Path
 from typing import NamedTuple
@@ -65,9 +66,10 @@ class Segment:
 class Resume(NamedTuple):
     """Where an open from a checkpoint resumes checking the log: the checkpoint's seq, the
     chain after it, where its record lies (the first seq of the segment that holds it, the
-    record's offset there) and the chain before it. A hint from a file not yet authenticated:
-    unless that record is there, holds that seq and follows from ``before`` to ``chain``, it is
-    ignored (the segment is then scanned whole)."""
+    record's offset there) and the chain before it, as an authentic checkpoint names them (a
+    store takes them from none other). Still, unless that record is there, holds that seq and
+    follows from ``before`` to ``chain`` (the first record of its segment: from the header), it
+    is ignored and the segment scanned whole."""
 
     seq: int
     chain: bytes
@@ -108,8 +110,11 @@ def resumed(path: Path, resume: Resume) -> tuple[fmt.SegmentHeader, bytes] | Non
     with open(path, "rb") as f:
         header = fmt.unpack_segment_header(f.read(fmt.SEGMENT_HEADER_SIZE))
         if isinstance(header, str) or header.first_seq != resume.segment or not (
-            header.first_seq <= resume.seq and resume.offset >= fmt.SEGMENT_HEADER_SIZE
-        ) or (resume.seq == header.first_seq and resume.before != header.prev_chain):
+            header.first_seq <= resume.seq
+            and fmt.SEGMENT_HEADER_SIZE <= resume.offset < os.fstat(f.fileno()).st_size
+        ) or (resume.seq == header.first_seq and (  # then it is the first record
+            resume.offset != fmt.SEGMENT_HEADER_SIZE or resume.before != header.prev_chain
+        )):
             return None
         f.seek(resume.offset)
         data = f.read()

@@ -334,6 +334,8 @@ class Segments:
     def position(self, seq: int) -> tuple[int, int] | None:
         """(the first seq of its segment, its offset there) of record ``seq`` when that is
         known without reading the log; None else."""
+        if not 1 <= seq <= self.last_seq:
+            return None
         seg = self._holding(seq)
         if seg.sealed is not None or seq - seg.first_seq < seg.unchecked:
             return None

@@ -44,7 +44,7 @@ from array import array
 from collections.abc import Callable
 from hashlib import blake2b
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -119,9 +119,6 @@ class _LogAtOnly(_StampOnly):
     """A manifest's stamp and where its record lies in the log, alone."""
 
     log_at: tuple[int, int, str] = (0, 0, "")
-
-
-_S = TypeVar("_S", bound=_StampOnly)
 
 
 def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> bool:
@@ -215,28 +212,38 @@ def named_parts(path: Path) -> set[str] | None:
 def read_stamp(path: Path) -> Stamp | None:
     """The stamp the checkpoint at ``path`` claims (not yet authenticated: :func:`load` does
     that); None when there is none, it is unreadable or of another layout version."""
-    found = _stamp_only(path, _StampOnly)
+    found = _stamp_only(path)
     return None if found is None else (found.seq, found.chain)
 
 
-def read_log_at(path: Path) -> tuple[int, str, int, int, str] | None:
+def read_log_at(path: Path, seal: Seal) -> tuple[int, str, int, int, str] | None:
     """(seq, chain, the first seq of the log segment that holds seq's record, its offset
-    there, the chain before it) as the checkpoint at ``path`` claims them (not authenticated:
-    a hint for where to resume checking the log); None when it names no place."""
-    found = _stamp_only(path, _LogAtOnly)
-    if found is None or not found.log_at[0]:
+    there, the chain before it) as the checkpoint at ``path`` names them, when it is authentic
+    under ``seal`` and names them; else None. A keyed seal only: anyone can make a checkpoint
+    of a store in the clear, and where the log is read from is not left to anyone."""
+    if seal.key is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            framed = _framed(f)
+        if framed is None or not hmac.compare_digest(framed[1], _mac(seal, framed[0])):
+            return None
+        found = msgspec.msgpack.decode(framed[0], type=_LogAtOnly)
+    except UNREADABLE:
+        return None
+    if not found.log_at[0]:
         return None
     return found.seq, found.chain, *found.log_at
 
 
-def _stamp_only(path: Path, fields: type[_S]) -> _S | None:
-    """The manifest at ``path`` decoded as ``fields`` (its other fields skipped)."""
+def _stamp_only(path: Path) -> _StampOnly | None:
+    """The manifest at ``path``'s stamp (its other fields skipped)."""
     try:
         with open(path, "rb") as f:
             framed = _framed(f)
         if framed is None:
             return None
-        return msgspec.msgpack.decode(framed[0], type=fields)
+        return msgspec.msgpack.decode(framed[0], type=_StampOnly)
     except UNREADABLE:
         return None
 

@@ -29,6 +29,7 @@ from eventlog.events import Event, FactsErased
 from eventlog.protocol import Log
 from eventlog.sealing import blanked, check_opened, key_owner
 from hmem.storage.backend import Backend
+from hmem.storage.keys import checkpoint_key
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE, Part
 from projections.projector import Loaded, Loader, Projector, Space
@@ -169,7 +170,7 @@ class Checkpoints:
         if sealer is None:
             return checkpoint.Seal(None)
         keys = sealer.keys
-        key = keys.derived_key("checkpoint")
+        key = checkpoint_key(keys)
         if key is None:
             raise checkpoint.Refused(
                 "the key file has no secret yet (it was made by an earlier hmem): open the "
@@ -204,6 +205,8 @@ class Checkpoints:
         erasure is under way (begun, not finished: a state may hold what its receipt names)
         only the erasure's own publish (``scrubbed``) is made."""
         seq = projector.last_seq
+        if not seq:  # an empty log: nothing to save (an open of it replays nothing)
+            return 0
         if not scrubbed and log.sealer is not None and log.sealer.keys.erasing_now():
             self.notes.append("checkpoint not published: an erasure is under way (the writer "
                               "that finishes it publishes one)")

@@ -22,8 +22,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from eventlog.errors import KeyFileError
 from eventlog.fileio import OS, FileIO
 from eventlog.format import SEGMENT_BYTES
+from eventlog.keyfile import KeyFile
 from eventlog.lock import ReaderMark, readers_excluded
 from eventlog.log import EventLog, FsyncPolicy
 from eventlog.protocol import Then
@@ -31,8 +33,8 @@ from eventlog.segment import Resume
 from hmem.errors import StoreNotFound
 from hmem.storage.backend import Backend, Capabilities
 from hmem.storage.group_commit import GroupCommit, GroupedStore
-from hmem.storage.keys import DirectoryBinding, key_path, open_sealer
-from projections.checkpoint import CHECKPOINT_FILE, read_log_at
+from hmem.storage.keys import DirectoryBinding, checkpoint_key, key_path, open_sealer
+from projections.checkpoint import CHECKPOINT_FILE, Seal, read_log_at
 from projections.projector import Projector
 
 __all__ = ["FileBackend", "LEGACY_FILES", "missing_store"]
@@ -71,6 +73,7 @@ class FileBackend:
             raise missing_store(self.root)
         if not read_only:  # the store holds what an agent believes: its owner's eyes only
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._key_path = key_path(self.root, key_file)
         self.log = EventLog(
             self.root / "log", read_only=read_only, fsync=fsync, segment_bytes=segment_bytes,
             lock_label=f"store {self.root}", io=io or OS,
@@ -79,15 +82,14 @@ class FileBackend:
             # events at each CLI write); the lifetime writer checks every record at its open
             lazy=read_only or shared,
             # the records before the checkpoint's are not read by an open from it: checked
-            # when first read (a hint here; the checkpoint is checked when loaded)
-            resume=_resume_point(self.root) if read_only or shared else None,
+            # when first read (where its record lies is taken from an authentic checkpoint)
+            resume=_resume_point(self.root, self._key_path) if read_only or shared else None,
             shared=shared,
         )
         self._mark: ReaderMark | None = None
         try:
             if read_only or shared:  # an erasure waits for no reader to be open
                 self._mark = ReaderMark(self.log.directory)
-            self._key_path = key_path(self.root, key_file)
             with self.log.writing() if shared else nullcontext():  # one makes the key file
                 self.log.sealer = open_sealer(
                     self.log, self._key_path, DirectoryBinding(self.root), seal=seal)
@@ -178,10 +180,21 @@ class FileBackend:
 _: type[Backend] = FileBackend  # a directory is a Backend (hmem/storage/backend.py)
 
 
-def _resume_point(root: Path) -> Resume | None:
-    """Where the store's checkpoint says its record lies in the log, and the chain before it
-    (None: it names none)."""
-    at = read_log_at(root / CHECKPOINT_FILE)
+def _resume_point(root: Path, keys_at: Path) -> Resume | None:
+    """Where the store's checkpoint says its record lies in the log, and the chain before it,
+    when the checkpoint is authentic under the store's key file (None else, and for a store in
+    the clear)."""
+    if not keys_at.exists():
+        return None
+    try:
+        keys = KeyFile(keys_at, read_only=True)
+    except (KeyFileError, OSError):
+        return None  # the sealer's open says what is wrong with it
+    try:
+        key = checkpoint_key(keys)
+    finally:
+        keys.close()
+    at = None if key is None else read_log_at(root / CHECKPOINT_FILE, Seal(key))
     if at is None:
         return None
     seq, chain, segment, offset, before = at

@@ -40,6 +40,12 @@ def key_path(root: Path, key_file: str | os.PathLike[str] | None) -> Path:
     return root / KEYS_FILE
 
 
+def checkpoint_key(keys: KeyFile) -> bytes | None:
+    """The key a sealed store's checkpoints are authenticated with, derived from its key
+    file's secret (None: a version-1 file opened read-only has none yet)."""
+    return keys.derived_key("checkpoint")
+
+
 class Binding(Protocol):
     """Where a store records the id of its key file, so that it never takes another store's
     key file for its own: ``keys.id`` in a store directory, a row on a server."""

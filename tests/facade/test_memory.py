@@ -233,6 +233,16 @@ def test_deleting_the_checkpoint_rebuilds_the_state_identically(tmp_path):
         assert m.verify().ok
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_rebuild_of_an_empty_store_replays_nothing(tmp_path, shared):
+    path = tmp_path / "store"
+    with Memory(path, shared=shared, embedder=None) as m:
+        assert m.rebuild() == 0
+        assert m.recall("anything").hits == () and m.verify().ok
+    with Memory(path, read_only=True, embedder=None) as r:
+        assert r.last_seq == 0 and r.notes == []
+
+
 def test_verify_names_a_checkpoint_whose_kept_postings_are_not_its_tokens(tmp_path):
     """The postings a checkpoint part keeps answer the first recall of a reader: verify holds
     them to the index tokens of the facts saved beside them."""

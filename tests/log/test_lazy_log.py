@@ -102,7 +102,7 @@ def resume_points(log: EventLog) -> st.SearchStrategy[Resume | None]:
     chains = st.binary(min_size=16, max_size=16)
     wrong = st.builds(Resume, st.integers(0, seg.last_seq + 3), chains,
                       st.sampled_from([seg.first_seq, seg.first_seq + 1]),
-                      st.integers(0, seg.end + 10), chains)
+                      st.integers(0, seg.end + 10) | st.integers(-(2**64), 2**64), chains)
     off_by = st.tuples(right, st.integers(-20, 20)).map(
         lambda r: r[0]._replace(offset=r[0].offset + r[1]))
     seq_off_by = st.tuples(right, st.integers(-3, 3)).map(

@@ -19,6 +19,7 @@ from eventlog.repair import verify_log
 from hmem import Memory
 from hmem.errors import LogCorrupted
 from hmem.storage.checkpoints import SHARE
+from hmem.storage.file_backend import FileBackend
 from hmem.storage.store import Store
 from projections.checkpoint import CHECKPOINT_FILE, read_stamp
 from tests.storage.test_checkpoint import close, writer
@@ -82,6 +83,32 @@ def test_an_open_from_a_checkpoint_checks_the_last_segment_from_its_record_on(tm
             m.verify()  # a replay reads every record
         assert info.value.segment == str(segment)
     assert not verify_log(log).ok
+
+
+@pytest.mark.parametrize("how", ["authentic", "changed", "in the clear"])
+def test_only_an_authentic_checkpoint_says_where_the_log_is_read_from(tmp_path, how):
+    """Where an open resumes reading the log comes from a checkpoint authenticated by the key
+    file: one changed on disk (anywhere), or any of a store in the clear (anyone can write
+    one), is not used, and the open checks the whole last segment."""
+    root = tmp_path / "s"
+    store = Store(root, seal=how != "in the clear")
+    with Memory(store=store, embedder=None) as m:
+        for i in range(40):
+            m.remember("maya", f"maya keeps note {i} about the garden")
+    store.close()
+    if how == "changed":  # a byte of it, not of where it says the record lies
+        ck = root / CHECKPOINT_FILE
+        raw = bytearray(ck.read_bytes())
+        raw[raw.index(b"tokens_id") + 12] ^= 1  # a character of the tokenizer's id
+        ck.write_bytes(bytes(raw))
+    for shared in (False, True):
+        backend = FileBackend(root, read_only=not shared, shared=shared)
+        try:
+            resume = backend.log.resume
+            assert (resume.seq if resume else None) == (40 if how == "authentic" else None)
+            assert backend.log.last_seq == 40
+        finally:
+            backend.close()
 
 
 def test_a_close_leaves_a_small_tail_to_the_next_open(tmp_path):
