@@ -166,9 +166,14 @@ class Segments:
     def _load_sealed(self, files: list[Path]) -> list[Path]:
         """Take every segment but the tail from the headers; returns the files left to scan."""
         headers: list[fmt.SegmentHeader] = []
+        sizes: list[int] = []
         for i, path in enumerate(files):
-            with open(path, "rb") as f:
-                data = f.read(fmt.SEGMENT_HEADER_SIZE)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                data = os.pread(fd, fmt.SEGMENT_HEADER_SIZE, 0)
+                sizes.append(os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
             header = fmt.unpack_segment_header(data)
             if isinstance(header, str):
                 if i == len(files) - 1 and (len(data) < fmt.SEGMENT_HEADER_SIZE or not any(data)):
@@ -181,7 +186,7 @@ class Segments:
             header, after = headers[i], headers[i + 1]
             self._check_continues(files[i], header)
             seg = Segment(
-                files[i], header.first_seq, files[i].stat().st_size, header.prev_chain,
+                files[i], header.first_seq, sizes[i], header.prev_chain,
                 sealed=(after.first_seq - 1, after.prev_chain),
             )
             if seg.last_seq < seg.first_seq - 1:

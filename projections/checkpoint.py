@@ -255,7 +255,9 @@ def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Project
     is intact (each part's when it is read); else :class:`Refused`, saying why."""
     manifest, tx = _read_manifest(path, stamp, seal, times=True, check_times=not lazy)
     if lazy:
-        return Projector({}, tx, {p.namespace: (p, p.receipts) for p in manifest.parts})
+        parts = manifest.parts
+        return Projector({}, tx, {p.namespace: p for p in parts},
+                         {p.namespace: p.receipts for p in parts if p.receipts})
     return Projector({part.namespace: read_part(path, part) for part in manifest.parts}, tx)
 
 

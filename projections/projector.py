@@ -22,7 +22,7 @@ it) when next used.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -153,20 +153,23 @@ class Projector:
 
     def __init__(
         self, spaces: Mapping[str, Loaded] | None = None, tx: TxTimes | None = None,
-        deferred: Mapping[str, tuple[Any, tuple[int, ...]]] | None = None,
+        deferred: Mapping[str, Any] | None = None,
+        receipts: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         """An empty state, or ``spaces`` (each namespace's loaded state) with ``tx``, every
         event's tx time in microseconds by seq - 1 (so the state is at seq ``len(tx)``); and
         the ``deferred`` namespaces: each one's part (as the checkpoint names it; for
-        :attr:`loader`) and the seqs of its erasure receipts."""
+        :attr:`loader`), with ``receipts``, the seqs of the erasure receipts of those that
+        hold any."""
         self.tx_times = TxTimes() if tx is None else tx
         self._spaces: dict[str, Space] = {}
         for namespace, loaded in (spaces or {}).items():
             space = self._spaces[namespace] = Space(loaded)
             if space.last_seq > len(self.tx_times):
                 raise ValueError(f"the state of namespace {namespace!r} is past the log's times")
-        self._deferred = {ns: part for ns, (part, _) in (deferred or {}).items()}
-        self._receipts = {ns: list(seqs) for ns, (_, seqs) in (deferred or {}).items()}
+        self._deferred = dict(deferred or {})
+        # the deferred namespaces' erasure receipts (one without any: not a key)
+        self._receipts = {ns: list(seqs) for ns, seqs in (receipts or {}).items() if seqs}
         self._changed: set[str] = set()  # deferred namespaces with events passed over
         self._parts: dict[str, Any] = {}  # loaded namespaces' parts, to defer them again
         self.loader: Loader | None = None
@@ -364,7 +367,7 @@ class Projector:
             for namespace, (group, times) in groups.items():
                 if namespace in self._deferred:  # passed over: loaded with the log's events
                     self._changed.add(namespace)
-                    known = self._receipts[namespace]
+                    known = self._receipts.setdefault(namespace, [])
                     known += [ev.seq for ev in group if isinstance(ev, FactsErased)
                               and (not known or ev.seq > known[-1])]
                     continue
@@ -386,7 +389,7 @@ class Projector:
                 for namespace in groups:  # a receipt after the refused event is not folded
                     if namespace in self._deferred:
                         self._receipts[namespace] = [
-                            s for s in self._receipts[namespace] if s < refused[0]]
+                            s for s in self._receipts.get(namespace, ()) if s < refused[0]]
                 raise refused[1]
             if out_of_step is not None:
                 raise ProjectionError(

@@ -59,9 +59,9 @@ class Lazy:
         full = Projector()
         full.apply_all(log[:at])
         loaded = {ns: (s.state, s.events) for ns, s in full.spaces() if ns not in deferred}
-        parts = {ns: (SimpleNamespace(seq=full.space(ns).last_seq),
-                      tuple(full.space(ns).events.seqs_of("erased"))) for ns in deferred}
-        self.projector = Projector(loaded, array("q", full.tx_times), parts)
+        parts = {ns: SimpleNamespace(seq=full.space(ns).last_seq) for ns in deferred}
+        receipts = {ns: full.space(ns).events.seqs_of("erased") for ns in deferred}
+        self.projector = Projector(loaded, array("q", full.tx_times), parts, receipts)
         self.projector.loader = self.load
 
     def apply(self, events: list[Event]) -> None:
