@@ -5,14 +5,15 @@ writer, or a shared one under the log's writer lock: hmem/storage/checkpoints.py
 process that opens the store loads it and folds only the log's tail after it. The recall
 indexes and the SQL tables are made from the loaded state when first used.
 
-Files, in the store's directory: the manifest ``checkpoint.columns`` and one part per namespace,
+Files, in the store's directory: the manifest ``checkpoint.columns``, one part per namespace,
 ``checkpoint.columns.<digest of the name>-<seq>-<digest of the part>.part``
-(projections/checkpoint_part.py: a part's name says what it holds, so a file of that name never
-changes, and a host that has it needs it from nowhere else). The
-manifest names the point of the log it holds (seq and chain), the key file's erasure record
-when it was written, the block digests of every event's tx time (8 bytes an event, after the
-manifest: time travel turns a time into a seq of the log; projections/tx_times.py reads them
-by block when asked) and each namespace's part, by its seq and digest. A publish writes the parts of
+(projections/checkpoint_part.py), and every event's tx time (8 bytes an event: time travel
+turns a time into a seq of the log) in ``checkpoint.columns.tx-<seq>-<digest>.part``. A part's
+name says what it holds, so a file of that name never changes, and a host that has it needs it
+from nowhere else. The manifest names the point of the log it holds (seq and chain), the key
+file's erasure record when it was written, the block digests of the tx times and their file
+(projections/tx_times.py reads them by block when time travel asks: a host of a server store
+fetches that file then, not at open), and each namespace's part, by its seq and digest. A publish writes the parts of
 the namespaces with events since the last one only (a part's name holds its seq, so an
 unchanged part keeps its file), then the manifest, then deletes the parts it no longer names;
 a reader can load the parts of the namespaces it serves alone.
@@ -29,8 +30,8 @@ finds damage but not a forgery (see docs/guarantees.md). ``erased_through`` reco
 key file's erasures had gone when it was written: a checkpoint written before the last erasure
 may hold the erased texts, and is never used.
 
-Layout of the manifest file: ``MAGIC | u32 version | u64 manifest length | 32-byte MAC |
-manifest (msgpack) | tx times (int64 each)``. Written to ``.tmp``, fsynced and renamed over the
+Layout of the manifest file (layout 7): ``MAGIC | u32 version | u64 manifest length | 32-byte
+MAC | manifest (msgpack)``; of the tx times' file: int64 each, little-endian. Written to ``.tmp``, fsynced and renamed over the
 last one, so a reader finds the old checkpoint or the new one, never a part of one.
 """
 
@@ -40,7 +41,6 @@ import hashlib
 import hmac
 import os
 import struct
-from array import array
 from collections.abc import Callable
 from hashlib import blake2b
 from pathlib import Path
@@ -51,10 +51,11 @@ import numpy as np
 
 from projections import checkpoint_part
 from projections.checkpoint_part import UNREADABLE, Refused
+from projections.errors import DamagedProjection
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
 from projections.index_docs import TOKENS_ID
-from projections.part_blob import BLOCK, LAZY, PartBlob, block_digests, stream_digests
+from projections.part_blob import BLOCK, PartBlob, block_digests, block_root, stream_digests
 from projections.projector import Loaded, Projector
 from projections.tx_times import TxTimes
 
@@ -69,7 +70,7 @@ MAGIC = b"HMEMCOLS"
 # 4: authenticated (column SHA-256s, the manifest's MAC, the erasure record); 5: a part per
 # namespace (projections/checkpoint_part.py) and every event's tx time; 6: the tx times digested
 # by block (read when asked, not at open)
-VERSION = 6
+VERSION = 7
 _HEAD = struct.Struct("<8sIQ32s")
 
 Stamp = tuple[int, str]  # (the seq it holds, hex of the log's chain at that seq)
@@ -98,13 +99,14 @@ class _Manifest(msgspec.Struct):
     seq: int
     chain: str
     erased_through: int  # the key file's erasure record when it was written
-    tx_blocks: bytes  # the block digests of the tx times that follow the manifest
+    tx_blocks: bytes  # the block digests of the tx times (in ``tx_file``)
     parts: list[Part]
     tokens_id: str = ""  # the rule the parts' index tokens were made by (index_docs.TOKENS_ID)
     # where the log's record of seq lies (its segment's first seq, its offset; 0, 0: not
     # known) and the chain before it: an open resumes checking the log there
-    # (eventlog.segments.Resume)
+    # (eventlog.segment.Resume)
     log_at: tuple[int, int, str] = (0, 0, "")
+    tx_file: str = ""  # the file of the tx times (``<manifest>.tx-<seq>-<digest>.part``)
 
 
 class _StampOnly(msgspec.Struct):
@@ -129,7 +131,8 @@ def from_log(stamp: Stamp, last_seq: int, chain_at: Callable[[int], bytes]) -> b
 
 
 def part_files(path: Path, namespace: str | None = None) -> list[Path]:
-    """The part files beside the manifest at ``path`` (named or not), or of ``namespace``."""
+    """The part files beside the manifest at ``path`` (named or not: the namespaces' and the
+    tx times'), or of ``namespace``."""
     which = "*" if namespace is None else f"{_name_digest(namespace)}-*"
     return sorted(path.parent.glob(f"{path.name}.{which}.part"))
 
@@ -181,32 +184,40 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
         os.replace(tmp, path.parent / name)
         parts.append(Part(namespace, facts.last_seq, name, digest, receipts))
     times = np.asarray(tx.array(), dtype="<i8").tobytes()
+    digests = block_digests(times)
+    tx_file = f"{path.name}.tx-{stamp[0]}-{block_root(digests).hex()[:16]}.part"
+    if not (path.parent / tx_file).exists():  # its name says what it holds
+        _write_file(path.parent / (tx_file + ".new"), times)
+        os.replace(path.parent / (tx_file + ".new"), path.parent / tx_file)
     manifest = msgspec.msgpack.encode(_Manifest(
-        stamp[0], stamp[1], seal.erased_through, block_digests(times), parts, TOKENS_ID,
-        log_at))
+        stamp[0], stamp[1], seal.erased_through, digests, parts, TOKENS_ID, log_at, tx_file))
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(_HEAD.pack(MAGIC, VERSION, len(manifest), _mac(seal, manifest)) + manifest)
-            f.write(times)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_file(tmp, _HEAD.pack(MAGIC, VERSION, len(manifest), _mac(seal, manifest)) + manifest)
     _fsync_dir(path.parent)  # the new parts' names, before the manifest that names them
     os.replace(tmp, path)
     _fsync_dir(path.parent)
-    named = {p.file for p in parts}
+    named = {p.file for p in parts} | {tx_file}
     for stale in part_files(path):
         if stale.name not in named:
             stale.unlink(missing_ok=True)
 
 
 def named_parts(path: Path) -> set[str] | None:
-    """The part files the manifest at ``path`` names (not authenticated: for tidying a cache);
-    None when there is none or it is unreadable."""
+    """The part files the manifest at ``path`` names, and its tx times' file (not
+    authenticated: for tidying a cache); None when there is none or it is unreadable."""
     peeked = _peek(path)
-    return None if peeked is None else {p.file for p in peeked[0].parts}
+    return None if peeked is None else {p.file for p in peeked[0].parts} | {peeked[0].tx_file}
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """``data`` as the new file ``path``, durable (the caller renames it into place)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_stamp(path: Path) -> Stamp | None:
@@ -248,12 +259,16 @@ def _stamp_only(path: Path) -> _StampOnly | None:
         return None
 
 
-def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False) -> Projector:
+def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False,
+         fetch: Callable[[str], None] | None = None) -> Projector:
     """The state saved at ``path`` (``lazy``: every namespace deferred, its part named but not
-    read; the caller sets the projector's loader), when the checkpoint is authentic under
-    ``seal``, holds exactly ``stamp``, was written after the last erasure ``seal`` records and
-    is intact (each part's when it is read); else :class:`Refused`, saying why."""
-    manifest, tx = _read_manifest(path, stamp, seal, times=True, check_times=not lazy)
+    read, and the tx times' file opened when time travel first asks, after ``fetch(name)``
+    brought it here if it is not; the caller sets the projector's loader), when the
+    checkpoint is authentic under ``seal``, holds exactly ``stamp``, was written after the
+    last erasure ``seal`` records and is intact (each part's when it is read); else
+    :class:`Refused`, saying why."""
+    manifest, tx = _read_manifest(path, stamp, seal, times=True, check_times=not lazy,
+                                  fetch=fetch)
     if lazy:
         parts = manifest.parts
         return Projector({}, tx, {p.namespace: p for p in parts},
@@ -278,7 +293,8 @@ def authentic_parts(path: Path, stamp: Stamp, seal: Seal) -> tuple[int, dict[str
 
 
 def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
-                   check_times: bool = True) -> tuple[_Manifest, TxTimes]:
+                   check_times: bool = True, fetch: Callable[[str], None] | None = None
+                   ) -> tuple[_Manifest, TxTimes]:
     """The manifest at ``path`` when it is authentic under ``seal``, holds ``stamp``, is as
     new as the erasure record and names only parts it can hold; with ``times``, every event's
     tx time too (with ``check_times``, checked against its digest now; else each block when
@@ -304,13 +320,18 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
                 raise Refused("its index tokens were made by another tokenizer (another hmem "
                               "or stemmer)")
             for part in manifest.parts:
-                if part.seq > manifest.seq or os.sep in part.file or (
-                    os.altsep is not None and os.altsep in part.file
-                ):  # a part's file name names no other directory
+                if part.seq > manifest.seq or _elsewhere(part.file):
                     raise Refused(f"its manifest names a part it cannot hold ({part.file})")
-            tx = TxTimes()
-            if times:
-                tx = _tx_times(f, manifest, check_times)
+            if _elsewhere(manifest.tx_file) or len(manifest.tx_blocks) != 32 * -(
+                -8 * manifest.seq // BLOCK
+            ):
+                raise Refused("its manifest names tx times it cannot hold")
+        tx = TxTimes()
+        if times and check_times:
+            tx = TxTimes(_open_tx(path.parent / manifest.tx_file, manifest, check=True))
+        elif times:
+            tx = TxTimes(opener=lambda: _lazy_tx(path.parent, manifest, fetch),
+                         count=manifest.seq)
         return manifest, tx
     except Refused:
         raise
@@ -318,26 +339,44 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
         raise Refused(f"it cannot be read ({type(e).__name__}: {e})") from None
 
 
-def _tx_times(f: Any, manifest: _Manifest, check: bool) -> TxTimes:
-    """The tx times after the manifest in the open file ``f``, left in the file, read by block
-    when asked (on a descriptor of their own, each block checked then); with ``check``, also
-    checked now by streaming them (a damaged one refuses the checkpoint, as a damaged part
-    does: what an open that reads every part does). Read in where a file cannot be read at an
-    offset."""
-    length, at = 8 * manifest.seq, f.tell()
-    if os.fstat(f.fileno()).st_size != at + length or len(manifest.tx_blocks) != 32 * -(
-        -length // BLOCK
-    ):
-        raise Refused("it is damaged (its tx times are cut short or run on)")
-    if LAZY:
-        if check and stream_digests(f, at, length) != manifest.tx_blocks:
-            raise Refused("it is damaged (its tx times fail their digest)")
-        return TxTimes(PartBlob(os.dup(f.fileno()), at, length, manifest.tx_blocks,
-                                what="the checkpoint's tx times"))
-    data = f.read(length)
-    if block_digests(data) != manifest.tx_blocks:
-        raise Refused("it is damaged (its tx times fail their digest)")
-    return TxTimes(array("q", np.frombuffer(data, dtype="<i8").tolist()))
+def _elsewhere(name: str) -> bool:
+    """Whether a file name the manifest names is not a plain name in its directory."""
+    return not name or os.sep in name or (os.altsep is not None and os.altsep in name)
+
+
+def _open_tx(file: Path, manifest: _Manifest, *, check: bool) -> PartBlob:
+    """The tx times' file, open (read by block when asked, each block checked then); with
+    ``check``, also checked whole now by streaming it (what an open that reads every part
+    does). :class:`Refused` when it is not the one the manifest names."""
+    length = 8 * manifest.seq
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except OSError as e:
+        raise Refused(f"its tx times cannot be read ({type(e).__name__}: {e})") from None
+    try:
+        if os.fstat(fd).st_size != length:
+            raise Refused("it is damaged (its tx times are cut short or run on)")
+        if check:
+            with os.fdopen(os.dup(fd), "rb") as f:
+                if stream_digests(f, 0, length) != manifest.tx_blocks:
+                    raise Refused("it is damaged (its tx times fail their digest)")
+        return PartBlob(fd, 0, length, manifest.tx_blocks, what="the checkpoint's tx times")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _lazy_tx(directory: Path, manifest: _Manifest, fetch: Callable[[str], None] | None
+             ) -> PartBlob:
+    """:func:`_open_tx` when time travel first asks, fetched first if it is not here;
+    :class:`DamagedProjection` when it cannot be used."""
+    file = directory / manifest.tx_file
+    try:
+        if fetch is not None and not file.exists():
+            fetch(manifest.tx_file)
+        return _open_tx(file, manifest, check=False)
+    except (Refused, OSError) as e:
+        raise DamagedProjection(f"the checkpoint's tx times cannot be used ({e})") from None
 
 
 def _only(facts: FactColumns, events: EventColumns, namespace: str) -> bool:

@@ -26,19 +26,25 @@ _SIZE = 8  # bytes of one tx time (int64, little-endian, microseconds)
 _PER_BLOCK = BLOCK // _SIZE  # tx times in one checked block
 
 Recover = Callable[[int, int], Sequence[int]]  # (start, stop) -> the times at [start, stop)
+Opener = Callable[[], PartBlob]  # the kept times' file, opened (DamagedProjection: it cannot be)
 
 
 class TxTimes(Sequence[int]):
     """Event tx times in microseconds, seq ``i + 1`` at ``[i]``: the first ones kept in a
-    checkpoint's manifest (``kept``, read by block when asked for), then those appended.
-    ``recover``, when set, gives the times of a kept block that fails its digest (from the
-    log); they are kept in memory from then on."""
+    checkpoint's file (``kept``, or ``count`` of them that ``opener`` opens when one is first
+    asked for; read by block), then those appended. ``recover``, when set, gives the times of
+    a kept block that fails its digest, or of every kept block when their file cannot be opened
+    (from the log); they are kept in memory from then on."""
 
-    __slots__ = ("_kept", "_count", "_tail", "recover", "_recovered")
+    __slots__ = ("_kept", "_count", "_tail", "recover", "_recovered", "_opener")
 
-    def __init__(self, kept: PartBlob | array[int] | None = None) -> None:
+    def __init__(self, kept: PartBlob | array[int] | None = None, *,
+                 opener: Opener | None = None, count: int = 0) -> None:
         self._kept: PartBlob | array[int] = array("q") if kept is None else kept
         self._count = len(kept) // _SIZE if isinstance(kept, PartBlob) else len(self._kept)
+        self._opener = opener
+        if opener is not None:
+            self._count = count
         self._tail = array("q")
         self.recover: Recover | None = None
         self._recovered: dict[int, array[int]] = {}  # block -> its times, read from the log
@@ -63,20 +69,41 @@ class TxTimes(Sequence[int]):
         if i >= self._count:
             return self._tail[i - self._count]
         kept = self._kept
-        if isinstance(kept, PartBlob):
+        if self._by_block() or isinstance(kept, PartBlob):
             return self._kept_block(i // _PER_BLOCK)[i % _PER_BLOCK]
         return kept[i]
+
+    def _by_block(self) -> bool:
+        """Whether the kept times are read by block (from their file, or the log's blocks)."""
+        kept = self._kept
+        return self._opener is not None or isinstance(kept, PartBlob) or len(kept) < self._count
+
+    def _blob(self) -> PartBlob | None:
+        """The kept times' file, opened when first asked for (None: it cannot be, and
+        ``recover`` reads every kept block from the log)."""
+        if self._opener is not None:
+            opener, self._opener = self._opener, None
+            try:
+                self._kept = opener()
+            except DamagedProjection:
+                if self.recover is None:
+                    self._opener = opener
+                    raise
+                self._kept = array("q")
+        return self._kept if isinstance(self._kept, PartBlob) else None
 
     def _kept_block(self, block: int) -> array[int]:
         """The times of one block kept in the file: read and checked, or, when it fails its
         digest and ``recover`` is set, read from the log (and kept)."""
-        assert isinstance(self._kept, PartBlob)
         recovered = self._recovered.get(block)
         if recovered is not None:
             return recovered
         at = block * BLOCK
         try:
-            out = array("q", self._kept[at:at + BLOCK])
+            blob = self._blob()
+            if blob is None:
+                raise DamagedProjection("the checkpoint's tx times cannot be opened")
+            out = array("q", blob[at:at + BLOCK])
         except DamagedProjection:
             if self.recover is None:
                 raise
@@ -98,9 +125,11 @@ class TxTimes(Sequence[int]):
     def array(self) -> array[int]:
         """Every tx time in one array (the kept ones read and checked, every block)."""
         kept = self._kept
-        if isinstance(kept, PartBlob):
+        if self._by_block():
             if self.recover is None:
-                out = array("q", kept.whole())  # little-endian in the file
+                blob = self._blob()
+                assert blob is not None  # without recover, an opener that fails raises
+                out = array("q", blob.whole())  # little-endian in the file
                 if sys.byteorder == "big":
                     out.byteswap()
             else:  # block by block: a damaged one's times come from the log
@@ -108,6 +137,7 @@ class TxTimes(Sequence[int]):
                 for block in range(-(-self._count // _PER_BLOCK)):
                     out.extend(self._kept_block(block))
         else:
+            assert not isinstance(kept, PartBlob)
             out = array("q", kept)
         out.extend(self._tail)
         return out

@@ -148,7 +148,8 @@ class Checkpoints:
             if not checkpoint.from_log(stamp, log.last_seq, log.chain_at):
                 return f"checkpoint (seq {stamp[0]}) was published from a different log"
             try:
-                return checkpoint.load(self.path, stamp, self.seal(log), lazy=lazy)
+                return checkpoint.load(self.path, stamp, self.seal(log), lazy=lazy,
+                                       fetch=self._fetch)
             except checkpoint.Refused as e:
                 if attempt + 1 < _ATTEMPTS and checkpoint.read_stamp(self.path) != stamp:
                     continue  # a writer published a new one meanwhile (and removed old parts)
@@ -157,9 +158,14 @@ class Checkpoints:
 
     def _read_part(self, part: Part) -> Loaded:
         """The part's state, its file fetched first if this host does not have it."""
-        if not (self.path.parent / part.file).exists():
-            self.backend.fetch_part(part.file)
+        self._fetch(part.file)
         return checkpoint.read_part(self.path, part)
+
+    def _fetch(self, name: str) -> None:
+        """Fetch the checkpoint's file ``name`` (a part, the tx times) if this host does not
+        have it (where the backend shares checkpoints)."""
+        if not (self.path.parent / name).exists():
+            self.backend.fetch_part(name)
 
     @staticmethod
     def seal(log: Log) -> checkpoint.Seal:

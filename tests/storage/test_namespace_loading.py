@@ -46,6 +46,15 @@ def written(path: Path, namespaces: tuple[str, ...], n: int) -> None:
     close(w)
 
 
+def namespace_part_files(ck: Path) -> list[Path]:
+    """The namespaces' parts beside the manifest ``ck`` (not the tx times')."""
+    return [p for p in checkpoint.part_files(ck) if ".tx-" not in p.name]
+
+
+def namespace_parts(ck: Path) -> set[str]:
+    return {p.name for p in namespace_part_files(ck)}
+
+
 def close(m: Memory) -> None:
     store_ = m.store
     m.close()
@@ -88,9 +97,9 @@ def test_a_namespace_loaded_late_holds_the_events_logged_after_the_checkpoint(tm
     with store(path, read_only=True) as r:
         w = store(path)
         fill(w, "cy", 3, "coffee", changes=False)
-        before = {p.name for p in checkpoint.part_files(path / CHECKPOINT_FILE)}
+        before = namespace_parts(path / CHECKPOINT_FILE)
         w.store.checkpoints.publish(w.store.projector, w.store.log)
-        after = {p.name for p in checkpoint.part_files(path / CHECKPOINT_FILE)}
+        after = namespace_parts(path / CHECKPOINT_FILE)
         assert len(before - after) == 1  # cy's part replaced; ana's and ben's kept as they were
         fill(w, "ana", 2, "juice", changes=False)  # after every checkpoint: from the log alone
         assert r.in_namespace("ana").last_seq == w.last_seq  # caught up: ana, cy passed over
@@ -109,11 +118,11 @@ def test_a_writer_publishes_only_the_parts_of_the_namespaces_that_changed(tmp_pa
     path = tmp_path / "s"
     written(path, NAMESPACES, 4)
     ck = path / CHECKPOINT_FILE
-    first = {p.name: p.stat().st_mtime_ns for p in checkpoint.part_files(ck)}
+    first = {p.name: p.stat().st_mtime_ns for p in namespace_part_files(ck)}
     w = store(path)
     fill(w, "ben", 2, "coffee")
     close(w)  # publishes at close
-    then = {p.name: p.stat().st_mtime_ns for p in checkpoint.part_files(ck)}
+    then = {p.name: p.stat().st_mtime_ns for p in namespace_part_files(ck)}
     kept = set(first) & set(then)
     assert len(kept) == 2 and all(first[n] == then[n] for n in kept)  # ana's and cy's, as were
     assert len(set(then) - set(first)) == 1  # ben's new part; its old one is gone
@@ -145,13 +154,13 @@ def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
     path = tmp_path / "s"
     written(path, NAMESPACES, 4)
     ck = path / CHECKPOINT_FILE
-    first = {p.name: p.read_bytes() for p in checkpoint.part_files(ck)}
+    first = {p.name: p.read_bytes() for p in namespace_part_files(ck)}
     with Memory(path, namespace="ben", embedder=None) as m:
         receipt = m.erase(namespace="ben", reason="asked")
         assert len(receipt.fact_ids) == 5  # four facts and a revision
         assert [ns for ns, _ in m.store.projector.loaded()] == ["ben"]
         assert not m.recall("tea").hits
-    then = {p.name: p.read_bytes() for p in checkpoint.part_files(ck)}
+    then = {p.name: p.read_bytes() for p in namespace_part_files(ck)}
     assert len(set(first) & set(then)) == 2  # ana's and cy's parts, untouched
     assert all(first[n] == then[n] for n in set(first) & set(then))
     assert not [n for n, data in then.items() if b"ben likes tea" in data]
@@ -195,10 +204,11 @@ def test_tx_times_are_read_when_time_travel_asks_and_a_damaged_block_is_read_fro
     with store(path, read_only=True) as r:
         want = [r.as_of(t) for t in times]
         assert r.notes == []
-    ck = path / CHECKPOINT_FILE
-    raw = bytearray(ck.read_bytes())
-    raw[len(raw) - 8 * n + 8 * 10 + 2] ^= 1  # seq 11's tx time, in the first block
-    ck.write_bytes(bytes(raw))
+    (tx_file,) = path.glob(CHECKPOINT_FILE + ".tx-*.part")
+    raw = bytearray(tx_file.read_bytes())
+    assert len(raw) == 8 * n
+    raw[8 * 10 + 2] ^= 1  # seq 11's tx time, in the first block
+    tx_file.write_bytes(bytes(raw))
     with store(path, read_only=True) as r:
         assert r.store.checkpoints.seq == r.last_seq and r.notes == []  # opened from it
         assert [r.as_of(t) for t in times] == want

@@ -274,8 +274,11 @@ def test_a_new_host_fetches_the_parts_of_the_namespaces_it_serves_only(
                 [{"subject": ns, "text": f"{ns} note {i}"} for i in range(50)])
     with psycopg.connect(url, autocommit=True) as con:
         shared = {r[0]: r[1] for r in con.execute(
-            "SELECT file, seq FROM hmem_checkpoint_parts WHERE file LIKE '%.part'")}
-    assert len(shared) == 3
+            "SELECT file, seq FROM hmem_checkpoint_parts WHERE file LIKE '%.part' "
+            "AND file NOT LIKE '%.tx-%'")}
+        times = [r[0] for r in con.execute(
+            "SELECT file FROM hmem_checkpoint_parts WHERE file LIKE '%.tx-%'")]
+    assert len(shared) == 3 and len(times) == 1  # a part per namespace, and the tx times
     host = tmp_path / "new-host"
     monkeypatch.setenv("HMEM_CACHE", str(host))
     with Memory(url, namespace="ben", embedder=None, read_only=True) as r:
@@ -284,12 +287,16 @@ def test_a_new_host_fetches_the_parts_of_the_namespaces_it_serves_only(
         assert len(fetched) == 1 and fetched[0] in shared
         assert r.in_namespace("cy").recall("cy note 3").hits  # cy's part fetched too
         assert len(list(host.rglob("*.part"))) == 2
+        then = r.store.log.get(100).tx_at  # ben's last fact's
+        assert len(r.as_of(then)) == 50  # time travel by a time: the tx times fetched now
+        assert sorted(p.name for p in host.rglob("*.tx-*.part")) == times and r.notes == []
     monkeypatch.setenv("HMEM_CACHE", str(tmp_path / "writer-host"))
     with Memory(url, namespace="cy", embedder=None) as w:
         w.remember("cy", "cy note new")
     with psycopg.connect(url, autocommit=True) as con:
         now = {r[0]: r[1] for r in con.execute(
-            "SELECT file, seq FROM hmem_checkpoint_parts WHERE file LIKE '%.part'")}
+            "SELECT file, seq FROM hmem_checkpoint_parts WHERE file LIKE '%.part' "
+            "AND file NOT LIKE '%.tx-%'")}
     assert len(now) == 3 and len(set(now) & set(shared)) == 2  # ana's, ben's: as they were
     assert all(now[f] == shared[f] for f in set(now) & set(shared))
     monkeypatch.setenv("HMEM_CACHE", str(host))  # the first host again: cy's old part goes
