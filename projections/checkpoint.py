@@ -13,10 +13,10 @@ name says what it holds, so a file of that name never changes, and a host that h
 from nowhere else. The manifest names the point of the log it holds (seq and chain), the key
 file's erasure record when it was written, the block digests of the tx times and their file
 (projections/tx_times.py reads them by block when time travel asks: a host of a server store
-fetches that file then, not at open), and each namespace's part, by its seq and digest. A publish writes the parts of
-the namespaces with events since the last one only (a part's name holds its seq, so an
-unchanged part keeps its file), then the manifest, then deletes the parts it no longer names;
-a reader can load the parts of the namespaces it serves alone.
+fetches that file then, not at open), and each namespace's part, by its seq and digest. A
+publish writes the parts of the namespaces with events since the last one only (a part's name
+holds its seq, so an unchanged part keeps its file), then the manifest, then deletes the parts
+it no longer names; a reader can load the parts of the namespaces it serves alone.
 
 It is used only when it is authentic, names a point of the log it is opened with, and is as
 new as the key file's erasure record; otherwise it is refused (:class:`Refused` says why), the
@@ -31,8 +31,9 @@ key file's erasures had gone when it was written: a checkpoint written before th
 may hold the erased texts, and is never used.
 
 Layout of the manifest file (layout 7): ``MAGIC | u32 version | u64 manifest length | 32-byte
-MAC | manifest (msgpack)``; of the tx times' file: int64 each, little-endian. Written to ``.tmp``, fsynced and renamed over the
-last one, so a reader finds the old checkpoint or the new one, never a part of one.
+MAC | manifest (msgpack)``; of the tx times' file: int64 each, little-endian. Written to
+``.tmp``, fsynced and renamed over the last one, so a reader finds the old checkpoint or the new
+one, never a part of one.
 """
 
 from __future__ import annotations
