@@ -103,10 +103,10 @@ def scan_sealed(seg: Segment) -> None:
     seg.sealed = None
 
 
-def resumed(path: Path, resume: Resume) -> tuple[fmt.SegmentHeader, bytes] | None:
-    """The header of the segment at ``path`` and its bytes from the record ``resume`` names,
-    when that record is there (checked: its checksum, its seq, its chain from
-    ``resume.before``); None else."""
+def resumed(path: Path, resume: Resume) -> tuple[fmt.SegmentHeader, bytes, int] | None:
+    """The header of the segment at ``path``, its bytes from the record ``resume`` names and
+    where that record ends in them, when it is there (checked: its checksum, its seq, its
+    chain from ``resume.before``); None else."""
     with open(path, "rb") as f:
         header = fmt.unpack_segment_header(f.read(fmt.SEGMENT_HEADER_SIZE))
         if isinstance(header, str) or header.first_seq != resume.segment or not (
@@ -124,7 +124,7 @@ def resumed(path: Path, resume: Resume) -> tuple[fmt.SegmentHeader, bytes] | Non
     payload = data[fmt.RECORD_HEADER_SIZE:found[0]]
     if fmt.chain_next(resume.before, payload) != resume.chain or _seq_of(payload) != resume.seq:
         return None
-    return header, data
+    return header, data, found[0]
 
 
 def check_head(seg: Segment) -> None:

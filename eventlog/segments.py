@@ -230,11 +230,11 @@ class Segments:
         """Scan one segment (or the new bytes of ``start_from``; or, with ``resume``, the
         records from the one it names on, when it is there); returns False at an unfinished
         one."""
-        resumed = None
+        opened = None
         if resume is not None and start_from is None:
-            resumed = self._scan_resumed(path, resume)
-        if resumed is not None:
-            seg, data, base, result = resumed
+            opened = self._scan_resumed(path, resume)
+        if opened is not None:
+            seg, data, base, result = opened
         elif start_from is None:
             data = path.read_bytes()
             header = fmt.unpack_segment_header(data)
@@ -277,12 +277,10 @@ class Segments:
         found_at = resumed(path, resume)
         if found_at is None:
             return None
-        header, data = found_at
+        header, data, after = found_at
         self._check_version(path, header)
         self._check_continues(path, header)
-        found = fmt.record_at(data, 0)
-        assert found is not None
-        result = fmt.scan(data, found[0], found[1])
+        result = fmt.scan(data, after, resume.chain)  # the records after it, from its chain
         if result.stop is fmt.Stop.CORRUPT:
             return None
         seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE, header.prev_chain)
