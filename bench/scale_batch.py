@@ -12,7 +12,11 @@ rest in namespaces of 200), written through the public API:
   the median of :data:`SMALL_RUNS` such processes (one is a few tens of ms: a scheduler's time
   slice moves it by a tenth). That the cost follows the namespace, not the store, shows as the
   ratio to the 10k figure;
-- **erase** of that 200-fact namespace (``Memory.erase(namespace=...)``, the writer open).
+- **erase** of that 200-fact namespace (``Memory.erase(namespace=...)``, the writer open);
+- **one namespace of N facts** (``bench.one_namespace``): the N facts all in one namespace,
+  written with ``remember_many`` (5,000 a call, dedup off) and closed; then
+  :data:`BIG_RUNS` fresh read-only processes, each timed after its imports, open it and recall
+  once: the median open + first recall and peak RSS (issue 32's "one namespace of 1M facts").
 
 Prints numbers and never asserts.
 """
@@ -24,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import one_namespace
 from bench.report import child_json, fmt_rate, line
 from bench.scale_workload import workload
 from bench.synthetic import TmpDirs
@@ -34,6 +39,7 @@ __all__ = ["bench_batch"]
 
 SMALL = "u00000"  # a namespace of 200 facts in every size's store
 SMALL_RUNS = 7  # fresh processes per small-reader figure (its median)
+BIG_RUNS = 3  # fresh processes per one-namespace figure (its median: each takes ~1 s at 1M)
 
 _SMALL_READER = """
 import json, sys, time
@@ -109,6 +115,19 @@ def bench_erase(root: Path) -> dict[str, Any]:
     return {"seconds": elapsed, "facts": facts}
 
 
+def bench_one_namespace(tmp: TmpDirs, n: int) -> dict[str, Any]:
+    """A store of ``n`` facts in one namespace, built here; fresh readers of it."""
+    root = tmp.new("one-namespace") / "s"
+    built = one_namespace.build(root, n)
+    out = {"build_facts_per_s": built, **one_namespace.readers(root, BIG_RUNS)}
+    tmp.remove(root.parent)
+    line(f"one namespace of {n:,} facts (remember_many 5,000 a call, dedup off)",
+         f"{fmt_rate(built)} facts/s")
+    line(f"... fresh process: open + first recall (median of {BIG_RUNS})",
+         f"{out['open_recall_s']:.2f} s, peak RSS {out['peak_rss_mib']:,.0f} MiB")
+    return out
+
+
 def bench_batch(tmp: TmpDirs, n: int, query: str) -> dict[str, Any]:
     """Every row above, on stores of their own (removed at the end)."""
     out: dict[str, Any] = {}
@@ -119,4 +138,5 @@ def bench_batch(tmp: TmpDirs, n: int, query: str) -> dict[str, Any]:
     out["small_reader"] = bench_small_reader(root, query)
     out["erase"] = bench_erase(root)
     tmp.remove(root)
+    out["one_namespace"] = bench_one_namespace(tmp, n)
     return out

@@ -16,8 +16,9 @@ def test_the_scale_bench_runs_every_part_at_a_tiny_size(tmp_path, capsys):
     (size,) = result["sizes"]
     assert size["replay"]["rebuild_events_per_s"] > 0  # the log read back through its sealer
     for target in ("replay (rebuild_projection)", "remember_many", "hmem copy",
-                   "one 200-fact namespace"):
+                   "one 200-fact namespace", "one namespace of 2k facts"):
         assert f"- {target}" in printed
+    assert size["batch"]["one_namespace"]["open_recall_s"] > 0
 
 
 def test_the_recall_bench_runs_at_the_index_layer(tmp_path, capsys):
