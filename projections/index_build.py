@@ -20,6 +20,7 @@ from projections.index_tokens import kept_postings_and_later, token_counts
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
 from projections.records import Fact, subject_key
 from projections.source_positions import source_positions
+from projections.turn_links import link_turns
 
 __all__ = ["build_index", "build_indexes"]
 
@@ -47,6 +48,8 @@ def build_indexes(cols: FactColumns) -> dict[str, NamespaceIndex]:
 
 def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:
     f, r = cols.table, cols.rows
+    # the turns linked first, so that their temporaries come and go before the other columns
+    links = link_turns(len(slots), *_turns(cols, f.source_ref[slots]))
     first = f.first_row[slots]
     keys, key_codes = _subject_keys(cols, f.subject[slots])
     return DocColumns(
@@ -58,7 +61,7 @@ def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:
         subject_codes=key_codes,
         visibility=lambda: _visibility(cols, slots),
         entity_docs=_entity_docs(cols, slots),
-        turns=_turns(cols, f.source_ref[slots]),
+        turns=links,
     )
 
 

@@ -34,7 +34,7 @@ from projections.dense import VECTOR_DTYPES, DocVectors
 from projections.entity_docs import EntityDocs
 from projections.records import Fact
 from projections.text import TextIndex
-from projections.turn_links import FirstDocs, link_turns
+from projections.turn_links import FirstDocs, TurnLinks
 
 __all__ = ["NamespaceIndex", "DocColumns", "NEVER", "ROW_WIDTH", "Turns", "source_position"]
 
@@ -58,8 +58,8 @@ class DocColumns(NamedTuple):
     per document (in id order) in each array; ``visibility`` makes ``heads``, ``rows`` and
     ``irregular`` (the module docstring) when time travel first needs them, from the documents'
     state at that moment; ``subject_keys`` the distinct keys in order of first
-    use, ``subject_codes`` each document's position in it; ``turns`` the documents with a source
-    position (ascending) with their sessions and turn numbers."""
+    use, ``subject_codes`` each document's position in it; ``turns`` the links between
+    neighbouring turns (:func:`projections.turn_links.link_turns`)."""
 
     ids: np.ndarray
     current: np.ndarray
@@ -69,7 +69,7 @@ class DocColumns(NamedTuple):
     subject_codes: np.ndarray
     visibility: Callable[[], Visibility]
     entity_docs: tuple[list[str], np.ndarray, np.ndarray]  # EntityDocs.load's arguments
-    turns: Turns
+    turns: TurnLinks
 
 
 class NamespaceIndex:
@@ -159,7 +159,7 @@ class NamespaceIndex:
         self.subject_codes.frombytes(as_bytes(docs.subject_codes, np.int64))
         self._loaded_later = docs.visibility
         self.entity_docs.load(*docs.entity_docs)
-        prev_doc, next_doc, self._turns_later = link_turns(len(docs.ids), *docs.turns)
+        prev_doc, next_doc, self._turns_later = docs.turns
         self.prev_doc.frombytes(as_bytes(prev_doc, np.int64))
         self.next_doc.frombytes(as_bytes(next_doc, np.int64))
 

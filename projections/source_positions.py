@@ -22,6 +22,7 @@ __all__ = ["source_positions"]
 I64 = npt.NDArray[np.int64]
 _MAX_DIGITS = 18
 _MAX_SESSION = 64  # bytes of a session compared as a fixed-width value; longer: one by one
+_CHUNK = 1 << 16  # refs read at a time
 _COLON, _NEWLINE, _ZERO, _NINE = ord(":"), ord("\n"), ord("0"), ord("9")
 
 
@@ -33,6 +34,35 @@ def source_positions(
     ``blob[starts[i]:ends[i]]`` (UTF-8)."""
     b = np.frombuffer(blob, dtype=np.uint8)
     starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    m = len(starts)
+    colons = np.flatnonzero(b == _COLON)
+    # read one by one: non-ASCII, newlines, NULs (a fixed-width bytes value drops trailing
+    # ones) and sessions too long to compare as fixed-width values
+    odd_bytes = np.flatnonzero((b >= 0x80) | (b == _NEWLINE) | (b == 0))
+    run_start, turn = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    named, odd = np.empty(m, dtype=bool), np.empty(m, dtype=bool)
+    for at in range(0, m, _CHUNK):  # a chunk at a time: the temporaries of one chunk
+        part = slice(at, at + _CHUNK)
+        run_start[part], named[part], odd[part], turn[part] = _read_refs(
+            b, colons, odd_bytes, starts[part], ends[part])
+    plain = np.flatnonzero(named & ~odd)
+    codes = np.full(m, -1, dtype=np.int64)
+    names = _code_sessions(b, starts[plain], run_start[plain], plain, codes)
+    code_of = {name: code for code, name in enumerate(names)}
+    for i in np.flatnonzero(odd).tolist():
+        got = source_position(blob[starts[i]:ends[i]].decode("utf-8", "surrogatepass"))
+        if got is not None:
+            codes[i] = code_of.setdefault(got[0], len(code_of))
+            turn[i] = got[1]
+    found = np.flatnonzero(codes >= 0)
+    return found, codes[found], list(code_of), turn[found]
+
+
+def _read_refs(
+    b: npt.NDArray[np.uint8], colons: I64, odd_bytes: I64, starts: I64, ends: I64
+) -> tuple[I64, npt.NDArray[np.bool_], npt.NDArray[np.bool_], I64]:
+    """(where each ref's turn starts, whether it names a position, whether it is read one by
+    one, its turn) of the refs ``b[starts[i]:ends[i]]``."""
     m = len(starts)
     # the run of ASCII digits that ends each ref (one more than the limit: too long)
     run = np.zeros(m, dtype=np.int64)
@@ -46,15 +76,11 @@ def source_positions(
             break
         run += alive
     run_start = ends - run
-    colons = np.flatnonzero(b == _COLON)
     before = np.searchsorted(colons, run_start) - 1  # the last colon before the run
     has_colon = (before >= 0) & (colons[np.maximum(before, 0)] >= starts) if len(colons) else (
         np.zeros(m, dtype=bool)
     )
     named = has_colon & (run >= 1) & (run <= _MAX_DIGITS)
-    # read one by one: non-ASCII, newlines, NULs (a fixed-width bytes value drops trailing
-    # ones) and sessions too long to compare as fixed-width values
-    odd_bytes = np.flatnonzero((b >= 0x80) | (b == _NEWLINE) | (b == 0))
     odd = np.searchsorted(odd_bytes, starts) != np.searchsorted(odd_bytes, ends)
     odd |= named & (run_start - starts > _MAX_SESSION)
     turn = np.zeros(m, dtype=np.int64)
@@ -62,17 +88,7 @@ def source_positions(
         take = named & (k < run)
         digit = b[np.where(take, run_start + k, 0)].astype(np.int64) - _ZERO if len(b) else 0
         turn = np.where(take, turn * 10 + digit, turn)
-    plain = np.flatnonzero(named & ~odd)
-    codes = np.full(m, -1, dtype=np.int64)
-    names = _code_sessions(b, starts[plain], run_start[plain], plain, codes)
-    code_of = {name: code for code, name in enumerate(names)}
-    for i in np.flatnonzero(odd).tolist():
-        got = source_position(blob[starts[i]:ends[i]].decode("utf-8", "surrogatepass"))
-        if got is not None:
-            codes[i] = code_of.setdefault(got[0], len(code_of))
-            turn[i] = got[1]
-    found = np.flatnonzero(codes >= 0)
-    return found, codes[found], list(code_of), turn[found]
+    return run_start, named, odd, turn
 
 
 def _code_sessions(b: npt.NDArray[np.uint8], starts: I64, stops: I64, which: I64,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from eventlog.events import FactRemembered
 from hmem import Memory
 from hmem.adapters.demo import StepClock
+from projections import source_positions as source_positions_module
 from projections.arrays import NONE
 from projections.fold import fold_all
 from projections.index_build import build_indexes
@@ -259,6 +261,10 @@ def test_source_positions_read_in_bulk_equal_one_by_one(values):
                                                turns.tolist(), strict=True)}
     want = {i: p for i, v in enumerate(values) if (p := source_position(v)) is not None}
     assert got == want
+    with patch.object(source_positions_module, "_CHUNK", 3):  # read a few refs at a time
+        chunked = source_positions(texts.blob, texts.starts[: texts.n], texts.ends[: texts.n])
+    assert all(np.array_equal(a, b) for a, b in zip(chunked, (got_index, sessions, names, turns),
+                                                     strict=True))
 
 
 def _played_one_by_one(root: Path, history, cut: int) -> dict[str, dict[str, object]]:
