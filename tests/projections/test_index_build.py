@@ -9,7 +9,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from eventlog.events import FactRemembered
@@ -220,10 +220,15 @@ def _linked_one_by_one(n, positions):
 
 
 @settings(max_examples=examples(dev=300, ci=3000))
-@given(st.lists(st.none() | st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-2, 6)),
-                max_size=30))
+@given(st.lists(st.none() | st.tuples(
+    st.sampled_from(["a", "b", "c", "d", "e", "f"]),
+    st.integers(-2, 6) | st.sampled_from([10**18 - 2, 10**18 - 1, 2**62]),
+), max_size=30))
+# (session, turn) as one integer would overflow: session e's turn 0 would sort with a's turn 4
+@example([("a", 4), ("a", 5), ("b", 0), ("c", 0), ("d", 0), ("e", 0), ("e", 1), ("a", 2**62)])
 def test_turns_linked_in_bulk_equal_turns_linked_one_by_one(places):
-    """Repeated turns, turns arriving before or after their neighbours, several sessions."""
+    """Repeated turns, turns arriving before or after their neighbours, several sessions, turn
+    numbers too far apart to sort as one integer with their session."""
     positions = [(doc, place) for doc, place in enumerate(places) if place is not None]
     docs = np.array([d for d, _ in positions], dtype=np.int64)
     names = sorted({p[0] for _, p in positions})
