@@ -106,9 +106,12 @@ def _code_sessions(b: npt.NDArray[np.uint8], starts: I64, stops: I64, which: I64
     for k in range(width):  # a column at a time: memory of one index per ref, not per byte
         padded[:, k] = np.where(k < lengths, b[np.minimum(starts + k, last)], 0)
     if width <= 8:
-        _, first, inverse = np.unique(padded.view(">u8").ravel(), return_index=True,
-                                      return_inverse=True)
-        distinct = np.ascontiguousarray(padded[first, :width]).view(f"S{width}").ravel()
+        keys = padded.view(">u8").ravel()
+        # a session's refs come in runs: the distinct ones are found among the runs' heads
+        head = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        _, first, of_head = np.unique(keys[head], return_index=True, return_inverse=True)
+        inverse = np.repeat(of_head, np.diff(np.append(head, len(keys))))
+        distinct = np.ascontiguousarray(padded[head[first], :width]).view(f"S{width}").ravel()
     else:
         distinct, inverse = np.unique(padded.view(f"S{width}").ravel(), return_inverse=True)
     codes[which] = inverse.ravel()

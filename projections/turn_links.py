@@ -41,6 +41,19 @@ def link_turns(n: int, docs: I64, sessions: I64, names: Sequence[str], turns: I6
         [True], (s_sorted[1:] != s_sorted[:-1]) | (t_sorted[1:] != t_sorted[:-1])
     )))
     g_sess, g_turn, g_first = s_sorted[starts], t_sorted[starts], docs[order][starts]
+
+    def first_docs() -> FirstDocs:
+        first: FirstDocs = {}
+        for s, t, d in zip(g_sess.tolist(), g_turn.tolist(), g_first.tolist(), strict=True):
+            first.setdefault(names[s], {})[t] = d
+        return first
+
+    if len(starts) == len(docs):  # each turn one document (a chat's facts): linked whatever
+        # came first, each to its neighbours in sorted order
+        adjacent = np.flatnonzero((g_sess[1:] == g_sess[:-1]) & (g_turn[1:] == g_turn[:-1] + 1))
+        prev_doc[g_first[adjacent + 1]] = g_first[adjacent]
+        next_doc[g_first[adjacent]] = g_first[adjacent + 1]
+        return prev_doc, next_doc, first_docs
     group = np.empty(len(docs), dtype=np.int64)  # each document's (session, turn) group
     group[order] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(docs))))
     # (s, t - 1), when present, is the group just before (s, t) in sorted order; (s, t + 1) after
@@ -63,12 +76,6 @@ def link_turns(n: int, docs: I64, sessions: I64, names: Sequence[str], turns: I6
     _last_writes(next_doc, [
         (first_prev[cp], docs[cp], step[cp] + 2), (docs[cn], first_next[cn], step[cn] + 3),
     ])
-    def first_docs() -> FirstDocs:
-        first: FirstDocs = {}
-        for s, t, d in zip(g_sess.tolist(), g_turn.tolist(), g_first.tolist(), strict=True):
-            first.setdefault(names[s], {})[t] = d
-        return first
-
     return prev_doc, next_doc, first_docs
 
 
