@@ -5,8 +5,8 @@ the previous and of the next turn of its session (``prev_doc`` / ``next_doc``), 
 :meth:`projections.recall_index.NamespaceIndex.add_documents` does one document at a time: when
 document ``d`` (in document order) arrives, ``first[(s, t - 1)]``, if it came before ``d``,
 becomes ``prev_doc[d]`` and gets ``next_doc = d``; ``first[(s, t + 1)]``, if it came before,
-becomes ``next_doc[d]`` and gets ``prev_doc = d``. Later writes win. :func:`link_turns` makes the
-same writes as arrays and keeps the last write to each entry;
+becomes ``next_doc[d]`` and gets ``prev_doc = d``. Later writes win. :func:`link_turns` computes
+what those writes leave, per (session, turn) group, from each group's first and last documents;
 tests/projections/test_index_build.py holds the result equal to adding the documents one by one.
 """
 
@@ -36,11 +36,14 @@ def link_turns(n: int, docs: I64, sessions: I64, names: Sequence[str], turns: I6
     sess = np.asarray(sessions, dtype=np.int64)
     turn = np.asarray(turns, dtype=np.int64)
     order = _by_position(docs, sess, turn)
-    s_sorted, t_sorted = sess[order], turn[order]
+    s_sorted, t_sorted, d_sorted = sess[order], turn[order], docs[order]
     starts = np.flatnonzero(np.concatenate((
         [True], (s_sorted[1:] != s_sorted[:-1]) | (t_sorted[1:] != t_sorted[:-1])
     )))
-    g_sess, g_turn, g_first = s_sorted[starts], t_sorted[starts], docs[order][starts]
+    ends = np.append(starts[1:], len(docs))
+    # each (session, turn) group: its first and last documents (ascending within a group)
+    g_sess, g_turn, g_first, g_last = (s_sorted[starts], t_sorted[starts], d_sorted[starts],
+                                       d_sorted[ends - 1])
 
     def first_docs() -> FirstDocs:
         first: FirstDocs = {}
@@ -48,35 +51,30 @@ def link_turns(n: int, docs: I64, sessions: I64, names: Sequence[str], turns: I6
             first.setdefault(names[s], {})[t] = d
         return first
 
-    if len(starts) == len(docs):  # each turn one document (a chat's facts): linked whatever
-        # came first, each to its neighbours in sorted order
-        adjacent = np.flatnonzero((g_sess[1:] == g_sess[:-1]) & (g_turn[1:] == g_turn[:-1] + 1))
-        prev_doc[g_first[adjacent + 1]] = g_first[adjacent]
-        next_doc[g_first[adjacent]] = g_first[adjacent + 1]
-        return prev_doc, next_doc, first_docs
-    group = np.empty(len(docs), dtype=np.int64)  # each document's (session, turn) group
-    group[order] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(docs))))
-    # (s, t - 1), when present, is the group just before (s, t) in sorted order; (s, t + 1) after
-    below, above = group - 1, group + 1
-    has_prev = (below >= 0) & (g_sess[np.maximum(below, 0)] == sess) & (
-        g_turn[np.maximum(below, 0)] == turn - 1
-    )
-    top = len(starts) - 1
-    has_next = (above <= top) & (g_sess[np.minimum(above, top)] == sess) & (
-        g_turn[np.minimum(above, top)] == turn + 1
-    )
-    first_prev = np.where(has_prev, g_first[np.maximum(below, 0)], -1)
-    first_next = np.where(has_next, g_first[np.minimum(above, top)], -1)
-    cp = has_prev & (first_prev < docs)  # the previous turn's first document came before d
-    cn = has_next & (first_next < docs)
-    step = 4 * docs  # the writes of document d, in the order add_documents makes them
-    _last_writes(prev_doc, [
-        (docs[cp], first_prev[cp], step[cp] + 1), (first_next[cn], docs[cn], step[cn] + 4),
-    ])
-    _last_writes(next_doc, [
-        (first_prev[cp], docs[cp], step[cp] + 2), (docs[cn], first_next[cn], step[cn] + 3),
-    ])
+    # the group of (s, t - 1), when present, is just before (s, t) in sorted order
+    after = np.flatnonzero((g_sess[1:] == g_sess[:-1]) & (g_turn[1:] == g_turn[:-1] + 1))
+    below = np.full(len(starts), -1, dtype=np.int64)  # each group's previous turn's group
+    above = np.full(len(starts), -1, dtype=np.int64)
+    below[after + 1], above[after] = after, after + 1
+    group = np.repeat(np.arange(len(starts)), ends - starts)  # of each sorted document
+    _link(prev_doc, d_sorted, group, below, g_first, g_last)
+    _link(next_doc, d_sorted, group, above, g_first, g_last)
     return prev_doc, next_doc, first_docs
+
+
+def _link(out: I64, docs: I64, group: I64, other: I64, g_first: I64, g_last: I64) -> None:
+    """``out[d]`` for documents ``docs`` of groups ``group``, whose neighbouring turn's group
+    is ``other[group]`` (-1: none), as adding them one by one leaves it: the first document of
+    a group is linked by each later document of the neighbouring turn as it arrives (the last
+    of them wins), else, as every document of the group, to the first document of the
+    neighbouring turn if that came before it."""
+    o = other[group]
+    has = o >= 0
+    o = np.maximum(o, 0)
+    first, last = g_first[o], g_last[o]
+    lead = docs == g_first[group]  # the first document of its group
+    linked = np.where(lead & (last > docs), last, np.where(first < docs, first, -1))
+    out[docs] = np.where(has, linked, -1)
 
 
 def _by_position(docs: I64, sess: I64, turn: I64) -> I64:
@@ -88,16 +86,3 @@ def _by_position(docs: I64, sess: I64, turn: I64) -> I64:
     if int(sess.max()) < (1 << 62) // span:
         return np.argsort(sess * span + (turn - low), kind="stable")
     return np.lexsort((docs, turn, sess))
-
-
-def _last_writes(out: I64, writes: list[tuple[I64, I64, I64]]) -> None:
-    """Apply (target, value, order) writes to ``out``: the highest order per target wins."""
-    target = np.concatenate([w[0] for w in writes])
-    value = np.concatenate([w[1] for w in writes])
-    order = np.concatenate([w[2] for w in writes])
-    if not len(target):
-        return
-    by = np.lexsort((order, target))
-    target, value = target[by], value[by]
-    last = np.append(target[1:] != target[:-1], True)
-    out[target[last]] = value[last]
