@@ -383,8 +383,12 @@ def _lazy_tx(directory: Path, manifest: _Manifest, fetch: Callable[[str], None] 
 def _only(facts: FactColumns, events: EventColumns, namespace: str) -> bool:
     """Whether every fact and event row of a part is of ``namespace``."""
     names = facts.namespaces.values
-    codes = np.union1d(events.column("namespace"), facts.table.namespace[: facts.n])
-    return all(names[c] == namespace for c in codes.tolist())
+    ours = np.fromiter((name == namespace for name in names), dtype=bool, count=len(names))
+    for codes in (events.column("namespace"), facts.table.namespace[: facts.n]):
+        if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= len(ours)
+                           or not bool(ours[codes].all())):
+            return False
+    return True
 
 
 def _authentic(path: Path, seal: Seal) -> list[Part]:

@@ -321,6 +321,22 @@ def through_checkpoint(projector: Projector) -> Projector:
         return checkpoint.load(path, stamp_, SEAL)
 
 
+def test_a_part_named_for_another_namespace_is_refused(tmp_path):
+    """A part is read only as the namespace whose state it holds (a manifest that named a's
+    part for b would otherwise serve a's facts in b)."""
+    projector = Projector()
+    projector.apply_all([
+        stamp(FactRemembered(subject="maya", text="Maya likes tea", namespace=ns), seq, 0)
+        for seq, ns in enumerate(["a", "b", "a"], 1)
+    ])
+    path = tmp_path / CHECKPOINT_FILE
+    save(path, projector, (3, "ab"))
+    _, parts = checkpoint.authentic_parts(path, (3, "ab"), SEAL)
+    assert checkpoint.read_part(path, parts["a"])[0].n == 2
+    with pytest.raises(checkpoint.Refused, match="another namespace"):
+        checkpoint.read_part(path, msgspec.structs.replace(parts["a"], namespace="b"))
+
+
 @settings(max_examples=examples(dev=60, ci=300))
 @given(histories, st.integers(0, 2), st.floats(0, 1), st.integers(0, 7))
 def test_a_damaged_checkpoint_is_refused_never_misread(history, which, where, bit):
