@@ -3,8 +3,8 @@
 A large namespace's texts are most of its part (138 of 364 MB at 1M facts) and recall reads
 only its hits'. The part keeps them as one buffer whose digest is the SHA-256 of its blocks'
 SHA-256s (:func:`block_root`, 16 KiB blocks), so a reader checks the whole buffer once at open
-by streaming it through a small reused buffer (:func:`stream_digests`: no copy in memory) and
-keeps only the block digests. :class:`PartBlob` then reads the blocks a text spans when the text
+by streaming it a chunk at a time (:func:`stream_digests`: a few chunks in memory) and keeps
+only the block digests. :class:`PartBlob` then reads the blocks a text spans when the text
 is asked for, on its own descriptor of the file (the part may be replaced or removed meanwhile:
 the descriptor still reads the file that was checked), and checks each block it reads against
 its digest, so a part changed on disk after it was opened is never believed.
@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import os
 import weakref
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from io import BufferedReader
 
 from projections.errors import DamagedProjection
@@ -25,6 +27,7 @@ __all__ = ["BLOCK", "LAZY", "PartBlob", "block_digests", "block_root", "stream_d
 BLOCK = 16 << 10  # bytes per checked block
 LAZY = hasattr(os, "pread")  # where a file can be read at an offset without seeking
 _CHUNK = 64 * BLOCK  # bytes read per call when streaming
+_HASHERS = 2  # threads hashing a streamed column's chunks
 _CACHED = 64  # blocks kept after they were read and checked
 _DIGEST = 32
 
@@ -42,16 +45,27 @@ def block_root(digests: bytes) -> bytes:
 
 
 def stream_digests(f: BufferedReader, offset: int, length: int) -> bytes:
-    """:func:`block_digests` of ``length`` bytes of the open file ``f`` from ``offset``, read
-    through one reused buffer; ``ValueError`` if the file ends before them."""
-    view = memoryview(bytearray(min(_CHUNK, max(length, 1))))
-    out = []
+    """:func:`block_digests` of ``length`` bytes of the open file ``f`` from ``offset``, read a
+    chunk at a time and hashed by :data:`_HASHERS` threads (hashlib lets go of the GIL), a few
+    chunks in memory at once; ``ValueError`` if the file ends before them."""
     f.seek(offset)
-    for done in range(0, length, len(view)):
-        into = view[: min(len(view), length - done)]
-        if f.readinto(into) != len(into):
+    out: list[bytes] = []
+    if length <= _HASHERS * _CHUNK:  # starting threads would cost more than they save
+        chunk = f.read(length)
+        if len(chunk) != length:
             raise ValueError("the part ends inside a column")
-        out.append(block_digests(into))
+        return block_digests(chunk)
+    with ThreadPoolExecutor(max_workers=_HASHERS) as hashers:
+        hashing: deque[Future[bytes]] = deque()
+        for done in range(0, length, _CHUNK):
+            size = min(_CHUNK, length - done)
+            chunk = f.read(size)
+            if len(chunk) != size:
+                raise ValueError("the part ends inside a column")
+            hashing.append(hashers.submit(block_digests, chunk))
+            if len(hashing) > _HASHERS:
+                out.append(hashing.popleft().result())
+        out += [digests.result() for digests in hashing]
     return b"".join(out)
 
 

@@ -11,7 +11,7 @@ from hmem import Memory
 from projections import checkpoint_part
 from projections.checkpoint import part_files
 from projections.errors import DamagedProjection
-from projections.part_blob import BLOCK, PartBlob
+from projections.part_blob import BLOCK, PartBlob, block_digests, stream_digests
 
 CHECKPOINT = "checkpoint.columns"
 
@@ -94,3 +94,17 @@ def test_index_tokens_stay_in_the_part_until_verify_or_sql_reads_them(tmp_path, 
         assert r.verify().ok
         assert tokens.deferred() == []
         assert r.sql("SELECT term, fact_id, tf FROM postings ORDER BY ALL").fetchall() == expected
+
+
+@pytest.mark.parametrize("length", [0, 1, BLOCK, 3 * BLOCK + 5, (2 << 20) + 1, (5 << 20) + 7])
+def test_streamed_block_digests_are_the_blocks_digests(tmp_path, length):
+    """Read a chunk at a time (by threads beyond two chunks), the digests of every block of
+    the column, in order; a file that ends inside the column is refused."""
+    data = bytes((i * 7 + i // 251) % 256 for i in range(length + 11))
+    path = tmp_path / "part"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        assert stream_digests(f, 11, length) == block_digests(data[11:])
+        if length:
+            with pytest.raises(ValueError, match="ends inside a column"):
+                stream_digests(f, 12, length)
