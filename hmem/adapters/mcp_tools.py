@@ -106,8 +106,9 @@ RequestId = Annotated[str | None, Field(
     "one when you retry a call that failed or timed out: the write is then made only once.",
 )]
 Limit = Annotated[int, Field(ge=1, le=50, description="At most this many facts."), NotBool]
-# The recall tool's default: the smallest budget that keeps ten hits' evidence recall on BEAM
-# (.263 at 1,000 tokens, .443 at 4,000) and LoCoMo (docs/reference.md, "Recall", step 6).
+# The recall tool's default: on BEAM's long turns ten hits' evidence recall is .263 / .443 at
+# 1,000 / 4,000 tokens without an embedder (.434 unlimited), .318 / .475 with the local one
+# (.496 unlimited); LoCoMo's is whole from 1,000 (docs/reference.md, "Recall", step 6).
 RECALL_BUDGET = 4000
 MaxTokens = Annotated[int, Field(
     ge=50, le=20000, description="Token budget for all returned facts (~4 characters a token; "
