@@ -49,12 +49,12 @@ def stream_digests(f: BufferedReader, offset: int, length: int) -> bytes:
     chunk at a time and hashed by :data:`_HASHERS` threads (hashlib lets go of the GIL), a few
     chunks in memory at once; ``ValueError`` if the file ends before them."""
     f.seek(offset)
-    out: list[bytes] = []
     if length <= _HASHERS * _CHUNK:  # starting threads would cost more than they save
         chunk = f.read(length)
         if len(chunk) != length:
             raise ValueError("the part ends inside a column")
         return block_digests(chunk)
+    out: list[bytes] = []
     with ThreadPoolExecutor(max_workers=_HASHERS) as hashers:
         hashing: deque[Future[bytes]] = deque()
         for done in range(0, length, _CHUNK):
