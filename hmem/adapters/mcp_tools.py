@@ -106,9 +106,8 @@ RequestId = Annotated[str | None, Field(
     "one when you retry a call that failed or timed out: the write is then made only once.",
 )]
 Limit = Annotated[int, Field(ge=1, le=50, description="At most this many facts."), NotBool]
-# The recall tool's default: on BEAM's long turns ten hits' evidence recall is .263 / .443 at
-# 1,000 / 4,000 tokens without an embedder (.434 unlimited), .318 / .475 with the local one
-# (.496 unlimited); LoCoMo's is whole from 1,000 (docs/reference.md, "Recall", step 6).
+# The recall tool's default: BEAM's ten hits keep .443 / .475 of .434 / .496 within 4,000 tokens
+# without / with the local embedder; LoCoMo's all from 1,000 (docs/reference.md, "Recall", 6).
 RECALL_BUDGET = 4000
 MaxTokens = Annotated[int, Field(
     ge=50, le=20000, description="Token budget for all returned facts (~4 characters a token; "
