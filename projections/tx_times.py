@@ -68,9 +68,10 @@ class TxTimes(Sequence[int]):
             i += n
         if i >= self._count:
             return self._tail[i - self._count]
-        kept = self._kept
-        if self._by_block() or isinstance(kept, PartBlob):
+        if self._by_block():
             return self._kept_block(i // _PER_BLOCK)[i % _PER_BLOCK]
+        kept = self._kept
+        assert not isinstance(kept, PartBlob)
         return kept[i]
 
     def _by_block(self) -> bool:
