@@ -43,7 +43,6 @@ from projections.arrays import (
     Table,
     array_of,
     as_bytes,
-    narrow_counts,
     with_room,
 )
 from projections.compact_columns import (
@@ -56,8 +55,16 @@ from projections.compact_columns import (
     whole,
 )
 from projections.event_columns import EventColumns
-from projections.fold_state import FactColumns, TermPostings
+from projections.fold_state import FactColumns
 from projections.index_tokens import first_postings
+from projections.kept_columns import (
+    NARROW,
+    kept_postings,
+    kept_turns,
+    postings_arrays,
+    turns_arrays,
+)
+from projections.kept_turns import first_turns
 from projections.part_blob import BLOCK, LAZY, PartBlob, block_digests, block_root, stream_digests
 from projections.records import Episode, Vector
 from projections.request_keys import request_key
@@ -126,7 +133,8 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
     if len(events) and events.seq[-1] != facts.last_seq:
         raise ValueError(f"the event rows end at {events.seq[-1]}, the facts at {facts.last_seq}")
     arrays = dict(_arrays(facts))
-    arrays |= _postings_arrays(first_postings(facts))
+    arrays |= postings_arrays(first_postings(facts))
+    arrays |= turns_arrays(first_turns(facts))
     models = list(dict.fromkeys(v.model for v in facts.vectors))
     arrays |= _vector_arrays(facts, models)
     for name, code in EventColumns.ARRAYS.items():
@@ -202,7 +210,7 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
         extra = msgspec.msgpack.decode(manifest.extra, type=_Extra)
         if extra.last_seq != manifest.seq:
             raise ValueError("the part's seq and its state's differ")
-        arrays = {name: column if name in _DEFERRED else whole(column)
+        arrays = {name: column if name in _DEFERRED or name.startswith(NARROW) else whole(column)
                   for name, column in unpack(arrays, manifest.sparse, manifest.widths).items()}
         arrays.update(on_disk)
         facts = _columns(arrays, extra)
@@ -383,35 +391,14 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
     if not 0 <= cols.tokened <= cols.n:
         raise ValueError("more facts with index tokens than facts")
     if "postings.codes" in arrays:  # a part written before they were kept has none
-        cols.postings = _postings(arrays, cols.tokened, len(cols.terms))
+        cols.postings = kept_postings(arrays, cols.tokened, len(cols.terms))
+    if "turns.session" in arrays:  # nor turn links, before they were
+        cols.turns = kept_turns(arrays, cols.n)
     _vectors(arrays, extra, cols)
     for episode in extra.episodes:
         cols.add_episode(episode)
     cols.last_seq = extra.last_seq
     return cols
-
-
-def _postings_arrays(postings: TermPostings) -> dict[str, npt.NDArray[Any]]:
-    """The postings of a part's facts (term frequencies as counts: most are 1, kept sparse)."""
-    return {"postings.codes": postings.codes, "postings.starts": postings.starts,
-            "postings.documents": postings.documents,
-            "postings.tfs": postings.tfs}
-
-
-def _postings(arrays: dict[str, Any], docs: int, terms: int) -> TermPostings:
-    codes, starts = arrays["postings.codes"], arrays["postings.starts"]
-    documents, tfs = arrays["postings.documents"], arrays["postings.tfs"]
-    if len(codes) != len(starts) or len(tfs) != len(documents) or (
-        len(codes) and not (starts[0] == 0 and starts[-1] < len(documents)
-                            and bool((np.diff(starts) > 0).all())
-                            and bool((np.diff(codes) > 0).all())
-                            and 0 <= codes[0] and codes[-1] < terms)
-    ) or (len(documents) and not 0 <= int(documents.min()) <= int(documents.max()) < docs) or (
-        len(tfs) and (tfs.dtype.kind not in "iu" or int(tfs.min()) < 1)
-    ):
-        raise ValueError("the postings do not fit the part's facts and terms")
-    return TermPostings(np.asarray(codes, dtype=np.int32), np.asarray(starts, dtype=np.int64),
-                        np.asarray(documents, dtype=np.int32), narrow_counts(tfs), docs)
 
 
 def _text_arrays(name: str, texts: Texts) -> dict[str, npt.NDArray[Any]]:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Compact", "DiskColumn", "NarrowColumn", "Sparse", "SparseColumn", "derive_columns",
-    "derive_times", "pack", "unpack", "whole",
+    "derive_times", "narrowest", "pack", "unpack", "whole",
 ]
 
 Sparse = tuple[int, int, str]  # (the column's length, the value it mostly holds, its dtype)
@@ -148,6 +148,12 @@ class DiskColumn(Compact):
 def whole(column: npt.NDArray[Any] | Compact) -> npt.NDArray[Any]:
     """The column itself, made whole if it is :class:`Compact`."""
     return column() if isinstance(column, Compact) else column
+
+
+def narrowest(column: npt.NDArray[Any] | Compact) -> npt.NDArray[Any]:
+    """The column's values as an array in the narrowest type they are kept in: a narrow
+    column's stored array (no copy), else :func:`whole`."""
+    return column.stored if isinstance(column, NarrowColumn) else whole(column)
 
 
 def unpack(

@@ -23,7 +23,7 @@ from projections.errors import FactNotFound
 from projections.records import Episode, Fact, Row, Vector, subject_key
 from projections.string_columns import Strings, Texts, UniqueStrings
 
-__all__ = ["FactColumns", "FactsView", "REVISION_KINDS", "TermPostings", "opt"]
+__all__ = ["FactColumns", "FactsView", "KeptTurns", "REVISION_KINDS", "TermPostings", "opt"]
 
 REVISION_KINDS = (None, "world", "correction")  # FactTable.revision codes
 
@@ -61,6 +61,22 @@ class TermPostings(NamedTuple):
     docs: int
 
 
+class KeptTurns(NamedTuple):
+    """The source positions and turn links of the facts at slots ``0 .. docs - 1`` (document
+    ``i`` is slot ``i``): each fact's session (a code into ``sessions``, -1: no position) and
+    turn, and its ``prev_doc`` / ``next_doc`` (projections/kept_turns.py)."""
+
+    sessions: list[str]
+    session: npt.NDArray[np.signedinteger[Any]]  # loaded from a part: as narrow as stored
+    turn: npt.NDArray[np.signedinteger[Any]]
+    prev_doc: npt.NDArray[np.signedinteger[Any]]
+    next_doc: npt.NDArray[np.signedinteger[Any]]
+
+    @property
+    def docs(self) -> int:
+        return len(self.session)
+
+
 class FactColumns:
     """All facts folded from events, as columns."""
 
@@ -85,6 +101,9 @@ class FactColumns:
         # what those tokens make for the first facts, kept (namespace_postings) so that a
         # checkpoint part saves it and a load does not sort them again
         self.postings: TermPostings | None = None
+        # the first facts' source positions and turn links (projections/kept_turns.py), kept
+        # for the same reason
+        self.turns: KeptTurns | None = None
         self.odd: dict[int, int] = {}  # slot -> an importance the int8 column cannot hold
         self.vectors: list[Vector] = []
         self.vector_dims: dict[tuple[str, str], int] = {}

@@ -17,10 +17,9 @@ import numpy.typing as npt
 from projections.arrays import NONE, code_major
 from projections.fold_state import FactColumns
 from projections.index_tokens import kept_postings_and_later, token_counts
-from projections.recall_index import NEVER, DocColumns, NamespaceIndex, Turns
+from projections.kept_turns import namespace_turns
+from projections.recall_index import NEVER, DocColumns, NamespaceIndex
 from projections.records import Fact, subject_key
-from projections.source_positions import source_positions
-from projections.turn_links import link_turns
 
 __all__ = ["build_index", "build_indexes"]
 
@@ -49,7 +48,7 @@ def build_indexes(cols: FactColumns) -> dict[str, NamespaceIndex]:
 def _documents(cols: FactColumns, slots: npt.NDArray[np.intp]) -> DocColumns:
     f, r = cols.table, cols.rows
     # the turns linked first, so that their temporaries come and go before the other columns
-    links = link_turns(len(slots), *_turns(cols, f.source_ref[slots]))
+    links = namespace_turns(cols, slots)
     first = f.first_row[slots]
     keys, key_codes = _subject_keys(cols, f.subject[slots])
     return DocColumns(
@@ -143,13 +142,3 @@ def _entity_docs(
     key, width = code_major(codes, lengths)  # one per naming, in EntityDocs' order
     by_entity = key // width
     return cols.entity_names.values, by_entity, key - by_entity * width
-
-
-def _turns(cols: FactColumns, refs: npt.NDArray[np.int32]) -> Turns:
-    """The documents whose source_ref names a turn (ascending), with their sessions and turns."""
-    with_ref = np.flatnonzero(refs >= 0)
-    codes = refs[with_ref]
-    named, sessions, names, turns = source_positions(
-        cols.refs.in_memory(), cols.refs.starts[codes], cols.refs.ends[codes]
-    )
-    return with_ref[named].astype(np.int64), sessions, names, turns

@@ -36,7 +36,7 @@ from projections.records import Fact
 from projections.text import TextIndex
 from projections.turn_links import FirstDocs, TurnLinks
 
-__all__ = ["NamespaceIndex", "DocColumns", "NEVER", "ROW_WIDTH", "Turns", "source_position"]
+__all__ = ["NamespaceIndex", "DocColumns", "NEVER", "ROW_WIDTH", "source_position"]
 
 NEVER = _NEVER = 2**63 - 1  # an open end, in seqs or microseconds
 _ROW_SLOTS = 2
@@ -45,9 +45,6 @@ ROW_WIDTH = _ROW_WIDTH = _ROW_SLOTS * _ROW_FIELDS
 
 
 _Runs = tuple[np.ndarray, np.ndarray, np.ndarray]  # see NamespaceIndex.link_runs
-
-# (documents, their sessions as codes into the list of session names, the names, their turns)
-Turns = tuple[np.ndarray, np.ndarray, list[str], np.ndarray]
 
 # (heads n x 2, rows n x ROW_WIDTH, irregular doc -> Fact) of n documents loaded in bulk
 Visibility = tuple[np.ndarray, np.ndarray, dict[int, Fact]]

@@ -13,6 +13,7 @@ tests/projections/test_index_build.py holds the result equal to adding the docum
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,9 @@ FirstDocs = dict[str, dict[int, int]]  # session -> turn -> its first document
 TurnLinks = tuple[I64, I64, Callable[[], FirstDocs]]
 
 
-def link_turns(n: int, docs: I64, sessions: I64, names: Sequence[str], turns: I64) -> TurnLinks:
+def link_turns(
+    n: int, docs: I64, sessions: npt.NDArray[np.integer[Any]], names: Sequence[str], turns: I64
+) -> TurnLinks:
     """``prev_doc`` and ``next_doc`` (length ``n``, -1 where there is no link) and a function
     giving the first document of each (session, turn), for documents ``docs`` (ascending) at
     positions ``(names[sessions[i]], turns[i])`` (distinct codes name distinct sessions)."""

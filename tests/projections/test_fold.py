@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,6 +43,7 @@ from projections.index_tokens import (
     set_tokens,
     token_counts,
 )
+from projections.kept_turns import kept_turns_hold, namespace_turns
 from projections.projector import Projector, index_counts
 from projections.records import Fact
 from replay.verify import state_rows
@@ -73,7 +75,9 @@ lineage = dict(
     category=st.none() | st.sampled_from(["semantic", "episodic"]),
     importance=st.none() | st.sampled_from([1, 10, 200]),  # 200: refused on write, kept by a fold
 )
-common = dict(namespace=ns, source_agent=names, source_ref=names)
+# source refs: turns next to each other, in two sessions, and refs that name no turn
+refs = st.none() | st.sampled_from(["chat", "s1:t3", "s1:t2", "s1:t4", "s2:9"])
+common = dict(namespace=ns, source_agent=names, source_ref=refs)
 requests = st.none() | st.none() | st.sampled_from(["r1", "r2"])  # the same id in two events too
 statement = dict(request_id=requests,
     text=texts, valid_from=mostly_none, valid_to=mostly_none,
@@ -252,6 +256,11 @@ def test_the_state_saved_in_a_checkpoint_and_loaded_back_equals_the_fold(history
         assert kept_postings_hold(space.state)
         space.state.postings = None
         assert_same_postings(namespace_postings(space.state, slots), merged)
+        # and so its turn links, the later facts' positions read and all linked again
+        linked = namespace_turns(space.state, slots)[:2]
+        assert kept_turns_hold(space.state)
+        space.state.turns = None
+        assert all(map(np.array_equal, namespace_turns(space.state, slots)[:2], linked))
         names = space.state.namespaces.values
         mine = [ev for ev in accepted if ev.namespace == namespace]
         assert space.events.seq.tolist() == [ev.seq for ev in mine]

@@ -20,6 +20,7 @@ from projections.arrays import NONE
 from projections.fold import fold_all
 from projections.index_build import build_indexes
 from projections.index_tokens import first_postings, set_tokens
+from projections.kept_turns import first_turns, kept_turns_hold
 from projections.recall_index import NamespaceIndex, source_position
 from projections.source_positions import source_positions
 from projections.string_columns import Texts
@@ -358,3 +359,72 @@ def test_a_namespace_loaded_from_its_part_adds_the_few_facts_after_it(tmp_path):
         assert docs.tolist() == [5, 6, 7] and tfs.tolist() == [1.0, 1.0, 1.0]
         assert index.text.postings("tea")[0].tolist() == [0, 1, 2, 3, 4]
         assert index.text.postings("maya")[0].tolist() == list(range(8))
+
+
+def test_a_namespace_loaded_from_its_part_takes_its_turn_links_and_links_the_facts_after_it(
+    tmp_path,
+):
+    """The part keeps its facts' source positions and turn links; a reader with no fact after
+    the part takes the links as kept; facts after it are read and every turn linked again (a
+    later turn links an earlier document): what adding them one by one makes."""
+    clock, root = StepClock(START, STEP), tmp_path / "s"
+    refs = ["s1:t1", "s1:t2", "s2:t1", None, "s1:t4"]
+    with Memory(root, clock=clock, embedder=None) as m:
+        for i, ref in enumerate(refs):
+            m.remember("Maya", f"Maya likes tea {i}", source_ref=ref, dedup=False)
+    earlier = _checkpoint_files(root)
+    with Memory(root, read_only=True, embedder=None) as r:
+        state = r.store.projector.space("default").state
+        assert state.turns is not None and state.turns.docs == 5
+        index = r.store.projector.indexes["default"]
+        assert list(index.prev_doc) == [-1, 0, -1, -1, -1]
+        assert list(index.next_doc) == [1, -1, -1, -1, -1]
+        assert index.turns == {"s1:t": {1: 0, 2: 1, 4: 4}, "s2:t": {1: 2}}
+    with Memory(root, clock=clock, embedder=None) as m:
+        m.remember("Maya", "Maya runs to the cafés", source_ref="s1:t3", dedup=False)
+    _restore_checkpoint(root, earlier)
+    with Memory(root, read_only=True, embedder=None) as r:
+        state = r.store.projector.space("default").state
+        assert state.n == 6
+        index = r.store.projector.indexes["default"]
+        assert list(index.prev_doc) == [-1, 0, -1, -1, 5, 1]
+        assert list(index.next_doc) == [1, 5, -1, -1, -1, 4]
+        assert state.turns is not None and state.turns.docs == 6  # what the next part keeps
+
+
+def test_turn_links_kept_that_the_source_refs_do_not_make_fail_the_check(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        for ref in ("s1:t1", "s1:t2", "s1:t3"):
+            m.remember("Maya", f"Maya at {ref}", source_ref=ref, dedup=False)
+        state = m.store.projector.space("default").state
+        first_turns(state)
+        assert kept_turns_hold(state)
+        kept = state.turns
+        assert kept is not None
+        for changed in (kept._replace(next_doc=np.array([-1, 2, -1])),
+                        kept._replace(turn=np.array([1, 2, 4])),
+                        kept._replace(sessions=["s9:t"])):
+            state.turns = changed
+            assert not kept_turns_hold(state)
+
+
+def test_turn_links_kept_in_a_large_part_read_back_as_they_were_made(tmp_path):
+    """A part keeps long columns narrower or as their exceptions: the turn links of a
+    namespace of hundreds of facts (and of one whose facts name no turn) read back as made."""
+    root = tmp_path / "s"
+    refs = [f"s{i % 3}:t{i // 3}" if i % 5 else None for i in range(300)]
+    with Memory(root, embedder=None) as m:
+        for ns in ("a", "b"):
+            m.store.projector.indexes.build_now(ns)  # built now: every fact goes through add()
+        a, b = m.in_namespace("a"), m.in_namespace("b")
+        for i, ref in enumerate(refs):
+            a.remember("Maya", f"Maya said {i}", source_ref=ref, dedup=False)
+            if i % 3 == 0:
+                b.remember("Tom", f"Tom said {i}", dedup=False)
+        want = {ns: fields(m.store.projector.indexes[ns]) for ns in ("a", "b")}
+    with Memory(root, read_only=True, embedder=None) as r:
+        for ns in ("a", "b"):
+            state = r.store.projector.space(ns).state
+            assert state.turns is not None and state.turns.docs == state.n
+            assert kept_turns_hold(state)
+            assert fields(r.store.projector.indexes[ns]) == want[ns]

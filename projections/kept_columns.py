@@ -1,0 +1,84 @@
+"""The recall index state a checkpoint part keeps beside its namespace's fold, as columns:
+the postings of its facts (projections/index_tokens.py) and their source positions and turn links
+(projections/kept_turns.py), each checked to fit the part's facts when read back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from projections.arrays import narrow_counts
+from projections.compact_columns import narrowest
+from projections.fold_state import KeptTurns, TermPostings
+
+__all__ = ["NARROW", "kept_postings", "kept_turns", "postings_arrays", "turns_arrays"]
+
+NARROW = "turns."  # the columns kept in memory as narrow as they are stored
+
+
+def postings_arrays(postings: TermPostings) -> dict[str, npt.NDArray[Any]]:
+    """The postings of a part's facts (term frequencies as counts: most are 1, kept sparse)."""
+    return {"postings.codes": postings.codes, "postings.starts": postings.starts,
+            "postings.documents": postings.documents,
+            "postings.tfs": postings.tfs}
+
+
+def kept_postings(arrays: dict[str, Any], docs: int, terms: int) -> TermPostings:
+    """The postings read back, for a part of ``docs`` facts with index tokens and ``terms``
+    terms; ValueError if they do not fit them."""
+    codes, starts = arrays["postings.codes"], arrays["postings.starts"]
+    documents, tfs = arrays["postings.documents"], arrays["postings.tfs"]
+    if len(codes) != len(starts) or len(tfs) != len(documents) or (
+        len(codes) and not (starts[0] == 0 and starts[-1] < len(documents)
+                            and bool((np.diff(starts) > 0).all())
+                            and bool((np.diff(codes) > 0).all())
+                            and 0 <= codes[0] and codes[-1] < terms)
+    ) or (len(documents) and not 0 <= int(documents.min()) <= int(documents.max()) < docs) or (
+        len(tfs) and (tfs.dtype.kind not in "iu" or int(tfs.min()) < 1)
+    ):
+        raise ValueError("the postings do not fit the part's facts and terms")
+    return TermPostings(np.asarray(codes, dtype=np.int32), np.asarray(starts, dtype=np.int64),
+                        np.asarray(documents, dtype=np.int32), narrow_counts(tfs), docs)
+
+
+def turns_arrays(turns: KeptTurns) -> dict[str, npt.NDArray[Any]]:
+    """The facts' source positions and turn links (projections/kept_turns.py)."""
+    encoded = [v.encode("utf-8", "surrogatepass") for v in turns.sessions]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return {"turns.sessions.blob": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            "turns.sessions.ends": np.cumsum(lengths),
+            "turns.session": turns.session, "turns.turn": _narrow(turns.turn),
+            "turns.prev_doc": _narrow(turns.prev_doc), "turns.next_doc": _narrow(turns.next_doc)}
+
+
+def _narrow(values: npt.NDArray[np.int64]) -> npt.NDArray[np.signedinteger[Any]]:
+    """``values`` as int32 where they fit (so they stay 4 bytes each once loaded)."""
+    if not len(values) or -(1 << 31) <= int(values.min()) and int(values.max()) < 1 << 31:
+        return values.astype(np.int32)
+    return values
+
+
+def kept_turns(arrays: dict[str, Any], facts: int) -> KeptTurns:
+    """The source positions and turn links read back, as narrow as they were stored, for a
+    part of ``facts`` facts; ValueError if they do not fit them."""
+    blob = narrowest(arrays["turns.sessions.blob"]).tobytes()
+    ends = narrowest(arrays["turns.sessions.ends"]).tolist()
+    sessions = [blob[a:b].decode("utf-8", "surrogatepass")
+                for a, b in zip([0, *ends], ends, strict=False)]
+    columns = [narrowest(arrays[f"{NARROW}{name}"])
+               for name in ("session", "turn", "prev_doc", "next_doc")]
+    if any(c.dtype.kind != "i" for c in columns):
+        raise ValueError("the turn links are not signed integers")
+    turns = KeptTurns(sessions, *columns)
+    docs = turns.docs
+    if not docs <= facts or {len(turns.turn), len(turns.prev_doc), len(turns.next_doc)} != {
+        docs
+    } or (docs and not (
+        -1 <= int(turns.session.min()) and int(turns.session.max()) < len(sessions)
+        and all(-1 <= int(a.min()) and int(a.max()) < docs
+                for a in (turns.prev_doc, turns.next_doc))
+    )):
+        raise ValueError("the turn links do not fit the part's facts")
+    return turns
