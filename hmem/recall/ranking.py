@@ -24,8 +24,9 @@ from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_word
 from hmem.recall.top import top, top_of
 from projections.arrays import in_sorted
 from projections.entities import extract_entities, normalize_entity
-from projections.fold_state import FactsView
-from projections.projector import Projector, index_counts
+from projections.fold_state import FactColumns, FactsView
+from projections.index_tokens import token_counts
+from projections.projector import Projector
 from projections.recall_index import NamespaceIndex
 from projections.records import Fact, subject_key
 from projections.text import STOPWORDS, tokenize
@@ -202,7 +203,7 @@ def rank(
         fed = words.own.copy()
         fed_from, postings = np.empty(0, dtype=np.int64), sum(map(len, words.postings))
         if config.feedback_docs and config.feedback_terms and config.feedback_weight > 0:
-            fed_from, added = _feedback(index, state.facts, tokens, words, showable, config, fed)
+            fed_from, added = _feedback(index, state, tokens, words, showable, config, fed)
             postings += added
         loans = borrow(index, words, fed, lending, postings, fed_from, alpha, beta)
         lists["bm25"] = top_of(loans.lexical, showable, depth, loans.scored, loans.repeats)
@@ -306,8 +307,8 @@ def _with_facts(
 ) -> Iterator[tuple[int, Fact]]:
     """Each candidate position of ``order`` with its fact, the facts read ``wanted()`` (the
     hits still to find) at a time: a recall's hits are made together."""
-    while True:
-        chunk = list(itertools.islice(order, max(wanted(), 1)))
+    while (still := wanted()) > 0:  # none once the hits are found: no fact is made
+        chunk = list(itertools.islice(order, still))
         if not chunk:
             return
         made = facts.many([int(ids[rank]) for rank in chunk])
@@ -344,7 +345,7 @@ def _codes(config: RecallConfig, vectors: int, lend_cosines: bool) -> bool:
 
 
 def _feedback(
-    index: NamespaceIndex, facts: FactsView, tokens: list[str], words: Words,
+    index: NamespaceIndex, state: FactColumns, tokens: list[str], words: Words,
     shown: np.ndarray, config: RecallConfig, fed: np.ndarray,
 ) -> tuple[np.ndarray, int]:
     """Pseudo-relevance feedback (RM3-like): add the best terms of the top visible documents
@@ -358,10 +359,8 @@ def _feedback(
     query = set(tokens)
     weights: dict[str, float] = {}
     best = float(top_scores[0]) or 1.0
-    made = facts.many([index.fact_ids[doc] for doc in top_docs.tolist()])
-    for doc, score in zip(top_docs.tolist(), top_scores.tolist(), strict=True):
-        fact = made[index.fact_ids[doc]]
-        counts = index_counts(fact.subject, fact.text)
+    for counts, score in zip(_term_counts(index, state, top_docs), top_scores.tolist(),
+                             strict=True):
         total = sum(counts.values()) or 1
         for term, tf in counts.items():
             if term not in query:
@@ -374,6 +373,15 @@ def _feedback(
     expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
     index.text.accumulate(expansion, fed)  # BM25 adds up per term
     return top_docs, sum(index.text.df(term) for term in expansion)
+
+
+def _term_counts(
+    index: NamespaceIndex, state: FactColumns, docs: np.ndarray
+) -> list[dict[str, int]]:
+    """The BM25 documents (term -> count) of ``docs``: the index tokens the projector records
+    for every fact it folds (no fact is made, no text tokenized again)."""
+    slots = state.slots(np.frombuffer(index.fact_ids, dtype=np.int64)[docs])
+    return [token_counts(state, slot) for slot in slots.tolist()]
 
 
 def _fuse(

@@ -307,7 +307,7 @@ def test_top_hits_whose_words_the_index_lacks_add_no_feedback_terms(tmp_path, mo
     with Memory(tmp_path / "s", embedder=None) as m:
         m.remember("maya", "Maya lives in London")
         m.remember("tom", "Tom lives in Leeds")
-        monkeypatch.setattr("hmem.recall.ranking.index_counts", lambda *_: {"zzqx": 1})
+        monkeypatch.setattr("hmem.recall.ranking.token_counts", lambda *_: {"zzqx": 1})
         assert {h.text for h in m.recall("lives").hits} == {
             "Maya lives in London", "Tom lives in Leeds"
         }
