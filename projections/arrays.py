@@ -349,8 +349,9 @@ class Ragged(Deferred):
 
     def run(self, ends: Items, slot: int) -> list[int]:
         start, end = ends.item(slot - 1) if slot else 0, ends.item(slot)
-        pending = self._later_item("values")
-        tail = pending.run(start, end) if isinstance(pending, PendingColumn) else None
+        pending = self._later_item("values")  # not made: its runs read without making it
+        read = getattr(pending, "run", None)
+        tail = read(start, end) if read is not None else None
         values = self.values[start:end] if tail is None else tail
         return values.tolist()  # type: ignore[no-any-return]
 

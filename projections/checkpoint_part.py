@@ -59,11 +59,14 @@ from projections.fold_state import FactColumns
 from projections.index_tokens import first_postings
 from projections.kept_columns import (
     NARROW,
+    entity_runs_arrays,
+    kept_entity_runs,
     kept_postings,
     kept_turns,
     postings_arrays,
     turns_arrays,
 )
+from projections.kept_entities import first_entity_runs
 from projections.kept_turns import first_turns
 from projections.part_blob import BLOCK, LAZY, PartBlob, block_digests, block_root, stream_digests
 from projections.records import Episode, Vector
@@ -135,6 +138,7 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
     arrays = dict(_arrays(facts))
     arrays |= postings_arrays(first_postings(facts))
     arrays |= turns_arrays(first_turns(facts))
+    arrays |= entity_runs_arrays(first_entity_runs(facts))
     models = list(dict.fromkeys(v.model for v in facts.vectors))
     arrays |= _vector_arrays(facts, models)
     for name, code in EventColumns.ARRAYS.items():
@@ -394,6 +398,8 @@ def _columns(arrays: dict[str, Any], extra: _Extra) -> FactColumns:
         cols.postings = kept_postings(arrays, cols.tokened, len(cols.terms))
     if "turns.session" in arrays:  # nor turn links, before they were
         cols.turns = kept_turns(arrays, cols.n)
+    if "entity_runs.codes" in arrays:  # nor entity runs
+        cols.entity_runs = kept_entity_runs(arrays, cols.n, len(cols.entity_names))
     _vectors(arrays, extra, cols)
     for episode in extra.episodes:
         cols.add_episode(episode)

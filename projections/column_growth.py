@@ -131,9 +131,13 @@ class PendingColumn:
         return self.tail.item(past) if past < self.written else self.dtype.type(self.fill).item()
 
     def run(self, start: int, end: int) -> npt.NDArray[Any] | None:
-        """Entries ``start .. end`` if they are all past ``make``'s end (None if not)."""
+        """Entries ``start .. end`` if they are all past ``make``'s end, or all before it and
+        ``make`` reads runs (a column left in its part); else None."""
         past = start - len(self.make)
-        if past < 0 or end > self.length:
+        if past < 0:
+            read = getattr(self.make, "run", None)
+            return read(start, end) if read is not None and end <= len(self.make) else None
+        if end > self.length:
             return None
         if end - len(self.make) > self.written:
             out = np.full(end - start, self.fill, dtype=self.dtype)

@@ -144,6 +144,14 @@ class DiskColumn(Compact):
         i = range(self.length)[i]
         return np.frombuffer(self.blob[i * size:(i + 1) * size], dtype=self.stored).item(0)
 
+    def run(self, start: int, end: int) -> npt.NDArray[Any] | None:
+        """Entries ``start .. end``, read from the blocks they lie in (None if out of range)."""
+        if not 0 <= start <= end <= self.length:
+            return None
+        size = self.stored.itemsize
+        values = np.frombuffer(self.blob[start * size:end * size], dtype=self.stored)
+        return values.astype(self.dtype)
+
 
 def whole(column: npt.NDArray[Any] | Compact) -> npt.NDArray[Any]:
     """The column itself, made whole if it is :class:`Compact`."""

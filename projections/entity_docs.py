@@ -6,8 +6,6 @@ from array import array
 
 import numpy as np
 
-from projections.arrays import run_starts
-
 __all__ = ["EntityDocs"]
 
 
@@ -26,19 +24,21 @@ class EntityDocs:
         self._docs = np.zeros(0, dtype=np.int64)
         self._added: dict[str, array[int]] = {}
 
-    def load(self, names: list[str], codes: np.ndarray, docs: np.ndarray) -> None:
-        """Fill an empty index from every naming: ``codes`` (into ``names``) ascending, and for
-        each its document, ascending within a code."""
+    def load(self, names: list[str], bounds: np.ndarray, docs: np.ndarray) -> None:
+        """Fill an empty index from every naming, by entity: ``names[r]`` (distinct) is named
+        by documents ``docs[bounds[r]:bounds[r + 1]]`` (ascending). ``docs`` is kept as it is
+        (any integer type): do not change it."""
         if len(self._docs) or self._added:
             raise ValueError("EntityDocs.load fills an empty index only")
-        codes = np.asarray(codes, dtype=np.int64)
-        starts = run_starts(codes)
-        present = codes[starts]
-        self._names = [names[c] for c in present.tolist()]
+        if len(bounds) != len(names) + 1:
+            raise ValueError("EntityDocs.load takes one run per name")
+        self._names = names
         self._code = None
-        self._bounds = np.append(starts.astype(np.int64), len(codes))
-        self._docs = np.array(docs, dtype=np.int64)
-        self._docs.setflags(write=False)  # get() hands out views of it
+        self._bounds = np.asarray(bounds, dtype=np.int64)
+        self._docs = np.asarray(docs)
+        if self._docs.flags.writeable:
+            self._docs = self._docs.view()
+            self._docs.setflags(write=False)  # get() hands out views of it
 
     def append(self, name: str, doc: int) -> None:
         """Record that document ``doc`` (the newest) names ``name``."""

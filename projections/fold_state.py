@@ -23,7 +23,9 @@ from projections.errors import FactNotFound
 from projections.records import Episode, Fact, Row, Vector, subject_key
 from projections.string_columns import Strings, Texts, UniqueStrings
 
-__all__ = ["FactColumns", "FactsView", "KeptTurns", "REVISION_KINDS", "TermPostings", "opt"]
+__all__ = [
+    "EntityRuns", "FactColumns", "FactsView", "KeptTurns", "REVISION_KINDS", "TermPostings", "opt",
+]
 
 REVISION_KINDS = (None, "world", "correction")  # FactTable.revision codes
 
@@ -77,6 +79,17 @@ class KeptTurns(NamedTuple):
         return len(self.session)
 
 
+class EntityRuns(NamedTuple):
+    """The facts at slots ``0 .. docs - 1`` (document ``i`` is slot ``i``) by the entities they
+    name: entity ``codes[r]`` (codes ascending) is named by ``documents[bounds[r]:bounds[r +
+    1]]`` (ascending, once per naming) (projections/kept_entities.py)."""
+
+    codes: npt.NDArray[np.int32]
+    bounds: npt.NDArray[np.int64]
+    documents: npt.NDArray[np.signedinteger[Any]]
+    docs: int
+
+
 class FactColumns:
     """All facts folded from events, as columns."""
 
@@ -104,6 +117,7 @@ class FactColumns:
         # the first facts' source positions and turn links (projections/kept_turns.py), kept
         # for the same reason
         self.turns: KeptTurns | None = None
+        self.entity_runs: EntityRuns | None = None  # and their entities' documents
         self.odd: dict[int, int] = {}  # slot -> an importance the int8 column cannot hold
         self.vectors: list[Vector] = []
         self.vector_dims: dict[tuple[str, str], int] = {}

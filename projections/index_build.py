@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from projections.arrays import NONE, code_major
+from projections.arrays import NONE
 from projections.fold_state import FactColumns
 from projections.index_tokens import kept_postings_and_later, token_counts
+from projections.kept_entities import namespace_entity_runs
 from projections.kept_turns import namespace_turns
 from projections.recall_index import NEVER, DocColumns, NamespaceIndex
 from projections.records import Fact, subject_key
@@ -136,9 +137,7 @@ def _visibility(
 def _entity_docs(
     cols: FactColumns, slots: npt.NDArray[np.intp]
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Every naming of an entity by a document: (the entity names, their codes ascending, the
-    documents, ascending within a code): what EntityDocs.load takes."""
-    codes, lengths = cols.entities.gather(cols.table.entities_end, slots)
-    key, width = code_major(codes, lengths)  # one per naming, in EntityDocs' order
-    by_entity = key // width
-    return cols.entity_names.values, by_entity, key - by_entity * width
+    """Every naming of an entity by a document, by entity: what EntityDocs.load takes."""
+    runs = namespace_entity_runs(cols, slots)
+    names = cols.entity_names.values
+    return [names[c] for c in runs.codes.tolist()], runs.bounds, runs.documents

@@ -1,6 +1,7 @@
 """The recall index state a checkpoint part keeps beside its namespace's fold, as columns:
-the postings of its facts (projections/index_tokens.py) and their source positions and turn links
-(projections/kept_turns.py), each checked to fit the part's facts when read back."""
+the postings of its facts (projections/index_tokens.py), their source positions and turn links
+(projections/kept_turns.py) and their entities' documents (projections/kept_entities.py), each
+checked to fit the part's facts when read back."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import numpy.typing as npt
 
 from projections.arrays import narrow_counts
 from projections.compact_columns import narrowest
-from projections.fold_state import KeptTurns, TermPostings
+from projections.fold_state import EntityRuns, KeptTurns, TermPostings
 
-__all__ = ["NARROW", "kept_postings", "kept_turns", "postings_arrays", "turns_arrays"]
+__all__ = [
+    "NARROW", "entity_runs_arrays", "kept_entity_runs", "kept_postings", "kept_turns",
+    "postings_arrays", "turns_arrays",
+]
 
-NARROW = "turns."  # the columns kept in memory as narrow as they are stored
+NARROW = ("turns.", "entity_runs.")  # columns kept in memory as narrow as they are stored
 
 
 def postings_arrays(postings: TermPostings) -> dict[str, npt.NDArray[Any]]:
@@ -67,7 +71,7 @@ def kept_turns(arrays: dict[str, Any], facts: int) -> KeptTurns:
     ends = narrowest(arrays["turns.sessions.ends"]).tolist()
     sessions = [blob[a:b].decode("utf-8", "surrogatepass")
                 for a, b in zip([0, *ends], ends, strict=False)]
-    columns = [narrowest(arrays[f"{NARROW}{name}"])
+    columns = [narrowest(arrays[f"turns.{name}"])
                for name in ("session", "turn", "prev_doc", "next_doc")]
     if any(c.dtype.kind != "i" for c in columns):
         raise ValueError("the turn links are not signed integers")
@@ -82,3 +86,38 @@ def kept_turns(arrays: dict[str, Any], facts: int) -> KeptTurns:
     )):
         raise ValueError("the turn links do not fit the part's facts")
     return turns
+
+
+def entity_runs_arrays(runs: EntityRuns) -> dict[str, npt.NDArray[Any]]:
+    """The facts' entities' documents (projections/kept_entities.py)."""
+    return {"entity_runs.codes": runs.codes, "entity_runs.bounds": runs.bounds,
+            "entity_runs.documents": runs.documents}
+
+
+def kept_entity_runs(arrays: dict[str, Any], facts: int, entities: int) -> EntityRuns:
+    """The entity runs read back, the documents as narrow as they were stored, for a part of
+    ``facts`` facts naming ``entities`` distinct entities; ValueError if they do not fit."""
+    codes, bounds, documents = (narrowest(arrays[f"entity_runs.{name}"])
+                                for name in ("codes", "bounds", "documents"))
+    if codes.dtype.kind not in "iu" or bounds.dtype.kind not in "iu" or (
+        documents.dtype.kind not in "iu"
+    ) or len(bounds) != len(codes) + 1 or int(bounds[0]) != 0 or (
+        int(bounds[-1]) != len(documents)
+    ) or (len(codes) and not (
+        bool((np.diff(codes) > 0).all()) and 0 <= int(codes[0]) and int(codes[-1]) < entities
+        and bool((np.diff(bounds) > 0).all())
+        and 0 <= int(documents.min()) and int(documents.max()) < facts
+        # ascending within each run: a step down only where a run starts
+        and bool(((np.diff(documents) >= 0) | _run_heads(bounds, len(documents))).all())
+    )):
+        raise ValueError("the entity runs do not fit the part's facts and entities")
+    return EntityRuns(np.asarray(codes, dtype=np.int32), np.asarray(bounds, dtype=np.int64),
+                      documents, facts)
+
+
+def _run_heads(bounds: npt.NDArray[Any], n: int) -> npt.NDArray[np.bool_]:
+    """For each step ``documents[i] -> documents[i + 1]``, whether ``i + 1`` starts a run."""
+    heads = np.zeros(max(n - 1, 0), dtype=bool)
+    inner = np.asarray(bounds[1:-1], dtype=np.int64) - 1
+    heads[inner[(inner >= 0) & (inner < n - 1)]] = True
+    return heads

@@ -5,8 +5,9 @@ indexes built so far) and the checkpoint file it was loaded from. :func:`verify_
 folds the log again from seq 1 into a new projector and compares every table row the SQL
 surface shows of each namespace (projections/sql_tables.py), every field of every recall index
 the live state has built against one built from the replay, and, when a checkpoint is given,
-the state saved in it against the replay at the checkpoint's seq (and the postings and turn links
-it keeps against its facts' index tokens and source refs, which that compares).
+the state saved in it against the replay at the checkpoint's seq (and the postings, turn links and
+entities' documents it keeps against its facts' index tokens, source refs and entities, which
+that compares).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from eventlog.protocol import Log
 from projections.index_tokens import kept_postings_hold
+from projections.kept_entities import kept_entity_runs_hold
 from projections.kept_turns import kept_turns_hold
 from projections.projector import Projector
 from projections.sql_tables import TABLES, namespace_rows
@@ -71,6 +73,10 @@ def verify_projection(
                 report.tables[f"checkpoint postings {namespace!r}"] = (1, 0)
                 report.examples.append(f"checkpoint: the postings kept for {namespace!r} are "
                                        "not the ones its facts' index tokens make")
+            if not kept_entity_runs_hold(space.state):
+                report.tables[f"checkpoint entity runs {namespace!r}"] = (1, 0)
+                report.examples.append(f"checkpoint: the entities' documents kept for "
+                                       f"{namespace!r} are not the ones its facts' entities make")
             if not kept_turns_hold(space.state):
                 report.tables[f"checkpoint turn links {namespace!r}"] = (1, 0)
                 report.examples.append(f"checkpoint: the turn links kept for {namespace!r} are "

@@ -1,4 +1,4 @@
-"""A recall index's entity -> documents map: loaded in bulk as one sorted column and added to
+"""A recall index's entity -> documents map: loaded in bulk as one column by entity and added to
 one document at a time, it answers as a dict of lists built one naming at a time would."""
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ def test_loaded_and_added_namings_read_as_one_map(loaded, added):
         for code in codes:
             want.setdefault(NAMES[code], []).append(doc)
     pairs = sorted((code, doc) for doc, codes in enumerate(loaded) for code in codes)
+    present = sorted({c for c, _ in pairs})  # one run per entity named, by code
+    bounds = np.searchsorted([c for c, _ in pairs], present + [len(NAMES)])
     index = EntityDocs()
-    index.load(NAMES, np.array([c for c, _ in pairs], dtype=np.int64),
-               np.array([d for _, d in pairs], dtype=np.int64))
+    index.load([NAMES[c] for c in present], bounds, np.array([d for _, d in pairs], np.int32))
     for doc, names in enumerate(added, len(loaded)):
         for name in names:
             index.append(name, doc)
@@ -44,7 +45,7 @@ def test_loaded_and_added_namings_read_as_one_map(loaded, added):
 def test_what_get_hands_out_cannot_change_the_map():
     """A caller holding an entity's documents neither changes them nor blocks later writes."""
     index = EntityDocs()
-    index.load(["maya"], np.array([0, 0]), np.array([3, 7]))
+    index.load(["maya"], np.array([0, 2]), np.array([3, 7]))
     index.append("bob", 8)
     loaded, added = index.get("maya"), index.get("bob")
     assert loaded is not None and added is not None

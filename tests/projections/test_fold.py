@@ -43,6 +43,7 @@ from projections.index_tokens import (
     set_tokens,
     token_counts,
 )
+from projections.kept_entities import kept_entity_runs_hold, namespace_entity_runs
 from projections.kept_turns import kept_turns_hold, namespace_turns
 from projections.projector import Projector, index_counts
 from projections.records import Fact
@@ -240,6 +241,9 @@ def test_the_state_saved_in_a_checkpoint_and_loaded_back_equals_the_fold(history
     loaded = through_checkpoint(projector)
     assert_same_spaces(loaded, projector, f"checkpoint at {cut}")
     assert_same_events(loaded, projector, f"checkpoint at {cut}")
+    for _, space in loaded.spaces():  # the index state each part kept, as its facts make it
+        assert kept_turns_hold(space.state) and kept_entity_runs_hold(space.state)
+        assert space.state.entity_runs is not None and space.state.turns is not None
     for ev in accepted[cut:]:
         loaded.apply(ev)
         one_by_one.apply(ev)
@@ -261,6 +265,11 @@ def test_the_state_saved_in_a_checkpoint_and_loaded_back_equals_the_fold(history
         assert kept_turns_hold(space.state)
         space.state.turns = None
         assert all(map(np.array_equal, namespace_turns(space.state, slots)[:2], linked))
+        # and so its entities' documents
+        runs = namespace_entity_runs(space.state, slots)
+        assert kept_entity_runs_hold(space.state)
+        space.state.entity_runs = None
+        assert all(map(np.array_equal, namespace_entity_runs(space.state, slots)[:3], runs[:3]))
         names = space.state.namespaces.values
         mine = [ev for ev in accepted if ev.namespace == namespace]
         assert space.events.seq.tolist() == [ev.seq for ev in mine]

@@ -20,6 +20,7 @@ from projections.arrays import NONE
 from projections.fold import fold_all
 from projections.index_build import build_indexes
 from projections.index_tokens import first_postings, set_tokens
+from projections.kept_entities import first_entity_runs, kept_entity_runs_hold
 from projections.kept_turns import first_turns, kept_turns_hold
 from projections.recall_index import NamespaceIndex, source_position
 from projections.source_positions import source_positions
@@ -408,9 +409,10 @@ def test_turn_links_kept_that_the_source_refs_do_not_make_fail_the_check(tmp_pat
             assert not kept_turns_hold(state)
 
 
-def test_turn_links_kept_in_a_large_part_read_back_as_they_were_made(tmp_path):
-    """A part keeps long columns narrower or as their exceptions: the turn links of a
-    namespace of hundreds of facts (and of one whose facts name no turn) read back as made."""
+def test_index_state_kept_in_a_large_part_reads_back_as_it_was_made(tmp_path):
+    """A part keeps long columns narrower or as their exceptions: the turn links and entity
+    runs of a namespace of hundreds of facts (and of one whose facts name no turn) read back as
+    made, and the index built from them is the one built fact by fact."""
     root = tmp_path / "s"
     refs = [f"s{i % 3}:t{i // 3}" if i % 5 else None for i in range(300)]
     with Memory(root, embedder=None) as m:
@@ -418,7 +420,8 @@ def test_turn_links_kept_in_a_large_part_read_back_as_they_were_made(tmp_path):
             m.store.projector.indexes.build_now(ns)  # built now: every fact goes through add()
         a, b = m.in_namespace("a"), m.in_namespace("b")
         for i, ref in enumerate(refs):
-            a.remember("Maya", f"Maya said {i}", source_ref=ref, dedup=False)
+            a.remember("Maya", f"Maya said {i} to Tom in Paris" if i % 4 else f"Maya said {i}",
+                       source_ref=ref, dedup=False)
             if i % 3 == 0:
                 b.remember("Tom", f"Tom said {i}", dedup=False)
         want = {ns: fields(m.store.projector.indexes[ns]) for ns in ("a", "b")}
@@ -426,5 +429,22 @@ def test_turn_links_kept_in_a_large_part_read_back_as_they_were_made(tmp_path):
         for ns in ("a", "b"):
             state = r.store.projector.space(ns).state
             assert state.turns is not None and state.turns.docs == state.n
-            assert kept_turns_hold(state)
+            assert state.entity_runs is not None and state.entity_runs.docs == state.n
+            assert kept_turns_hold(state) and kept_entity_runs_hold(state)
             assert fields(r.store.projector.indexes[ns]) == want[ns]
+
+
+def test_entity_runs_kept_that_the_facts_do_not_make_fail_the_check(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        for text in ("Maya met Tom", "Tom went to Paris", "Maya stayed home"):
+            m.remember("note", text, dedup=False)
+        state = m.store.projector.space("default").state
+        first_entity_runs(state)
+        assert kept_entity_runs_hold(state)
+        kept = state.entity_runs
+        assert kept is not None
+        for changed in (kept._replace(documents=kept.documents[::-1].copy()),
+                        kept._replace(codes=kept.codes + 1),
+                        kept._replace(docs=2)):
+            state.entity_runs = changed
+            assert not kept_entity_runs_hold(state)

@@ -1,6 +1,6 @@
 """A large namespace's fact texts and index tokens stay in its checkpoint part until read: every
 text reads back as written, across block boundaries, the tokens when verify or SQL first asks
-(a recall answers from the kept postings without them), and a part changed on disk after it was
+(a recall answers from the kept postings, its feedback reads a few facts' tokens by block), and a part changed on disk after it was
 opened is never believed (the read raises; a reopen refuses the part and replays the log)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from hmem import Memory
 from projections import checkpoint_part
 from projections.checkpoint import part_files
 from projections.errors import DamagedProjection
+from projections.index_tokens import token_counts
 from projections.part_blob import BLOCK, PartBlob, block_digests, stream_digests
 
 CHECKPOINT = "checkpoint.columns"
@@ -81,18 +82,22 @@ def test_a_part_changed_after_it_was_opened_is_not_believed(tmp_path, left_on_di
         assert any("not used" in note for note in r.notes)
 
 
-def test_index_tokens_stay_in_the_part_until_verify_or_sql_reads_them(tmp_path, left_on_disk):
+def test_index_tokens_stay_in_the_part_until_verify_or_sql_reads_them_all(tmp_path, left_on_disk):
     texts = _texts(60)
     ids = _store(tmp_path / "s", texts)
     with Memory(tmp_path / "s", embedder=None) as w:
         expected = w.sql("SELECT term, fact_id, tf FROM postings ORDER BY ALL").fetchall()
     with Memory(tmp_path / "s", read_only=True, embedder=None) as r:
-        tokens = r.store.projector.kept_space("default").state.tokens
+        state = r.store.projector.kept_space("default").state
+        tokens = state.tokens
         assert tokens.deferred() == ["values"]
         assert r.recall("café", limit=3)[0].id in ids
-        assert tokens.deferred() == ["values"]  # the kept postings answered
+        assert tokens.deferred() == ["values"]  # the kept postings answered, and feedback
+        by_block = [token_counts(state, slot) for slot in range(state.n)]  # read by block
+        assert tokens.deferred() == ["values"]
         assert r.verify().ok
         assert tokens.deferred() == []
+        assert [token_counts(state, slot) for slot in range(state.n)] == by_block
         assert r.sql("SELECT term, fact_id, tf FROM postings ORDER BY ALL").fetchall() == expected
 
 
