@@ -274,13 +274,16 @@ def load(path: Path, stamp: Stamp, seal: Seal, *, lazy: bool = False,
         parts = manifest.parts
         return Projector({}, tx, {p.namespace: p for p in parts},
                          {p.namespace: p.receipts for p in parts if p.receipts})
-    return Projector({part.namespace: read_part(path, part) for part in manifest.parts}, tx)
+    return Projector({part.namespace: read_part(path, part, every_block=True)
+                      for part in manifest.parts}, tx)
 
 
-def read_part(path: Path, part: Part) -> Loaded:
+def read_part(path: Path, part: Part, *, every_block: bool = False) -> Loaded:
     """The state of one ``part`` of the checkpoint at ``path`` (:class:`Refused`, saying why,
-    when it is gone or not what the manifest names)."""
-    facts, events = checkpoint_part.read(path.parent / part.file, part.digest)
+    when it is gone or not what the manifest names; ``every_block``: a column left in the file
+    is checked whole now, not block by block as it is read)."""
+    facts, events = checkpoint_part.read(path.parent / part.file, part.digest,
+                                         every_block=every_block)
     if facts.last_seq != part.seq or not _only(facts, events, part.namespace):
         raise Refused(f"its part {part.file} holds another namespace's state")
     return facts, events

@@ -73,7 +73,7 @@ from projections.records import Episode, Vector
 from projections.request_keys import request_key
 from projections.string_columns import Strings, Texts
 
-__all__ = ["UNREADABLE", "Refused", "read", "write"]
+__all__ = ["BLOCKS", "UNREADABLE", "Refused", "read", "write"]
 
 MAGIC = b"HMEMPART"
 VERSION = 2  # 2: the facts' texts digested by block; a version 1 part still reads
@@ -86,6 +86,7 @@ _LEFT_ON_DISK = 8 << 20  # bytes of a column from which it stays in the file unt
 # the columns digested by block (so they can stay in the file): the fact texts, and the index
 # tokens (the postings answer queries; verify and SQL read the tokens)
 _BLOCKED = ("texts.blob", "tokens")
+BLOCKS = "#blocks"  # the name of a blocked column's block digests: its own name and this
 
 
 class Refused(Exception):
@@ -153,11 +154,18 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
         facts.last_seq, facts.tokened, facts.odd, models,
         list(facts.episodes.values()), list(events.recalls.values()),
     ))
+    # a column digested by block keeps its blocks' digests beside it, so that a reader checks
+    # each block as it reads it and need not stream the column at open
+    blocks = {name: block_digests(as_bytes(arr)) for name, arr in arrays.items()
+              if name in _BLOCKED}
+    arrays |= {name + BLOCKS: np.frombuffer(found, dtype=np.uint8)
+               for name, found in blocks.items()}
     columns, offset = [], 0
     for name, arr in arrays.items():
-        block = BLOCK if name in _BLOCKED else 0
-        digest = _digest(as_bytes(arr), block)
-        columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest, block))
+        found = blocks.get(name)
+        digest = hashlib.sha256(as_bytes(arr)).digest() if found is None else block_root(found)
+        columns.append(_Column(name, arr.dtype.str, len(arr), offset, digest,
+                               0 if found is None else BLOCK))
         offset += _aligned(arr.nbytes)
     manifest = msgspec.msgpack.encode(_Manifest(facts.last_seq, columns, extra, sparse, widths))
     digest = hashlib.sha256(manifest).digest()
@@ -178,9 +186,12 @@ def write(path: Path, facts: FactColumns, events: EventColumns) -> bytes:
     return digest
 
 
-def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
+def read(path: Path, digest: bytes, *, every_block: bool = False
+         ) -> tuple[FactColumns, EventColumns]:
     """The state saved at ``path`` when its manifest's SHA-256 is ``digest`` and every column
-    matches the manifest; else :class:`Refused`, saying why."""
+    matches the manifest; else :class:`Refused`, saying why. A large column digested by block
+    stays in the file, each block checked when it is read (with ``every_block``, or when the
+    part keeps no block digests, the whole column is streamed and checked now)."""
     try:
         with open(path, "rb") as f:
             manifest, raw = _manifest(f)
@@ -193,9 +204,14 @@ def read(path: Path, digest: bytes) -> tuple[FactColumns, EventColumns]:
             buffers: list[bytearray | memoryview] = []
             read_columns = []
             on_disk: dict[str, PartBlob | DiskColumn] = {}
+            kept_blocks = {c.name[: -len(BLOCKS)]: c for c in manifest.columns
+                           if c.name.endswith(BLOCKS)}
             for column in manifest.columns:
+                if column.name.endswith(BLOCKS):
+                    continue  # read with the column whose blocks they digest
                 if _left_on_disk(column):
-                    blob = _on_disk(f, start + column.offset, column, path)
+                    digests = None if every_block else kept_blocks.get(column.name)
+                    blob = _on_disk(f, start, column, digests, path)
                     own = np.dtype(manifest.widths.get(column.name, column.dtype))
                     on_disk[column.name] = blob if column.name == "texts.blob" else (
                         DiskColumn(blob, np.dtype(column.dtype), own))
@@ -253,14 +269,24 @@ def _left_on_disk(column: _Column) -> bool:
     )
 
 
-def _on_disk(f: Any, offset: int, column: _Column, path: Path) -> PartBlob:
-    """The column checked by streaming it (no copy kept) and left in the file."""
+def _on_disk(f: Any, start: int, column: _Column, blocks: _Column | None, path: Path
+             ) -> PartBlob:
+    """The column left in the file, each block checked as it is read: against the block
+    digests kept beside it (``blocks``: read now, checked against the column's digest), else
+    against digests made by streaming the column now (no copy kept)."""
     if np.dtype(column.dtype).kind not in "iu" or (
         column.name == "texts.blob" and column.dtype != "|u1"
     ):
         raise ValueError(f"the column {column.name} is not of its type")
+    offset = start + column.offset
     length = column.count * np.dtype(column.dtype).itemsize
-    digests = stream_digests(f, offset, length)
+    if blocks is None:
+        digests = stream_digests(f, offset, length)
+    else:
+        f.seek(start + blocks.offset)
+        digests = f.read(blocks.count)
+        if os.fstat(f.fileno()).st_size < offset + length:
+            raise ValueError("the part ends inside a column")
     if not hmac.compare_digest(block_root(digests), column.sha256):
         raise Refused(_damaged(column, path))
     return PartBlob(os.dup(f.fileno()), offset, length, digests)

@@ -23,15 +23,18 @@ open folds is then longer, and closing publishes it unless it is small).
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
-from eventlog.events import Event, FactsErased
+from eventlog.events import Event, FactRemembered, FactRevised, FactsErased
 from eventlog.protocol import Log
 from eventlog.sealing import blanked, check_opened, key_owner
 from hmem.storage.backend import Backend
 from hmem.storage.keys import checkpoint_key
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE, Part
+from projections.errors import DamagedProjection
+from projections.part_recovery import recover_from_log
 from projections.projector import Loaded, Loader, Projector, Space
 from projections.timeutil import to_us
 from projections.tx_times import Recover
@@ -115,7 +118,7 @@ class Checkpoints:
             seal = self.seal(log)
             if seal.erased_through == erased_through:
                 try:
-                    return opened, self._read_part(part)
+                    return opened, self._read_part(log, part)
                 except checkpoint.Refused as e:
                     why = str(e)
             stamp = checkpoint.read_stamp(self.path)
@@ -123,7 +126,7 @@ class Checkpoints:
                 seq, parts = checkpoint.authentic_parts(self.path, stamp, seal)
                 newest = parts.get(namespace)
                 if newest is not None and newest.seq <= upto:
-                    return min(seq, upto), self._read_part(newest)
+                    return min(seq, upto), self._read_part(log, newest)
         except checkpoint.Refused as e:
             why = str(e)
         self.notes.append(f"the checkpoint's part of namespace {namespace!r} not used: {why}; "
@@ -156,10 +159,13 @@ class Checkpoints:
                 return f"checkpoint {self.path} not used: {e}"
         return None
 
-    def _read_part(self, part: Part) -> Loaded:
-        """The part's state, its file fetched first if this host does not have it."""
+    def _read_part(self, log: Log, part: Part) -> Loaded:
+        """The part's state, its file fetched first if this host does not have it; a block of
+        its texts or tokens that fails its digest when read is made again from ``log``."""
         self._fetch(part.file)
-        return checkpoint.read_part(self.path, part)
+        loaded = checkpoint.read_part(self.path, part)
+        recover_from_log(loaded[0], partial(_fact_text, log), self.notes.append)
+        return loaded
 
     def _fetch(self, name: str) -> None:
         """Fetch the checkpoint's file ``name`` (a part, the tx times) if this host does not
@@ -292,3 +298,11 @@ def _folded(space: Space, log: Log, events: list[Event]) -> Space:
         opened.append(ev)
     space.fold(opened)
     return space
+
+
+def _fact_text(log: Log, seq: int) -> str:
+    """The text of the fact event ``seq`` made, read from ``log``."""
+    ev = log.get(seq)
+    if not isinstance(ev, (FactRemembered, FactRevised)):
+        raise DamagedProjection(f"the checkpoint names event {seq} as a fact's, which it is not")
+    return ev.text

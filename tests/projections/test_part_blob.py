@@ -1,9 +1,13 @@
 """A large namespace's fact texts and index tokens stay in its checkpoint part until read: every
 text reads back as written, across block boundaries, the tokens when verify or SQL first asks
-(a recall answers from the kept postings, its feedback reads a few facts' tokens by block), and a part changed on disk after it was
-opened is never believed (the read raises; a reopen refuses the part and replays the log)."""
+(a recall answers from the kept postings, its feedback reads a few facts' tokens by block). The
+part keeps their blocks' digests, so an open checks no block it does not read, and a block
+changed on disk, before the open or after it, is never believed: a store makes it again from its
+log (saying so), a bare reader of the part raises."""
 
 from __future__ import annotations
+
+import hashlib
 
 import pytest
 
@@ -63,23 +67,84 @@ def test_a_writer_adding_to_texts_left_on_disk_keeps_every_text(tmp_path, left_o
         assert [r.get(i).text for i in ids] == [*texts, "one more"]
 
 
+def _part_file(root):
+    (part,) = [p for p in part_files(root / CHECKPOINT) if ".tx-" not in p.name]
+    return part
+
+
+def _column_start(part, name: str) -> int:
+    """Where column ``name``'s bytes start in the part file."""
+    with open(part, "rb") as f:
+        manifest, _ = checkpoint_part._manifest(f)
+        start = -(-f.tell() // 64) * 64  # columns start 64-byte aligned after the manifest
+    (column,) = [c for c in manifest.columns if c.name == name]
+    return start + column.offset
+
+
+def _flip(path, needle: bytes) -> None:
+    """Change the first byte of ``needle`` in the file, in place."""
+    data = bytearray(path.read_bytes())
+    at = data.find(needle)
+    assert at >= 0
+    data[at] ^= 1
+    with open(path, "r+b") as f:
+        f.write(data)
+
+
 def test_a_part_changed_after_it_was_opened_is_not_believed(tmp_path, left_on_disk):
     texts = _texts(60)
     ids = _store(tmp_path / "s", texts)
-    (part,) = [p for p in part_files(tmp_path / "s" / CHECKPOINT) if ".tx-" not in p.name]
     with Memory(tmp_path / "s", read_only=True, embedder=None) as r:
         _texts_on_disk(r)
-        data = bytearray(part.read_bytes())
-        at = data.find(texts[-1].encode())
-        data[at] ^= 1  # the last text's first byte, in place
-        with open(part, "r+b") as f:
-            f.write(data)
+        _flip(_part_file(tmp_path / "s"), texts[-1].encode())  # the last text's first byte
         assert r.get(ids[0]).text == texts[0]  # a block that did not change reads
-        with pytest.raises(DamagedProjection, match="reopen the store"):
-            r.get(ids[-1])
+        assert r.get(ids[-1]).text == texts[-1]  # the changed one made again from the log
+        assert any("failed its digest" in note for note in r.notes)
+
+
+def test_a_part_damaged_before_the_open_is_not_believed_and_not_read_whole(
+    tmp_path, left_on_disk
+):
+    """Neither texts nor tokens are streamed at open: the damaged blocks are found as they are
+    read, and what they held is made again from the log, the tokens as the fold made them."""
+    texts = _texts(80)
+    ids = _store(tmp_path / "s", texts)
     with Memory(tmp_path / "s", read_only=True, embedder=None) as r:
-        assert r.get(ids[-1]).text == texts[-1]  # refused at open, the log replayed
-        assert any("not used" in note for note in r.notes)
+        state = r.store.projector.kept_space("default").state
+        want_tokens = [token_counts(state, slot) for slot in range(state.n)]
+    part = _part_file(tmp_path / "s")
+    for i in (5, 40, 79):
+        _flip(part, texts[i].encode())
+    with open(part, "r+b") as f:  # a byte of the tokens, in their second block
+        f.seek(_column_start(part, "tokens") + BLOCK + 7)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 1]))
+    with Memory(tmp_path / "s", read_only=True, embedder=None) as r:
+        state = r.store.projector.kept_space("default").state
+        assert state.tokens.deferred() == ["values"]
+        assert [r.get(i).text for i in ids] == texts
+        assert [token_counts(state, slot) for slot in range(state.n)] == want_tokens
+        assert r.recall("café", limit=3)[0].id in ids
+        damaged = [note for note in r.notes if "failed its digest" in note]
+        assert any("fact texts" in note for note in damaged)
+        assert any("block 1 of the checkpoint part's index tokens" in note for note in damaged)
+        assert r.verify().ok
+
+
+def test_a_bare_reader_of_a_damaged_part_raises_on_the_damaged_block(tmp_path, left_on_disk):
+    texts = _texts(60)
+    _store(tmp_path / "s", texts)
+    part = _part_file(tmp_path / "s")
+    with open(part, "rb") as f:
+        digest = hashlib.sha256(checkpoint_part._manifest(f)[1]).digest()
+    _flip(part, texts[-1].encode())
+    facts, _ = checkpoint_part.read(part, digest)  # the damage is not read at open
+    assert facts.texts[0] == texts[0]
+    with pytest.raises(DamagedProjection, match="fails its digest"):
+        facts.texts[len(texts) - 1]
+    with pytest.raises(checkpoint_part.Refused, match="damaged"):
+        checkpoint_part.read(part, digest, every_block=True)
 
 
 def test_index_tokens_stay_in_the_part_until_verify_or_sql_reads_them_all(tmp_path, left_on_disk):
