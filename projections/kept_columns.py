@@ -36,8 +36,7 @@ def kept_postings(arrays: dict[str, Any], docs: int, terms: int) -> TermPostings
     documents, tfs = arrays["postings.documents"], arrays["postings.tfs"]
     if len(codes) != len(starts) or len(tfs) != len(documents) or (
         len(codes) and not (starts[0] == 0 and starts[-1] < len(documents)
-                            and bool((np.diff(starts) > 0).all())
-                            and bool((np.diff(codes) > 0).all())
+                            and _ascending(starts) and _ascending(codes)
                             and 0 <= codes[0] and codes[-1] < terms)
     ) or (len(documents) and not 0 <= int(documents.min()) <= int(documents.max()) < docs) or (
         len(tfs) and (tfs.dtype.kind not in "iu" or int(tfs.min()) < 1)
@@ -73,8 +72,8 @@ def kept_turns(arrays: dict[str, Any], facts: int) -> KeptTurns:
                 for a, b in zip([0, *ends], ends, strict=False)]
     columns = [narrowest(arrays[f"turns.{name}"])
                for name in ("session", "turn", "prev_doc", "next_doc")]
-    if any(c.dtype.kind != "i" for c in columns):
-        raise ValueError("the turn links are not signed integers")
+    if any(c.dtype.kind not in "iu" for c in columns):  # unsigned: stored so when none is -1
+        raise ValueError("the turn links are not integers")
     turns = KeptTurns(sessions, *columns)
     docs = turns.docs
     if not docs <= facts or {len(turns.turn), len(turns.prev_doc), len(turns.next_doc)} != {
@@ -104,11 +103,11 @@ def kept_entity_runs(arrays: dict[str, Any], facts: int, entities: int) -> Entit
     ) or len(bounds) != len(codes) + 1 or int(bounds[0]) != 0 or (
         int(bounds[-1]) != len(documents)
     ) or (len(codes) and not (
-        bool((np.diff(codes) > 0).all()) and 0 <= int(codes[0]) and int(codes[-1]) < entities
-        and bool((np.diff(bounds) > 0).all())
+        _ascending(codes) and 0 <= int(codes[0]) and int(codes[-1]) < entities
+        and _ascending(bounds)
         and 0 <= int(documents.min()) and int(documents.max()) < facts
         # ascending within each run: a step down only where a run starts
-        and bool(((np.diff(documents) >= 0) | _run_heads(bounds, len(documents))).all())
+        and bool(((_steps(documents) >= 0) | _run_heads(bounds, len(documents))).all())
     )):
         raise ValueError("the entity runs do not fit the part's facts and entities")
     return EntityRuns(np.asarray(codes, dtype=np.int32), np.asarray(bounds, dtype=np.int64),
@@ -121,3 +120,13 @@ def _run_heads(bounds: npt.NDArray[Any], n: int) -> npt.NDArray[np.bool_]:
     inner = np.asarray(bounds[1:-1], dtype=np.int64) - 1
     heads[inner[(inner >= 0) & (inner < n - 1)]] = True
     return heads
+
+
+def _steps(values: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """Each value less the one before, as int64 (a difference of unsigned values wraps)."""
+    wide = np.asarray(values, dtype=np.int64)
+    return wide[1:] - wide[:-1]
+
+
+def _ascending(values: npt.NDArray[Any]) -> bool:
+    return bool((_steps(values) > 0).all())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -78,8 +79,8 @@ class PartBlob:
     at open) and :class:`DamagedProjection` raised if it differs. Owns ``fd`` (closed when the
     blob is dropped or closed)."""
 
-    __slots__ = ("__weakref__", "_cache", "_close", "_digests", "_fd", "_length", "_made",
-                 "_offset", "_what", "recover")
+    __slots__ = ("__weakref__", "_cache", "_close", "_digests", "_fd", "_length", "_lock",
+                 "_made", "_offset", "_what", "recover")
 
     def __init__(self, fd: int, offset: int, length: int, digests: bytes,
                  what: str = "a checkpoint part's texts") -> None:
@@ -89,6 +90,7 @@ class PartBlob:
         self._fd, self._offset, self._length, self._digests = fd, offset, length, digests
         self._what = what  # for the message when a block fails its digest
         self._cache: dict[int, bytes] = {}
+        self._lock = threading.Lock()
         self._close = weakref.finalize(self, os.close, fd)
         # block -> its bytes made again from the log, for a block that fails its digest
         self.recover: Callable[[int], bytes] | None = None
@@ -136,16 +138,19 @@ class PartBlob:
             i * _DIGEST: (i + 1) * _DIGEST
         ]:
             data = self._recovered(i, size)
-        if len(self._cache) >= _CACHED and i not in self._cache:
-            del self._cache[next(iter(self._cache))]
-        self._cache[i] = data
+        with self._lock:  # readers on many threads share the cache
+            if len(self._cache) >= _CACHED and i not in self._cache:
+                del self._cache[next(iter(self._cache))]
+            self._cache[i] = data
         return data
 
     def _recovered(self, i: int, size: int) -> bytes:
         """Block ``i``, which fails its digest: made again by ``recover``, else
         :class:`DamagedProjection`."""
         data = None if self.recover is None else self.recover(i)
-        if data is None or len(data) != size:
+        if data is None or len(data) != size or hashlib.sha256(data).digest() != self._digests[
+            i * _DIGEST: (i + 1) * _DIGEST
+        ]:  # made again, it is checked as the block was: a wrong remake is not believed
             raise DamagedProjection(
                 f"block {i} of {self._what} fails its digest (the file changed on disk): it is "
                 f"not believed; a store reads what the block held from its log"

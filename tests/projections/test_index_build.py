@@ -9,6 +9,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -409,12 +410,20 @@ def test_turn_links_kept_that_the_source_refs_do_not_make_fail_the_check(tmp_pat
             assert not kept_turns_hold(state)
 
 
-def test_index_state_kept_in_a_large_part_reads_back_as_it_was_made(tmp_path):
-    """A part keeps long columns narrower or as their exceptions: the turn links and entity
-    runs of a namespace of hundreds of facts (and of one whose facts name no turn) read back as
-    made, and the index built from them is the one built fact by fact."""
+@pytest.mark.parametrize("first_turn, sessions, every_fact", [
+    (0, 3, False),
+    (130, 3, False),  # turns stored as unsigned bytes
+    (40_000, 200, True),  # unsigned 16-bit turns; no fact without a turn: no -1 anywhere
+])
+def test_index_state_kept_in_a_large_part_reads_back_as_it_was_made(
+    tmp_path, first_turn, sessions, every_fact
+):
+    """A part keeps long columns narrower (signed or not) or as their exceptions: the turn
+    links and entity runs of a namespace of hundreds of facts (and of one whose facts name no
+    turn) read back as made, and the index built from them is the one built fact by fact."""
     root = tmp_path / "s"
-    refs = [f"s{i % 3}:t{i // 3}" if i % 5 else None for i in range(300)]
+    refs = [f"s{i % sessions}:t{first_turn + i // sessions}" if i % 5 or every_fact else None
+            for i in range(300)]
     with Memory(root, embedder=None) as m:
         for ns in ("a", "b"):
             m.store.projector.indexes.build_now(ns)  # built now: every fact goes through add()
@@ -432,6 +441,7 @@ def test_index_state_kept_in_a_large_part_reads_back_as_it_was_made(tmp_path):
             assert state.entity_runs is not None and state.entity_runs.docs == state.n
             assert kept_turns_hold(state) and kept_entity_runs_hold(state)
             assert fields(r.store.projector.indexes[ns]) == want[ns]
+        assert not [note for note in r.notes if "not used" in note]  # no part refused
 
 
 def test_entity_runs_kept_that_the_facts_do_not_make_fail_the_check(tmp_path):

@@ -31,9 +31,11 @@ def test_entity_runs_that_fit_read_back():
     ([0, 2], [0, 2, 3], [1, 5, 0]),  # a document past the part's facts
     ([0, 2], [1, 2, 3], [1, 4, 0]),  # runs that do not start at 0
 ])
-def test_entity_runs_that_do_not_fit_are_refused(codes, bounds, documents):
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8])  # a part stores them as narrow as fits
+def test_entity_runs_that_do_not_fit_are_refused(codes, bounds, documents, dtype):
+    runs = {name: column.astype(dtype) for name, column in _runs(codes, bounds, documents).items()}
     with pytest.raises(ValueError, match="entity runs"):
-        kept_entity_runs(_runs(codes, bounds, documents), facts=5, entities=3)
+        kept_entity_runs(runs, facts=5, entities=3)
 
 
 def _turns(session, turn, prev_doc, next_doc, sessions=("s1:t",)):

@@ -8,6 +8,10 @@ log (saying so), a bare reader of the part raises."""
 from __future__ import annotations
 
 import hashlib
+import os
+import random
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -178,3 +182,48 @@ def test_streamed_block_digests_are_the_blocks_digests(tmp_path, length):
         if length:
             with pytest.raises(ValueError, match="ends inside a column"):
                 stream_digests(f, 12, length)
+
+
+def _damaged_blob(tmp_path, data: bytes, block: int) -> PartBlob:
+    """A blob over ``data`` written to a file, then one byte of ``block`` changed on disk."""
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    blob = PartBlob(os.open(path, os.O_RDONLY), 0, len(data), block_digests(data))
+    with open(path, "r+b") as f:
+        f.seek(block * BLOCK + 3)
+        f.write(bytes([data[block * BLOCK + 3] ^ 1]))
+    return blob
+
+
+def test_a_block_made_again_is_checked_as_the_block_was(tmp_path):
+    """What ``recover`` makes of a damaged block is believed only if it is the block that was
+    written: a remake that differs (a log that does not hold what the part did) raises."""
+    data = bytes(range(256)) * (3 * BLOCK // 256)
+    blob = _damaged_blob(tmp_path, data, 1)
+    blob.recover = lambda i: b"x" * BLOCK
+    with pytest.raises(DamagedProjection, match="block 1"):
+        blob[BLOCK:BLOCK + 8]
+    blob.recover = lambda i: data[i * BLOCK:(i + 1) * BLOCK]
+    assert blob[BLOCK - 4:BLOCK + 8] == data[BLOCK - 4:BLOCK + 8]
+    assert bytes(blob) == data
+
+
+def test_readers_on_many_threads_share_a_blob(tmp_path):
+    data = os.urandom(BLOCK * 200)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    blob = PartBlob(os.open(path, os.O_RDONLY), 0, len(data), block_digests(data))
+
+    def read(seed: int) -> bool:
+        picks = random.Random(seed)
+        blocks = [picks.randrange(200) for _ in range(3000)]
+        return all(blob[i * BLOCK:i * BLOCK + 9] == data[i * BLOCK:i * BLOCK + 9]
+                   for i in blocks)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often, as on a busy server
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert all(pool.map(read, range(8)))
+    finally:
+        sys.setswitchinterval(switch)
