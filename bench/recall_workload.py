@@ -118,6 +118,10 @@ class _State:
         self.facts = _Facts(facts)
         self.labels = Strings()  # no fact carries a category (none is procedural)
 
+    def term_counts(self, fact_ids: Sequence[int]) -> list[dict[str, int]]:
+        """Each fact's BM25 document (what FactColumns reads from its recorded tokens)."""
+        return [index_counts(self.facts[i].subject, self.facts[i].text) for i in fact_ids]
+
 
 class IndexOnly:
     """What ``rank`` reads from a ``Projector``: indexes, space(namespace).state.facts,

@@ -267,6 +267,20 @@ class FactColumns:
                 )), strict=True)
         ]
 
+    def term_counts(self, fact_ids: Sequence[int] | npt.NDArray[np.int64]
+                    ) -> list[dict[str, int]]:
+        """The BM25 document (term -> count) of each of ``fact_ids``: the index tokens the
+        projector recorded for it (projections/index_tokens.py), no text tokenized again."""
+        return [self.slot_term_counts(slot) for slot in self.slots(fact_ids).tolist()]
+
+    def slot_term_counts(self, slot: int) -> dict[str, int]:
+        """The BM25 document of the fact at ``slot``, from its recorded index tokens."""
+        names = self.terms.values
+        counts: dict[str, int] = {}
+        for code in self.tokens.run(self.table.tokens_end, slot):
+            counts[names[code]] = counts.get(names[code], 0) + 1
+        return counts
+
     def ids(self) -> npt.NDArray[np.int64]:
         """Every fact's id, by slot (ascending)."""
         return self.table.ids[: self.n]

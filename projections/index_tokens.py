@@ -92,11 +92,7 @@ def _check_next(cols: FactColumns, first_slot: int, end: int) -> None:
 
 def token_counts(cols: FactColumns, slot: int) -> dict[str, int]:
     """The term counts recorded for the fact at ``slot``."""
-    names = cols.terms.values
-    counts: dict[str, int] = {}
-    for code in cols.tokens.run(cols.table.tokens_end, slot):
-        counts[names[code]] = counts.get(names[code], 0) + 1
-    return counts
+    return cols.slot_term_counts(slot)
 
 
 def namespace_postings(cols: FactColumns, slots: npt.NDArray[np.intp]) -> Postings:

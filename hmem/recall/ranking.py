@@ -25,7 +25,6 @@ from hmem.recall.top import top, top_of
 from projections.arrays import in_sorted
 from projections.entities import extract_entities, normalize_entity
 from projections.fold_state import FactColumns, FactsView
-from projections.index_tokens import token_counts
 from projections.projector import Projector
 from projections.recall_index import NamespaceIndex
 from projections.records import Fact, subject_key
@@ -359,8 +358,8 @@ def _feedback(
     query = set(tokens)
     weights: dict[str, float] = {}
     best = float(top_scores[0]) or 1.0
-    for counts, score in zip(_term_counts(index, state, top_docs), top_scores.tolist(),
-                             strict=True):
+    ids = np.frombuffer(index.fact_ids, dtype=np.int64)[top_docs]
+    for counts, score in zip(state.term_counts(ids), top_scores.tolist(), strict=True):
         total = sum(counts.values()) or 1
         for term, tf in counts.items():
             if term not in query:
@@ -373,15 +372,6 @@ def _feedback(
     expansion = {term: config.feedback_weight * w / top_weight for term, w in chosen}
     index.text.accumulate(expansion, fed)  # BM25 adds up per term
     return top_docs, sum(index.text.df(term) for term in expansion)
-
-
-def _term_counts(
-    index: NamespaceIndex, state: FactColumns, docs: np.ndarray
-) -> list[dict[str, int]]:
-    """The BM25 documents (term -> count) of ``docs``: the index tokens the projector records
-    for every fact it folds (no fact is made, no text tokenized again)."""
-    slots = state.slots(np.frombuffer(index.fact_ids, dtype=np.int64)[docs])
-    return [token_counts(state, slot) for slot in slots.tolist()]
 
 
 def _fuse(

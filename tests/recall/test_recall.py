@@ -13,6 +13,7 @@ import pytest
 from hmem import Memory
 from hmem.errors import InvalidInput
 from hmem.recall.ranking import RecallConfig, ranked_order
+from projections.fold_state import FactColumns
 from projections.recall_index import NamespaceIndex
 from projections.records import Fact, Row
 from projections.timeutil import to_us
@@ -307,7 +308,8 @@ def test_top_hits_whose_words_the_index_lacks_add_no_feedback_terms(tmp_path, mo
     with Memory(tmp_path / "s", embedder=None) as m:
         m.remember("maya", "Maya lives in London")
         m.remember("tom", "Tom lives in Leeds")
-        monkeypatch.setattr("hmem.recall.ranking.token_counts", lambda *_: {"zzqx": 1})
+        monkeypatch.setattr(FactColumns, "term_counts",
+                            lambda self, ids: [{"zzqx": 1} for _ in ids])
         assert {h.text for h in m.recall("lives").hits} == {
             "Maya lives in London", "Tom lives in Leeds"
         }
