@@ -52,7 +52,9 @@ class Strings:
     def codes(self) -> dict[str | None, int]:
         """Value -> code (None -> -1)."""
         if self._codes is None:
-            self._codes = {None: -1, **{v: i for i, v in enumerate(self.values)}}
+            values = self.values
+            self._codes = {None: -1}
+            self._codes.update(zip(values, range(len(values)), strict=True))  # no copy made
         return self._codes
 
     def code(self, value: str | None) -> int:

@@ -394,6 +394,28 @@ def test_a_namespace_loaded_from_its_part_takes_its_turn_links_and_links_the_fac
         assert state.turns is not None and state.turns.docs == 6  # what the next part keeps
 
 
+def test_a_namespace_loaded_from_its_part_merges_the_entities_of_the_facts_after_it(tmp_path):
+    """The part's entity runs are kept as they are and the facts after it sorted alone and
+    merged in: the same runs as one sort of every naming, which the next part keeps."""
+    clock, root = StepClock(START, STEP), tmp_path / "s"
+    with Memory(root, clock=clock, embedder=None) as m:
+        for text in ("Maya met Tom in Paris", "Tom flew to Oslo", "Maya likes tea"):
+            m.remember("Maya", text, dedup=False)
+    earlier = _checkpoint_files(root)
+    with Memory(root, clock=clock, embedder=None) as m:
+        for text in ("Oslo is cold, Tom says", "Ann met Maya", "Paris again with Ann"):
+            m.remember("Maya", text, dedup=False)
+    _restore_checkpoint(root, earlier)
+    with Memory(root, read_only=True, embedder=None) as r:
+        state = r.store.projector.space("default").state
+        assert state.entity_runs is not None and state.entity_runs.docs == 3  # the part's
+        index = r.store.projector.indexes["default"]
+        assert state.entity_runs.docs == 6 and kept_entity_runs_hold(state)  # merged: all
+        assert index.entity_docs.get("tom").tolist() == [0, 1, 3]
+        assert index.entity_docs.get("ann").tolist() == [4, 5]
+        assert index.entity_docs.get("maya").tolist() == list(range(6))  # every subject
+
+
 def test_turn_links_kept_that_the_source_refs_do_not_make_fail_the_check(tmp_path):
     with Memory(tmp_path / "s", embedder=None) as m:
         for ref in ("s1:t1", "s1:t2", "s1:t3"):
