@@ -6,16 +6,20 @@ Building a namespace's recall index links the documents of neighbouring conversa
 made for a space's first facts are kept (``FactColumns.turns``) and saved with its checkpoint
 part, as the postings are (projections/index_tokens.py). A namespace loaded from its part then
 takes the links as they are when no fact follows the part; else it reads the positions of the
-facts after the part only and links them all again (links of earlier documents change when a
-later document arrives). tests/projections/test_index_build.py holds every way equal to adding
-the documents one by one; ``verify`` holds the kept ones equal to the ones the refs make.
+facts after the part only and adds them to the kept links one by one (a later document may
+link an earlier one), reading only the kept documents at their neighbouring turns.
+tests/projections/test_index_build.py holds every way equal to adding the documents one by
+one; ``verify`` holds the kept ones equal to the ones the refs make.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
+from projections.arrays import in_sorted
 from projections.fold_state import FactColumns, KeptTurns
 from projections.source_positions import source_positions
 from projections.turn_links import FirstDocs, TurnLinks, link_turns
@@ -44,7 +48,8 @@ def namespace_turns(cols: FactColumns, slots: npt.NDArray[np.intp]) -> TurnLinks
         names = list(code_of)
         sessions = np.concatenate((kept.session, np.where(later >= 0, recode[later], -1)))
         turns = np.concatenate((kept.turn, later_turns))
-    made = _linked(sessions, names, turns)
+    made = _linked(sessions, names, turns) if kept is None else _extended(kept, sessions, names,
+                                                                           turns)
     if n and int(slots[-1]) == n - 1:
         cols.turns = made
     return made.prev_doc, made.next_doc, lambda: _first_docs(made)
@@ -111,6 +116,44 @@ def _linked(session: npt.NDArray[np.int32], names: list[str], turn: I64) -> Kept
     docs = np.flatnonzero(session >= 0)
     prev_doc, next_doc, _ = link_turns(len(session), docs, session[docs], names, turn[docs])
     return KeptTurns(names, session, turn, prev_doc, next_doc)
+
+
+def _extended(
+    kept: KeptTurns, session: npt.NDArray[np.int32], names: list[str], turn: I64
+) -> KeptTurns:
+    """The kept links with the documents after them added one by one (what
+    ``NamespaceIndex.add_documents`` does): each later document at (s, t) becomes the first of
+    (s, t) if none came before, links to the first of (s, t - 1) and of (s, t + 1), and they
+    to it. Only the kept documents at those positions are read, not all sorted again."""
+    k, n = kept.docs, len(session)
+    prev_doc, next_doc = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    prev_doc[:k], next_doc[:k] = kept.prev_doc, kept.next_doc
+    later = k + np.flatnonzero(session[k:] >= 0)
+    if not len(later):
+        return KeptTurns(names, session, turn, prev_doc, next_doc)
+    # the kept documents at (s, t - 1), (s, t) or (s, t + 1) of a later (s, t), found by a
+    # hash of the pair (one that collides brings a document the loop below keys and never asks)
+    s_later, t_later = session[later], turn[later]
+    near = np.unique(np.concatenate([_pair(s_later, t_later + step) for step in (-1, 0, 1)]))
+    kept_docs = np.flatnonzero(in_sorted(near, _pair(session[:k], turn[:k])))
+    first: dict[tuple[int, int], int] = {}
+    for doc, s, t in zip(kept_docs.tolist(), session[kept_docs].tolist(),
+                         turn[kept_docs].tolist(), strict=True):
+        first.setdefault((s, t), doc)  # ascending: the first document of its turn
+    for doc, s, t in zip(later.tolist(), session[later].tolist(), turn[later].tolist(),
+                         strict=True):
+        first.setdefault((s, t), doc)
+        before, after = first.get((s, t - 1)), first.get((s, t + 1))
+        if before is not None:
+            prev_doc[doc], next_doc[before] = before, doc
+        if after is not None:
+            next_doc[doc], prev_doc[after] = after, doc
+    return KeptTurns(names, session, turn, prev_doc, next_doc)
+
+
+def _pair(session: npt.NDArray[np.signedinteger[Any]], turn: I64) -> I64:
+    """A hash of each (session, turn) (int64 arithmetic wraps: equal pairs hash equal)."""
+    return session.astype(np.int64) * np.int64(1_000_003) + turn
 
 
 def _first_docs(kept: KeptTurns) -> FirstDocs:

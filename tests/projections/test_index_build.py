@@ -416,6 +416,30 @@ def test_a_namespace_loaded_from_its_part_merges_the_entities_of_the_facts_after
         assert index.entity_docs.get("maya").tolist() == list(range(6))  # every subject
 
 
+def test_facts_after_the_part_link_to_the_first_kept_document_of_each_neighbouring_turn(
+    tmp_path,
+):
+    """Two kept documents share a turn; facts after the part at the turn between link to the
+    first of each neighbouring turn and it to the last of them to arrive, as adding them one
+    by one does, and the links kept next are the ones the refs make."""
+    clock, root = StepClock(START, STEP), tmp_path / "s"
+    with Memory(root, clock=clock, embedder=None) as m:
+        for ref in ("s1:t1", "s1:t1", "s1:t3", "s1:t3", "s2:t2"):
+            m.remember("Maya", f"Maya at {ref}", source_ref=ref, dedup=False)
+    earlier = _checkpoint_files(root)
+    with Memory(root, clock=clock, embedder=None) as m:
+        for ref in ("s1:t2", "s1:t2", "s2:t1"):
+            m.remember("Maya", f"Maya later at {ref}", source_ref=ref, dedup=False)
+    _restore_checkpoint(root, earlier)
+    with Memory(root, read_only=True, embedder=None) as r:
+        state = r.store.projector.space("default").state
+        assert state.turns is not None and state.turns.docs == 5  # the part's
+        index = r.store.projector.indexes["default"]
+        assert list(index.prev_doc) == [-1, -1, 6, -1, 7, 0, 0, -1]
+        assert list(index.next_doc) == [6, -1, -1, -1, -1, 2, 2, 4]
+        assert state.turns.docs == 8 and kept_turns_hold(state)
+
+
 def test_turn_links_kept_that_the_source_refs_do_not_make_fail_the_check(tmp_path):
     with Memory(tmp_path / "s", embedder=None) as m:
         for ref in ("s1:t1", "s1:t2", "s1:t3"):
