@@ -38,6 +38,9 @@ class ProjectionDiff:
     events: int
     tables: dict[str, tuple[int, int]] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
+    # what was found but is no difference: e.g. a checkpoint on disk that an open refuses
+    # (damaged, forged, from another log), so no state is loaded from it to compare
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

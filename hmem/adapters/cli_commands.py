@@ -421,7 +421,7 @@ def cmd_replay_verify(args: argparse.Namespace) -> int:
         report = m.verify()
     lines = fmt.projection_diff_lines(report)
     value = {"ok": report.ok, "events": report.events, "tables": report.tables,
-             "examples": report.examples}
+             "examples": report.examples, "notes": report.notes}
     _emit(args, value, lines)
     return 0 if report.ok else 1
 

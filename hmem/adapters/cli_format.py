@@ -155,11 +155,12 @@ def log_repair_lines(report: RepairReport) -> list[str]:
 
 
 def projection_diff_lines(report: ProjectionDiff) -> list[str]:
+    notes = [f"note: {note}" for note in report.notes]
     if report.ok:
-        return [f"ok: the projection matches a replay of {report.events} events"]
+        return [f"ok: the projection matches a replay of {report.events} events", *notes]
     lines = [
         f"{table}: {missing} rows missing, {extra} unexpected"
         for table, (missing, extra) in report.tables.items()
     ]
     lines += [f"  {ex}" for ex in report.examples]
-    return lines + ["`hmem replay rebuild` rebuilds the projection from the log"]
+    return lines + notes + ["`hmem replay rebuild` rebuilds the projection from the log"]

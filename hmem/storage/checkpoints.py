@@ -136,8 +136,13 @@ class Checkpoints:
     def saved(self, log: Log) -> Projector | None:
         """The state the checkpoint on disk holds (every part read) when it would be used by
         an open of ``log`` now; else None."""
-        read = self._read(log, lazy=False)
+        read = self.examined(log)
         return read if isinstance(read, Projector) else None
+
+    def examined(self, log: Log) -> Projector | str | None:
+        """:meth:`saved`, or why an open of ``log`` now would not use the checkpoint on disk
+        (None: there is none)."""
+        return self._read(log, lazy=False)
 
     def _read(self, log: Log, *, lazy: bool) -> Projector | str | None:
         """The checkpoint on disk when an open of ``log`` would use it; else why not (None:

@@ -261,6 +261,22 @@ def test_log_and_replay(run: Run, maya: Maya) -> None:
     assert code == 0 and out.startswith("ok: the projection matches a replay of 2 events")
 
 
+def test_replay_verify_names_a_checkpoint_an_open_refuses(
+    run: Run, maya: Maya, store: Path
+) -> None:
+    """A changed checkpoint is never loaded, so the projection still matches the log (ok), and
+    the report says the checkpoint was refused, in its text and its JSON."""
+    checkpoint = store / "checkpoint.columns"
+    data = bytearray(checkpoint.read_bytes())
+    data[-5] ^= 1
+    checkpoint.write_bytes(bytes(data))
+    report = _json(run, "replay", "verify")
+    assert report["ok"] is True
+    assert len(report["notes"]) == 1 and "not authentic" in report["notes"][0]
+    code, out, _ = run("replay", "verify")
+    assert code == 0 and "note: checkpoint" in out and "not authentic" in out
+
+
 def test_log_verify_finds_corruption(run: Run, maya: Maya, store: Path) -> None:
     segment = next((store / "log").glob("*.hlog"))
     data = bytearray(segment.read_bytes())

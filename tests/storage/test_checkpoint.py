@@ -147,7 +147,9 @@ def test_a_checkpoint_from_another_log_is_skipped(tmp_path):
     with Memory(two, read_only=True, embedder=None) as r:
         assert r.store.checkpoints.seq == 0
         assert any("different log" in n for n in r.notes)
-        assert r.verify().ok
+        report = r.verify()
+        assert report.ok  # the state that answers is the log's
+        assert any("different log" in n for n in report.notes)  # and the report says why
 
 
 def test_a_checkpoint_ahead_of_a_cut_log_is_skipped(tmp_path):
@@ -329,7 +331,10 @@ def test_a_damaged_or_stale_checkpoint_is_replaced_by_a_replay(tmp_path, how):
     expected = replayed(path)
     with Memory(path, read_only=True, embedder=None) as r:
         assert state_of(r) == expected
-        assert r.verify().ok
+        report = r.verify()
+        assert report.ok
+        if how != "stale":
+            assert any("folds the log instead" in n for n in report.notes)  # refusal named
 
 
 HEAD = struct.Struct("<8sIQ32s")  # the checkpoint's header: magic, layout, manifest size, MAC
