@@ -5,7 +5,7 @@ ordered by entity (projections/entity_docs.py), made by one sort of every naming
 1M-fact namespace. The runs so made for a space's facts are kept (``FactColumns.entity_runs``)
 and saved with its checkpoint part, as the postings and turn links are; a namespace loaded from
 its part with no fact after it takes them as they are; the facts after it are sorted
-alone and merged in. tests/projections/test_index_build.py holds the index equal to one built
+alone and merged in. tests/projections/test_part_index.py holds the index equal to one built
 document by document; ``verify`` holds the kept runs equal to the ones the facts' entities make.
 """
 

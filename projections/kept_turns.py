@@ -8,8 +8,8 @@ part, as the postings are (projections/index_tokens.py). A namespace loaded from
 takes the links as they are when no fact follows the part; else it reads the positions of the
 facts after the part only and adds them to the kept links one by one (a later document may
 link an earlier one), reading only the kept documents at their neighbouring turns.
-tests/projections/test_index_build.py holds every way equal to adding the documents one by
-one; ``verify`` holds the kept ones equal to the ones the refs make.
+tests/projections/test_index_build.py and test_part_index.py hold every way equal to adding
+the documents one by one; ``verify`` holds the kept ones equal to the ones the refs make.
 """
 
 from __future__ import annotations
