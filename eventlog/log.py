@@ -12,9 +12,8 @@ Durability per fsync policy (what an acknowledged ``append`` survives):
   Survives a process crash; an OS crash loses whatever the kernel had not written back.
 
 Open is recovery: a torn final record (an unfinished write) is truncated and reported in
-:attr:`EventLog.recovery`; a damaged record anywhere else raises :class:`LogCorrupted` naming the
-segment and offset. A read-only log never modifies files and can follow a live writer with
-:meth:`EventLog.refresh`.
+:attr:`EventLog.recovery`; a damaged record anywhere else raises :class:`LogCorrupted` naming
+the segment and offset. A read-only log never modifies files and follows a writer by ``refresh``.
 """
 
 from __future__ import annotations
@@ -436,6 +435,10 @@ class EventLog:
         """As :meth:`read`, with events as the log stores them (sealed texts stay sealed)."""
         to_seq = self.last_seq if to_seq is None else min(to_seq, self.last_seq)
         return self.segments.read(max(from_seq, 1), to_seq)
+
+    def read_raw_seqs(self, seqs: Sequence[int]) -> Iterator[Event]:
+        """The events with ``seqs`` (ascending, each in the log) as stored, in that order."""
+        return self.segments.read_seqs(seqs)
 
     # ------------------------------------------------------------------ lifecycle
 

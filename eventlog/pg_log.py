@@ -37,44 +37,14 @@ from eventlog.errors import (
 )
 from eventlog.events import EPOCH, Event, EventBase, decode
 from eventlog.format import ZERO_CHAIN, chain_next
+from eventlog.pg_schema import CREATE_LOCK, SCHEMA, WRITER_LOCK
 from eventlog.protocol import Log, Then
 from eventlog.sealing import Sealer
 from eventlog.segments import ChainHead, Recovery
 from eventlog.server_urls import denied, not_connected, redacted, unavailable
 from eventlog.stamping import Head, stamp
 
-__all__ = ["PgLog", "SCHEMA"]
-
-# the advisory lock key of the schema's creation only (any role can take an advisory lock, so
-# writers lock a row of hmem_writer instead: only roles that may update it can)
-_CREATE_LOCK = 0x686D656D
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS hmem_log (
-    seq bigint PRIMARY KEY CHECK (seq > 0),
-    payload bytea NOT NULL,
-    chain bytea NOT NULL CHECK (length(chain) = 16),
-    tx_us bigint NOT NULL
-);
-CREATE OR REPLACE FUNCTION hmem_log_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'hmem_log is append-only: % refused', TG_OP
-        USING ERRCODE = 'insufficient_privilege';
-END $$;
-DROP TRIGGER IF EXISTS hmem_log_no_change ON hmem_log;
-CREATE TRIGGER hmem_log_no_change BEFORE UPDATE OR DELETE ON hmem_log
-    FOR EACH ROW EXECUTE FUNCTION hmem_log_refuse();
-DROP TRIGGER IF EXISTS hmem_log_no_truncate ON hmem_log;
-CREATE TRIGGER hmem_log_no_truncate BEFORE TRUNCATE ON hmem_log
-    FOR EACH STATEMENT EXECUTE FUNCTION hmem_log_refuse();
-REVOKE ALL ON hmem_log FROM PUBLIC;
-CREATE TABLE IF NOT EXISTS hmem_writer (one boolean PRIMARY KEY DEFAULT true CHECK (one));
-INSERT INTO hmem_writer VALUES (true) ON CONFLICT DO NOTHING;
-REVOKE ALL ON hmem_writer FROM PUBLIC;
-"""
-# the writers' lock: a row lock, which needs UPDATE on hmem_writer (a role bound to namespaces
-# has none, so it cannot stop the writers); held for a transaction
-_WRITER_LOCK = "SELECT one FROM hmem_writer FOR UPDATE"
+__all__ = ["PgLog"]
 
 _MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 _PAGE = 10_000  # rows read per query
@@ -85,6 +55,8 @@ _INSERT = ("INSERT INTO hmem_log (seq, payload, chain, tx_us) SELECT * FROM "
 # transaction skips no row it locked itself)
 _TAIL = ("SELECT seq, payload, chain FROM hmem_log WHERE seq > %s AND EXISTS (SELECT 1 FROM "
          "hmem_writer FOR UPDATE SKIP LOCKED) ORDER BY seq LIMIT %s")
+
+
 def _us(t: datetime) -> int:
     return (t - EPOCH) // _MICROSECOND
 
@@ -131,7 +103,7 @@ class PgLog:
                     )
             elif not self._made():  # DDL only once: it locks the table against every writer
                 with self.con.transaction():  # one creator at a time: concurrent CREATEs collide
-                    self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+                    self.con.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
                     # made while this one waited: its DROP TRIGGER would queue behind a
                     # writer's read of hmem_log, and every read of hmem_log behind it
                     if not self._made():
@@ -261,7 +233,7 @@ class PgLog:
                 lock.execute("BEGIN")
                 # not waiting: SKIP LOCKED answers no row instead of an error that would
                 # abort the pipeline; never prepared (a statement an error skips is not made)
-                got = lock.execute(_WRITER_LOCK + ("" if wait else " SKIP LOCKED"),
+                got = lock.execute(WRITER_LOCK + ("" if wait else " SKIP LOCKED"),
                                    prepare=False)
                 cursor = lock.execute(_HEAD, prepare=False)  # read once the pipeline synced
                 # what others appended since this writer's last look (its caller reads it
@@ -335,7 +307,7 @@ class PgLog:
                     head: tuple[Any, ...] | None = self._head
                 else:
                     if not self._held:  # else writing()'s own connection holds the lock
-                        con.execute(_WRITER_LOCK)
+                        con.execute(WRITER_LOCK)
                     head = con.execute(_HEAD).fetchone()
                 seq, chain, tx_us = head or (0, ZERO_CHAIN, 0)
                 stamped = stamp(events, Head(seq, EPOCH + tx_us * _MICROSECOND, bytes(chain)),
@@ -409,6 +381,23 @@ class PgLog:
                     raise ServerLogCorrupted(self.where(), seq, "the hash chain does not hold")
                 yield self._decoded(seq, payload)
                 expect += 1
+
+    def read_raw_seqs(self, seqs: Sequence[int]) -> Iterator[Event]:
+        """The events with ``seqs`` (ascending) as stored, in that order, each row checked
+        against the chain with the row before it (``ServerLogCorrupted`` else)."""
+        for at in range(0, len(seqs), _PAGE):
+            page = list(seqs[at:at + _PAGE])
+            rows = self._execute(
+                "SELECT l.seq, l.payload, l.chain, p.chain FROM hmem_log l LEFT JOIN hmem_log p "
+                "ON p.seq = l.seq - 1 WHERE l.seq = ANY(%s) ORDER BY l.seq", (page,)).fetchall()
+            found = {int(row[0]): row[1:] for row in rows}
+            for seq in page:
+                if seq not in found or (seq > 1 and found[seq][2] is None):
+                    raise ServerLogCorrupted(self.where(), seq, "the row is missing")
+                payload, stored, before = found[seq]
+                if chain_next(ZERO_CHAIN if seq == 1 else bytes(before), payload) != bytes(stored):
+                    raise ServerLogCorrupted(self.where(), seq, "the hash chain does not hold")
+                yield self._decoded(seq, payload)
 
     def get(self, seq: int) -> Event:
         """The event with this seq (opened: see :mod:`eventlog.sealing`)."""

@@ -93,6 +93,10 @@ class Log(Protocol):
     def read_raw(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[Event]:
         """As :meth:`read`, events as stored (sealed texts stay sealed)."""
 
+    def read_raw_seqs(self, seqs: Sequence[int]) -> Iterator[Event]:
+        """The events with ``seqs`` (ascending, each in the log) as stored, in that order:
+        a namespace's events found by its state, read without the others'."""
+
     def get(self, seq: int) -> Event:
         """The event with this seq, texts opened."""
 

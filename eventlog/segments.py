@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -399,6 +399,23 @@ class Segments:
                 off = offsets[i]
                 yield _decode(fmt.payload_at(data, off), seg, off, seg.first_seq + i)
 
+    def read_seqs(self, seqs: Sequence[int]) -> Iterator[Event]:
+        """The events with ``seqs`` (ascending), each segment that holds some read once."""
+        i = 0
+        while i < len(seqs):
+            seg = self.segment_of(seqs[i])
+            j = i
+            while j < len(seqs) and seqs[j] <= seg.last_seq:
+                j += 1
+            if j - i == 1:  # one record: read alone
+                yield self.get(seqs[i])
+            else:
+                with open(seg.path, "rb") as f:
+                    data = f.read(seg.end)
+                for seq in seqs[i:j]:
+                    off = seg.offsets[seq - seg.first_seq]
+                    yield _decode(fmt.payload_at(data, off), seg, off, seq)
+            i = j
 
 def _decode(payload: bytes | memoryview, seg: Segment, off: int, seq: int) -> Event:
     try:

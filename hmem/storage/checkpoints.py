@@ -23,6 +23,7 @@ open folds is then longer, and closing publishes it unless it is small).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -275,8 +276,15 @@ class Checkpoints:
             path.unlink(missing_ok=True)
 
     @staticmethod
-    def replayed(log: Log, namespace: str, upto: int) -> Space:
-        """The namespace's state at ``upto``, its events folded from the log's first."""
+    def replayed(log: Log, namespace: str, upto: int, seqs: Sequence[int] | None = None
+                 ) -> Space:
+        """The namespace's state at ``upto``, its events folded from the log's first: read
+        by their ``seqs`` when the caller knows them (a loaded state's, through ``upto``:
+        the other namespaces' events are not read), else found by reading the whole log."""
+        if seqs is not None:
+            events = list(log.read_raw_seqs(seqs))
+            if all(ev.namespace == namespace for ev in events):
+                return _folded(Space(), log, events)
         return _folded(Space(), log, _events_of(log, namespace, 0, upto))
 
 

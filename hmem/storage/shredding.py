@@ -106,10 +106,11 @@ class Shredding:
             store.checkpoints.remove()
             store.rebuild()
         else:
+            seqs = self._held_seqs(namespaces)  # before the parts they may be read from go
             store.checkpoints.remove(namespaces)
             for namespace in namespaces:
                 store.projector.replace(namespace, store.checkpoints.replayed(
-                    store.log, namespace, store.projector.last_seq))
+                    store.log, namespace, store.projector.last_seq, seqs.get(namespace)))
             store.backend.after_scrub(store.projector, namespaces)
         # shared at once where a backend shares it: the one other hosts fetch held the texts
         store.checkpoints.publish(store.projector, store.log, closing=True, scrubbed=True)
@@ -156,11 +157,17 @@ class Shredding:
         if store.backend.capabilities.many_hosts:
             store.checkpoints.drop_parts(namespaces)
         projector = store.projector
-        loaded = dict(projector.loaded())
-        for namespace in namespaces:
-            if namespace in loaded:
-                projector.replace(namespace, store.checkpoints.replayed(
-                    store.log, namespace, projector.last_seq))
+        seqs = self._held_seqs(namespaces)
+        for namespace in seqs:
+            projector.replace(namespace, store.checkpoints.replayed(
+                store.log, namespace, projector.last_seq, seqs[namespace]))
+
+    def _held_seqs(self, namespaces: list[str]) -> dict[str, list[int]]:
+        """The seqs of every event of each loaded namespace of ``namespaces``, as its state
+        holds them (folded through the projector's last seq): what folding it again reads of
+        the log."""
+        loaded = dict(self.store.projector.loaded())
+        return {ns: loaded[ns].events.seqs_in(ns).tolist() for ns in namespaces if ns in loaded}
 
     def is_erased(self, seq: int) -> bool:
         """Whether the key of event ``seq`` was erased (never, in a store in the clear)."""

@@ -52,6 +52,8 @@ def test_a_lazy_reader_serves_what_an_eager_one_does(n, seed, segment_bytes, dat
                 middle = n // 2 + 1
                 assert lazy.get(middle) == written[middle - 1]
                 assert list(lazy.read(middle)) == written[middle - 1:]
+            seqs = sorted(data.draw(st.sets(st.integers(1, max(n, 1))), label="seqs")) if n else []
+            assert list(lazy.read_raw_seqs(seqs)) == [written[s - 1] for s in seqs]
             assert list(lazy.read()) == written
 
 

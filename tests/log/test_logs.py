@@ -80,6 +80,19 @@ def test_appends_are_numbered_without_a_gap_and_read_back_through_the_chain(
         reader.close()
 
 
+def test_events_read_by_their_seqs_are_those_read_in_order(logs: tuple[Log, Any]) -> None:
+    writer, open_reader = logs
+    writer.append(fact("zero"))
+    writer.append_many([fact(f"n{i}") for i in range(11)])
+    reader = open_reader()
+    try:
+        every = list(reader.read_raw())
+        for seqs in ([], [1], [3, 4, 9], list(range(1, 13)), [12]):
+            assert list(reader.read_raw_seqs(seqs)) == [every[s - 1] for s in seqs]
+    finally:
+        reader.close()
+
+
 def test_links_and_then_see_the_stamped_events(logs: tuple[Log, Any]) -> None:
     writer, _ = logs
     seen: list[list[Event]] = []

@@ -89,6 +89,9 @@ def test_a_row_changed_behind_the_triggers_is_found(url: str) -> None:
         with pytest.raises(ServerLogCorrupted, match="at seq 4"):
             got.extend(log.read())
         assert got == events[:3]  # every event before it, and nothing after
+        assert list(log.read_raw_seqs([1, 3, 5])) == [events[0], events[2], events[4]]
+        with pytest.raises(ServerLogCorrupted, match="at seq 4"):  # read by its seq too
+            list(log.read_raw_seqs([1, 4]))
 
 
 WRITER = """

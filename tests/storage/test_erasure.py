@@ -168,6 +168,31 @@ def test_erasing_a_namespace_takes_its_logged_recalls_and_nothing_of_another(sto
     assert files_holding([store], b"budget meeting")
 
 
+def test_an_erasure_folds_its_namespace_again_reading_no_other_namespaces_events(
+        store, monkeypatch):
+    with Memory(store, embedder="hash", clock=clock()) as m:
+        other = m.in_namespace("work")
+        for i in range(20):
+            other.remember("alice", f"Alice chairs budget meeting {i}")
+        m.remember("bob", "Bob's bike lock code is 7731")
+        log, read = m.store.log, []
+
+        def spied(reading):
+            def each(*args, **kwargs):
+                for ev in reading(*args, **kwargs):
+                    read.append(ev.namespace)
+                    yield ev
+            return each
+
+        for name in ("read", "read_raw", "read_raw_seqs"):
+            monkeypatch.setattr(log, name, spied(getattr(log, name)))
+        m.erase(namespace="default")
+        assert read and set(read) == {"default"}
+        monkeypatch.undo()
+        assert m.verify().ok  # what it folded is what the whole log folds to
+        assert other.recall("budget meeting").hits and not m.recall("bike lock").hits
+
+
 def test_bad_erasures_are_refused_and_erase_nothing(store, tmp_path):
     with Memory(store, embedder="hash", clock=clock()) as m:
         head = m.last_seq

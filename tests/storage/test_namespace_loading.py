@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hmem import Memory
 from hmem.adapters.demo import StepClock
+from hmem.storage.checkpoints import Checkpoints
 from hmem.storage.store import Store
 from projections import checkpoint
 from projections.checkpoint import CHECKPOINT_FILE
@@ -215,3 +216,17 @@ def test_tx_times_are_read_when_time_travel_asks_and_a_damaged_block_is_read_fro
         assert any("tx times of seqs 1-2048 failed their digest" in n for n in r.notes)
         assert list(r.store.projector.tx_times) == [
             to_us(ev.tx_at) for ev in r.store.log.read_raw()]
+
+
+def test_a_namespace_folded_again_from_seqs_not_all_its_own_reads_the_whole_log(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        m.in_namespace("b").remember("x", "another namespace's fact")
+        m.remember("alice", "one")
+        m.remember("alice", "two")
+        log, last = m.store.log, m.last_seq
+        by_seqs = Checkpoints.replayed(log, "default", last, [2, 3])
+        wrong = Checkpoints.replayed(log, "default", last, [1, 3])  # seq 1 is b's
+        whole = Checkpoints.replayed(log, "default", last)
+        for space in (by_seqs, wrong, whole):
+            assert space.events.seqs_in("default").tolist() == [2, 3]
+            assert space.state.n == 2

@@ -1,0 +1,62 @@
+"""The key file's check before an erasure (eventlog/keyfile.py): every key record up to a seq is
+read at once, and the first one that fails its checks is named, whichever byte of it changed."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventlog.keyfile import RECORD, KeyFile
+from hmem.errors import KeyFileDamaged
+from tests.conftest import examples
+
+
+def made(directory: Path, through: int, erased: list[int]) -> Path:
+    path = directory / "keys.hmk"
+    keys = KeyFile.create(path, os.urandom(16))
+    keys.reserve(through)
+    keys.erase(erased, receipt=through)
+    keys.close()
+    return path
+
+
+@settings(max_examples=examples(dev=40, ci=300))
+@given(
+    through=st.integers(1, 3000),
+    data=st.data(),
+)
+def test_the_check_names_the_first_key_record_that_fails(through, data):
+    with tempfile.TemporaryDirectory() as d:
+        erased = data.draw(st.lists(st.integers(1, through), max_size=5), label="erased")
+        path = made(Path(d), through, erased)
+        keys = KeyFile(path)
+        keys.check(through)  # intact, erased records included
+        keys.close()
+        raw = bytearray(path.read_bytes())
+        damaged = sorted(data.draw(st.sets(st.integers(1, through), min_size=1, max_size=3),
+                                   label="damaged records"))
+        for seq in damaged:  # any byte the record's checksum covers, or the checksum itself
+            at = RECORD * seq + data.draw(st.integers(0, 59), label="byte")
+            raw[at] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+        path.write_bytes(bytes(raw))
+        keys = KeyFile(path)
+        try:
+            if damaged[0] > 1:
+                keys.check(damaged[0] - 1)  # the records before it pass
+            with pytest.raises(KeyFileDamaged, match=f"record of event {damaged[0]} fails"):
+                keys.check(through)
+        finally:
+            keys.close()
+
+
+def test_the_check_of_seqs_beyond_the_keys_made_says_so(tmp_path):
+    keys = KeyFile(made(tmp_path, 10, []))
+    keys.check(0)
+    with pytest.raises(KeyFileDamaged, match="no key for event 5000"):
+        keys.check(5000)
+    keys.close()
