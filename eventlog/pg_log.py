@@ -393,7 +393,8 @@ class PgLog:
             found = {int(row[0]): row[1:] for row in rows}
             for seq in page:
                 if seq not in found or (seq > 1 and found[seq][2] is None):
-                    raise ServerLogCorrupted(self.where(), seq, "the row is missing")
+                    missing = seq if seq not in found else seq - 1
+                    raise ServerLogCorrupted(self.where(), missing, "the row is missing")
                 payload, stored, before = found[seq]
                 if chain_next(ZERO_CHAIN if seq == 1 else bytes(before), payload) != bytes(stored):
                     raise ServerLogCorrupted(self.where(), seq, "the hash chain does not hold")

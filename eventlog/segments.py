@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -359,13 +360,8 @@ class Segments:
     def get(self, seq: int) -> Event:
         """The event with this seq."""
         seg = self.segment_of(seq)
-        off = seg.offsets[seq - seg.first_seq]
         with open(seg.path, "rb") as f:
-            f.seek(off)
-            head = f.read(fmt.RECORD_HEADER_SIZE)
-            n = int.from_bytes(head[:4], "little")
-            payload = f.read(n)
-        return _decode(payload, seg, off, seq)
+            return _read_one(f, seg, seq)
 
     def head(self) -> ChainHead:
         """The last seq and the chain after it."""
@@ -400,22 +396,36 @@ class Segments:
                 yield _decode(fmt.payload_at(data, off), seg, off, seg.first_seq + i)
 
     def read_seqs(self, seqs: Sequence[int]) -> Iterator[Event]:
-        """The events with ``seqs`` (ascending), each segment that holds some read once."""
+        """The events with ``seqs`` (ascending): each segment that holds some opened once, and
+        read whole where they are many, else record by record."""
         i = 0
         while i < len(seqs):
             seg = self.segment_of(seqs[i])
             j = i
             while j < len(seqs) and seqs[j] <= seg.last_seq:
                 j += 1
-            if j - i == 1:  # one record: read alone
-                yield self.get(seqs[i])
-            else:
-                with open(seg.path, "rb") as f:
+            with open(seg.path, "rb") as f:
+                if (j - i) * SPARSE_BYTES < seg.end:
+                    for seq in seqs[i:j]:
+                        yield _read_one(f, seg, seq)
+                else:
                     data = f.read(seg.end)
-                for seq in seqs[i:j]:
-                    off = seg.offsets[seq - seg.first_seq]
-                    yield _decode(fmt.payload_at(data, off), seg, off, seq)
+                    for seq in seqs[i:j]:
+                        off = seg.offsets[seq - seg.first_seq]
+                        yield _decode(fmt.payload_at(data, off), seg, off, seq)
             i = j
+
+
+# read_seqs reads a segment whole when it wants a record for every this many of its bytes
+SPARSE_BYTES = 16 * 1024
+
+
+def _read_one(f: BinaryIO, seg: Segment, seq: int) -> Event:
+    """The event ``seq`` of ``seg``, read from its open file ``f``."""
+    off = seg.offsets[seq - seg.first_seq]
+    f.seek(off)
+    n = int.from_bytes(f.read(fmt.RECORD_HEADER_SIZE)[:4], "little")
+    return _decode(f.read(n), seg, off, seq)
 
 def _decode(payload: bytes | memoryview, seg: Segment, off: int, seq: int) -> Event:
     try:
