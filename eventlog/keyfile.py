@@ -277,9 +277,11 @@ class KeyFile:
         that fails its checks (what an erasure makes sure of before it destroys anything)."""
         if through < 1:
             return
-        bad = self._first_failing(through) if self._holds(through) else through
-        if bad:
-            self._record(bad)  # raises, naming it
+        self._holds(through)  # another writer's keys, looked for
+        made = min(through, self.made_through)
+        bad = self._first_failing(made) if made > 0 else 0
+        if bad or made < through:
+            self._record(bad or made + 1)  # raises, naming the first that fails or is missing
 
     def _first_failing(self, through: int) -> int:
         """The first seq up to ``through`` whose key record fails its checks (the checks of

@@ -384,20 +384,26 @@ class PgLog:
 
     def read_raw_seqs(self, seqs: Sequence[int]) -> Iterator[Event]:
         """The events with ``seqs`` (ascending) as stored, in that order, each row checked
-        against the chain with the row before it (``ServerLogCorrupted`` else)."""
+        against the chain with the rows beside it (``ServerLogCorrupted`` else): a row
+        changed alone is found; rows changed from one on to the end, chains and all, are
+        found by the head (``hmem log verify --expect``), as by :meth:`read`."""
         for at in range(0, len(seqs), _PAGE):
             page = list(seqs[at:at + _PAGE])
             rows = self._execute(
-                "SELECT l.seq, l.payload, l.chain, p.chain FROM hmem_log l LEFT JOIN hmem_log p "
-                "ON p.seq = l.seq - 1 WHERE l.seq = ANY(%s) ORDER BY l.seq", (page,)).fetchall()
+                "SELECT l.seq, l.payload, l.chain, p.chain, n.payload, n.chain FROM hmem_log l "
+                "LEFT JOIN hmem_log p ON p.seq = l.seq - 1 LEFT JOIN hmem_log n ON n.seq = "
+                "l.seq + 1 WHERE l.seq = ANY(%s) ORDER BY l.seq", (page,)).fetchall()
             found = {int(row[0]): row[1:] for row in rows}
             for seq in page:
                 if seq not in found or (seq > 1 and found[seq][2] is None):
                     missing = seq if seq not in found else seq - 1
                     raise ServerLogCorrupted(self.where(), missing, "the row is missing")
-                payload, stored, before = found[seq]
+                payload, stored, before, after, after_chain = found[seq]
                 if chain_next(ZERO_CHAIN if seq == 1 else bytes(before), payload) != bytes(stored):
                     raise ServerLogCorrupted(self.where(), seq, "the hash chain does not hold")
+                if after is not None and chain_next(bytes(stored), after) != bytes(after_chain):
+                    raise ServerLogCorrupted(self.where(), seq + 1,
+                                             "the hash chain does not hold")
                 yield self._decoded(seq, payload)
 
     def get(self, seq: int) -> Event:

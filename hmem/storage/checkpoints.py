@@ -282,8 +282,11 @@ class Checkpoints:
         by their ``seqs`` when the caller knows them (a loaded state's, through ``upto``:
         the other namespaces' events are not read), else found by reading the whole log."""
         if seqs is not None:
-            events = list(log.read_raw_seqs(seqs))
-            if all(ev.namespace == namespace for ev in events):
+            try:
+                events = list(log.read_raw_seqs([s for s in seqs if s <= upto]))
+            except (IndexError, KeyError):  # a seq the log does not hold: not the state's
+                events = []
+            if events and all(ev.namespace == namespace for ev in events):
                 return _folded(Space(), log, events)
         return _folded(Space(), log, _events_of(log, namespace, 0, upto))
 

@@ -54,9 +54,19 @@ def test_the_check_names_the_first_key_record_that_fails(through, data):
             keys.close()
 
 
-def test_the_check_of_seqs_beyond_the_keys_made_says_so(tmp_path):
-    keys = KeyFile(made(tmp_path, 10, []))
+def test_the_check_past_the_keys_made_names_a_damaged_record_first_then_the_first_missing(
+        tmp_path):
+    path = made(tmp_path, 10, [])
+    keys = KeyFile(path)
     keys.check(0)
-    with pytest.raises(KeyFileDamaged, match="no key for event 5000"):
-        keys.check(5000)
+    first_missing = keys.made_through + 1
+    with pytest.raises(KeyFileDamaged, match=f"no key for event {first_missing}"):
+        keys.check(first_missing + 5000)
+    keys.close()
+    raw = bytearray(path.read_bytes())
+    raw[RECORD * 3 + 30] ^= 1  # the key of event 3
+    path.write_bytes(bytes(raw))
+    keys = KeyFile(path)
+    with pytest.raises(KeyFileDamaged, match="record of event 3 fails"):
+        keys.check(first_missing + 5000)
     keys.close()

@@ -20,6 +20,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra: pip install
 from bench.pg_server import PgServer  # noqa: E402
 from eventlog.errors import ServerLogCorrupted, StoreLocked  # noqa: E402
 from eventlog.events import FactRemembered  # noqa: E402
+from eventlog.format import chain_next  # noqa: E402
 from eventlog.pg_log import PgLog  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -89,9 +90,25 @@ def test_a_row_changed_behind_the_triggers_is_found(url: str) -> None:
         with pytest.raises(ServerLogCorrupted, match="at seq 4"):
             got.extend(log.read())
         assert got == events[:3]  # every event before it, and nothing after
-        assert list(log.read_raw_seqs([1, 3, 5])) == [events[0], events[2], events[4]]
-        with pytest.raises(ServerLogCorrupted, match="at seq 4"):  # read by its seq too
-            list(log.read_raw_seqs([1, 4]))
+        assert list(log.read_raw_seqs([1, 2])) == events[:2]
+        for seqs in ([1, 4], [3]):  # read by its seq, or after a row read
+            with pytest.raises(ServerLogCorrupted, match="at seq 4"):
+                list(log.read_raw_seqs(seqs))
+
+
+
+def test_a_row_changed_with_its_chain_made_again_is_found_when_read_by_its_seq(url: str) -> None:
+    with PgLog(url) as log:
+        events = log.append_many([fact(i) for i in range(6)])
+        with psycopg.connect(url, autocommit=True) as con:
+            con.execute("ALTER TABLE hmem_log DISABLE TRIGGER hmem_log_no_change")
+            payload = bytes(con.execute("SELECT payload FROM hmem_log WHERE seq = 2").fetchone()[0])
+            forged = chain_next(log.chain_at(3), payload)  # row 4's link to row 3 holds again
+            con.execute("UPDATE hmem_log SET payload = %s, chain = %s WHERE seq = 4",
+                        (payload, forged))
+        with pytest.raises(ServerLogCorrupted, match="at seq 5"):  # its link to row 5 fails
+            list(log.read_raw_seqs([2, 4]))
+        assert list(log.read_raw_seqs([1, 6])) == [events[0], events[5]]
 
 
 WRITER = """
