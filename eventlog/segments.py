@@ -427,6 +427,7 @@ def _read_one(f: BinaryIO, seg: Segment, seq: int) -> Event:
     n = int.from_bytes(f.read(fmt.RECORD_HEADER_SIZE)[:4], "little")
     return _decode(f.read(n), seg, off, seq)
 
+
 def _decode(payload: bytes | memoryview, seg: Segment, off: int, seq: int) -> Event:
     try:
         ev = decode(payload)

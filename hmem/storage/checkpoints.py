@@ -134,15 +134,9 @@ class Checkpoints:
                           f"replayed its events")
         return 0, None
 
-    def saved(self, log: Log) -> Projector | None:
-        """The state the checkpoint on disk holds (every part read) when it would be used by
-        an open of ``log`` now; else None."""
-        read = self.examined(log)
-        return read if isinstance(read, Projector) else None
-
     def examined(self, log: Log) -> Projector | str | None:
-        """:meth:`saved`, or why an open of ``log`` now would not use the checkpoint on disk
-        (None: there is none)."""
+        """The state the checkpoint on disk holds (every part read) when it would be used by
+        an open of ``log`` now; else why not (None: there is none)."""
         return self._read(log, lazy=False)
 
     def _read(self, log: Log, *, lazy: bool) -> Projector | str | None:

@@ -15,6 +15,7 @@ from hmem.errors import StoreNotFound
 from hmem.storage.targets import default_root
 from hmem.views import plain_int
 from projections.checkpoint import CHECKPOINT_FILE
+from projections.projector import Projector
 from replay.verify import state_rows, verify_projection
 
 UTC = timezone.utc
@@ -250,8 +251,8 @@ def test_verify_names_a_checkpoint_whose_kept_postings_are_not_its_tokens(tmp_pa
     with Memory(path, clock=Clock()) as m:
         maya(m)
     with Memory(path, clock=Clock()) as m:
-        saved = m.store.checkpoints.saved(m.store.log)
-        assert saved is not None
+        saved = m.store.checkpoints.examined(m.store.log)
+        assert isinstance(saved, Projector)
         assert verify_projection(m.store.log, m.store.projector, checkpoint=saved).ok
         kept = saved.space("default").state.postings
         assert kept is not None
