@@ -145,45 +145,37 @@ def part_prefix(manifest: str, namespace: str) -> str:
 
 
 def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
-         log_at: tuple[int, int, str] | None = None) -> None:
+         log_at: tuple[int, int, str] | None = None) -> dict[str, Part]:
     """Write ``projector``'s state (at ``stamp``) as the checkpoint at ``path``, authenticated
     with ``seal``: the parts of the namespaces whose part on disk (named by an authentic
     manifest) is older, then the manifest (naming ``log_at``, where the stamp's record lies in
-    a log of files and the chain before it, if known)."""
-    budget, projector.budget = projector.budget, None  # every changed namespace held at once
+    a log of files and the chain before it, if known). Returns the parts it names, by
+    namespace. A deferred namespace with events since its part is loaded, written and dropped
+    again, one at a time: the projector keeps no more loaded than it held."""
+    budget, projector.budget = projector.budget, None  # none of those held is dropped meanwhile
     try:
-        _save(path, projector, stamp, seal, log_at or (0, 0, ""))
+        return _save(path, projector, stamp, seal, log_at or (0, 0, ""))
     finally:
         projector.budget = budget
 
 
 def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
-          log_at: tuple[int, int, str]) -> None:
+          log_at: tuple[int, int, str]) -> dict[str, Part]:
     tx = projector.tx_times
     if len(tx) != stamp[0]:
         raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
     old = {p.namespace: p for p in _authentic(path, seal)}
-    parts = []
-    projector.load_changed()
-    for namespace, part in projector.deferred().items():  # unchanged since it was loaded
-        if (path.parent / part.file).exists():
-            parts.append(part)
-        else:  # another writer's publish replaced it: loaded (from its part) and written
-            projector.space(namespace)
+    parts: dict[str, Part] = {}
     for namespace, space in projector.loaded():
-        facts, events = space.state, space.events
-        if facts.last_seq > stamp[0]:
-            raise ValueError(f"namespace {namespace!r} holds events after the stamp")
-        kept = old.get(namespace)
-        if kept is not None and kept.seq == facts.last_seq and (path.parent / kept.file).exists():
-            parts.append(kept)
-            continue
-        receipts = tuple(events.seqs_of("erased"))
-        tmp = path.parent / f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}.new"
-        digest = checkpoint_part.write(tmp, facts, events)
-        name = f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}-{digest.hex()[:16]}.part"
-        os.replace(tmp, path.parent / name)
-        parts.append(Part(namespace, facts.last_seq, name, digest, receipts))
+        parts[namespace] = _part(path, namespace, space.state, space.events, old, stamp)
+    gone = [ns for ns, part in projector.deferred().items()
+            if not (path.parent / part.file).exists()]  # replaced by another writer's publish
+    for namespace in projector.changed() + gone:
+        space = projector.space(namespace)  # loaded (its part, the log after it), written
+        parts[namespace] = _part(path, namespace, space.state, space.events, old, stamp)
+        projector.drop(namespace)
+    for namespace, part in projector.deferred().items():  # unchanged since its part
+        parts.setdefault(namespace, part)
     times = np.asarray(tx.array(), dtype="<i8").tobytes()
     digests = block_digests(times)
     tx_file = f"{path.name}.tx-{stamp[0]}-{block_root(digests).hex()[:16]}.part"
@@ -191,16 +183,35 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
         _write_file(path.parent / (tx_file + ".new"), times)
         os.replace(path.parent / (tx_file + ".new"), path.parent / tx_file)
     manifest = msgspec.msgpack.encode(_Manifest(
-        stamp[0], stamp[1], seal.erased_through, digests, parts, TOKENS_ID, log_at, tx_file))
+        stamp[0], stamp[1], seal.erased_through, digests, list(parts.values()), TOKENS_ID,
+        log_at, tx_file))
     tmp = path.with_name(path.name + ".tmp")
     _write_file(tmp, _HEAD.pack(MAGIC, VERSION, len(manifest), _mac(seal, manifest)) + manifest)
     _fsync_dir(path.parent)  # the new parts' names, before the manifest that names them
     os.replace(tmp, path)
     _fsync_dir(path.parent)
-    named = {p.file for p in parts} | {tx_file}
+    named = {p.file for p in parts.values()} | {tx_file}
     for stale in part_files(path):
         if stale.name not in named:
             stale.unlink(missing_ok=True)
+    return parts
+
+
+def _part(path: Path, namespace: str, facts: FactColumns, events: EventColumns,
+          old: dict[str, Part], stamp: Stamp) -> Part:
+    """The part of ``namespace`` (its state ``facts``, ``events``) beside the manifest at
+    ``path``: its part in the ``old`` manifest if that holds the same seq, else written."""
+    if facts.last_seq > stamp[0]:
+        raise ValueError(f"namespace {namespace!r} holds events after the stamp")
+    kept = old.get(namespace)
+    if kept is not None and kept.seq == facts.last_seq and (path.parent / kept.file).exists():
+        return kept
+    receipts = tuple(events.seqs_of("erased"))
+    tmp = path.parent / f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}.new"
+    digest = checkpoint_part.write(tmp, facts, events)
+    name = f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}-{digest.hex()[:16]}.part"
+    os.replace(tmp, path.parent / name)
+    return Part(namespace, facts.last_seq, name, digest, receipts)
 
 
 def named_parts(path: Path) -> set[str] | None:

@@ -204,10 +204,10 @@ class Projector:
         checkpoint (still this state's), by namespace."""
         return {ns: part for ns, part in self._deferred.items() if ns not in self._changed}
 
-    def load_changed(self) -> None:
-        """Load the deferred namespaces that events have changed since their checkpoint."""
-        for namespace in list(self._changed):
-            self._load(namespace)
+    def changed(self) -> list[str]:
+        """The deferred namespaces that events have changed since their part (a publish
+        loads each, writes its part and drops it again: :meth:`drop`)."""
+        return [ns for ns in self._deferred if ns in self._changed]
 
     def namespaces(self) -> list[str]:
         """The namespaces with events (none loaded by asking)."""
@@ -320,14 +320,36 @@ class Projector:
         for namespace in list(self._spaces):
             if total <= self.budget:
                 break
-            if namespace == keep or namespace not in self._parts:
+            if namespace == keep or not self.drop(namespace):
                 continue
-            space = self._spaces.pop(namespace)
-            part = self._deferred[namespace] = self._parts.pop(namespace)
-            self._receipts[namespace] = space.events.seqs_of("erased")
-            if space.last_seq != getattr(part, "seq", None):
-                self._changed.add(namespace)  # events since its part: loaded to be published
             total -= sizes[namespace]
+
+    def drop(self, namespace: str) -> bool:
+        """Defer again the namespace if it was loaded from a part (its part and the log after
+        it load it when it is next used); whether it was."""
+        if namespace not in self._parts or namespace not in self._spaces:
+            return False
+        space = self._spaces.pop(namespace)
+        part = self._deferred[namespace] = self._parts.pop(namespace)
+        self._receipts[namespace] = space.events.seqs_of("erased")
+        if space.last_seq != getattr(part, "seq", None):
+            self._changed.add(namespace)  # events since its part: loaded to be published
+        return True
+
+    def rebase(self, parts: Mapping[str, Any], loader: Loader) -> None:
+        """Take a checkpoint at this state's seq, which named ``parts`` (a part of every
+        namespace with events), as the one the namespaces are loaded from by ``loader``: a
+        deferred namespace is loaded (and a loaded one dropped) from its new part."""
+        if self._changed - parts.keys():
+            raise ValueError("a checkpoint without a part of every namespace changed")
+        for namespace, part in parts.items():
+            if namespace in self._deferred:
+                self._deferred[namespace] = part
+                self._receipts[namespace] = list(getattr(part, "receipts", ()))
+            elif namespace in self._spaces:
+                self._parts[namespace] = part
+        self._changed.clear()
+        self.loader = loader
 
     # ------------------------------------------------------------------ folding
 

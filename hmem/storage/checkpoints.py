@@ -226,13 +226,14 @@ class Checkpoints:
         started = self.clock()
         try:
             at = log.position(seq)
-            checkpoint.save(self.path, projector, (seq, log.chain_at(seq).hex()),
-                            self.seal(log), None if at is None else (
-                                *at, log.chain_at(seq - 1).hex()))
+            seal = self.seal(log)
+            parts = checkpoint.save(self.path, projector, (seq, log.chain_at(seq).hex()), seal,
+                                    None if at is None else (*at, log.chain_at(seq - 1).hex()))
         except OSError as e:
             self.notes.append(f"checkpoint not published ({e}); the next open replays more of "
                               f"the log")
             return self.seq
+        projector.rebase(parts, self.loader(log, seq, seal.erased_through))
         self.seq = seq
         self.notes += self.backend.share_checkpoint(
             [self.path, *checkpoint.part_files(self.path)], seq, closing=closing, every=self.every)

@@ -149,9 +149,31 @@ def test_a_dropped_namespace_unchanged_since_its_part_is_published_from_its_part
     assert loaded(projector) == ["b"] and list(projector.deferred()) == ["a"]
     lazy.apply([remember("b", 3)])
     projector.space("a")  # drops b, which has an event since its part: it is loaded to publish
-    assert list(projector.deferred()) == []
-    projector.load_changed()
-    assert lazy.loads == ["a", "b", "a", "b"]
+    assert list(projector.deferred()) == [] and projector.changed() == ["b"]
+    assert lazy.loads == ["a", "b", "a"]
+
+
+def test_a_rebase_loads_each_namespace_from_the_parts_it_is_given():
+    lazy = Lazy([remember("a", 1), remember("b", 2)], 2, ["a", "b"])
+    projector = lazy.projector
+    projector.space("a")
+    lazy.apply([remember("a", 3), remember("b", 4), erase("b", 5, 2)])
+    assert projector.changed() == ["b"]
+    with pytest.raises(ValueError, match="every namespace changed"):
+        projector.rebase({"a": SimpleNamespace(seq=3)}, lazy.load)
+    parts = {"a": SimpleNamespace(seq=3), "b": SimpleNamespace(seq=5, receipts=(5,))}
+    seen: list[object] = []
+
+    def load(namespace: str, part: object, upto: int) -> Space:
+        seen.append(part)
+        return lazy.load(namespace, part, upto)
+
+    projector.rebase(parts, load)
+    assert projector.changed() == [] and projector.seqs_of("erased") == [5]
+    projector.budget = 0
+    assert projector.space("b").state.ids().tolist() == [2, 4]  # drops a, at its new part
+    assert seen == [parts["b"]] and loaded(projector) == ["b"] and projector.changed() == []
+    assert list(projector.deferred()) == ["a"] and projector.deferred()["a"] is parts["a"]
 
 
 def test_events_of_a_deferred_namespace_pass_it_over_and_its_receipts_are_kept():
@@ -235,8 +257,7 @@ def test_a_deferred_namespace_replaced_is_held_as_given():
     lazy.apply([remember("a", 4)])
     assert projector.space("a") is space and space.state.ids().tolist() == [1, 4]
     assert projector.seqs_of("erased") == [2]
-    projector.load_changed()
-    assert lazy.loads == []
+    assert projector.changed() == [] and lazy.loads == []
 
 
 def test_a_fold_into_a_built_index_sets_the_new_vectors_only():

@@ -151,6 +151,36 @@ def test_a_shared_writer_that_passed_over_a_namespace_publishes_it_whole(tmp_pat
             "ben likes coffee 0", "ben likes coffee 1"}
 
 
+def test_a_shared_writer_publishes_the_namespaces_it_passed_over_without_keeping_them(
+        tmp_path):
+    """Its publish loads each, writes its part and drops it; the writer loads one from that
+    part (and the log after it) when it is next used, and each later publish starts there."""
+    path = tmp_path / "s"
+    written(path, NAMESPACES, 3)
+    a, b = store(path, shared=True), store(path, shared=True)
+    fill(a, "ana", 1, "juice", changes=False)
+    fill(b, "ben", 2, "coffee", changes=False)
+    fill(b, "cy", 1, "coffee", changes=False)
+    fill(a, "ana", 1, "milk", changes=False)  # a catches up past ben's and cy's events
+    projector = a.store.projector
+    a.store.checkpoints.publish(projector, a.store.log)
+    assert [ns for ns, _ in projector.loaded()] == ["ana"]
+    assert projector.changed() == []
+    fill(b, "ben", 1, "cocoa", changes=False)
+    fill(a, "ana", 1, "tea", changes=False)
+    assert projector.changed() == ["ben"]  # cy has no event since the publish
+    assert {h.text for h in a.in_namespace("ben").recall("coffee cocoa").hits} == {
+        "ben likes coffee 0", "ben likes coffee 1", "ben likes cocoa 0"}
+    assert sorted(ns for ns, _ in projector.loaded()) == ["ana", "ben"]
+    a.store.checkpoints.publish(projector, a.store.log)
+    assert a.notes == [] and a.verify().ok
+    close(b)
+    close(a)
+    with store(path, read_only=True) as r:
+        assert r.notes == []
+        assert state_rows(r.store.projector) == replayed(path)
+
+
 def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
     path = tmp_path / "s"
     written(path, NAMESPACES, 4)
