@@ -99,10 +99,10 @@ def _kept_candidates(
     if not counts:  # no index token: the facts without one
         slots = np.flatnonzero(f.doc_len[:docs] == 0)
     else:
-        codes = cols.terms.codes
+        find = cols.terms.find
         rarest: tuple[int, int, int] | None = None  # (postings, code, tf)
         for term, tf in counts.items():
-            code = codes.get(term)
+            code = find(term)
             at = int(np.searchsorted(kept.codes, code)) if code is not None else len(kept.codes)
             if at == len(kept.codes) or int(kept.codes[at]) != code:
                 return []  # a term no fact of the part holds

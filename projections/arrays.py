@@ -134,6 +134,15 @@ class Deferred:
         make = self._later_item(name)
         return make if make is not None else getattr(self, name)  # type: ignore[no-any-return]
 
+    def span(self, name: str, start: int, end: int) -> npt.NDArray[Any]:
+        """Entries ``start .. end`` of column ``name``, read without making it while it is
+        deferred and its maker reads runs (the facts a reader folded after a part)."""
+        read = getattr(self._later_item(name), "run", None)
+        got = None if read is None else read(start, end)
+        if got is None:
+            got = getattr(self, name)[start:end]
+        return np.asarray(got)
+
     def _later_item(self, name: str) -> Any:
         """The maker of attribute ``name`` if it is deferred and reads one value at a time."""
         if name in self.__dict__:

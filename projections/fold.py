@@ -439,12 +439,15 @@ class _Bulk:
         for slot, (old_id, kind, why) in self.revised.items():
             f.supersedes[slot], f.revision[slot] = old_id, kind
             f.reason[slot] = cols.reasons.code(why)
-        _scatter(r.tx_to_seq, r.tx_to, self.closes)
+        if self.closes:  # a column is made whole when first written
+            _scatter(r.tx_to_seq, r.tx_to, self.closes)
         for row, nxt in self.links:
             r.next[row] = nxt
         for slot, row in self.last.items():
             f.last_row[slot] = row
-        _scatter(f.superseded_by, f.superseded_at, [(s, q, t) for s, (q, t) in self.sup.items()])
+        if self.sup:
+            _scatter(f.superseded_by, f.superseded_at,
+                     [(s, q, t) for s, (q, t) in self.sup.items()])
         for slot, (seq, tx, why) in self.forgotten.items():
             f.forgotten_seq[slot], f.forgotten_at[slot] = seq, tx
             f.forget_reason[slot] = cols.reasons.code(why)

@@ -275,11 +275,11 @@ class FactColumns:
 
     def slot_term_counts(self, slot: int) -> dict[str, int]:
         """The BM25 document of the fact at ``slot``, from its recorded index tokens."""
-        names = self.terms.values
-        counts: dict[str, int] = {}
+        by_code: dict[int, int] = {}
         for code in self.tokens.run(self.table.tokens_end, slot):
-            counts[names[code]] = counts.get(names[code], 0) + 1
-        return counts
+            by_code[code] = by_code.get(code, 0) + 1
+        name = self.terms.get
+        return {name(code): n for code, n in by_code.items()}  # type: ignore[misc]
 
     def ids(self) -> npt.NDArray[np.int64]:
         """Every fact's id, by slot (ascending)."""

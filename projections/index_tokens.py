@@ -25,9 +25,10 @@ import numpy.typing as npt
 from projections.arrays import code_major, narrow_counts, run_starts
 from projections.errors import ProjectionError
 from projections.fold_state import FactColumns, TermPostings
+from projections.string_columns import Strings
 
 __all__ = [
-    "Postings", "first_postings", "kept_postings_and_later", "kept_postings_hold",
+    "CodedTerms", "Postings", "first_postings", "kept_postings_and_later", "kept_postings_hold",
     "namespace_postings", "set_runs", "set_tokens", "token_counts",
 ]
 
@@ -38,7 +39,39 @@ _ADDED_AT_MOST, _ADDED_SHARE = 4096, 64
 
 # A namespace's postings: (terms, where each term's postings start, documents ascending within
 # a term, term frequencies), documents numbered by position in the namespace's slots
-Postings = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
+Postings = tuple["CodedTerms", np.ndarray, np.ndarray, np.ndarray]
+
+
+class CodedTerms:
+    """Each term's group of postings kept in the order of its code in ``strings``
+    (``codes``: the terms' codes, ascending), found by code: no dict, and no term decoded
+    until it is asked for (a 1M-fact namespace holds ~265k terms)."""
+
+    __slots__ = ("_strings", "_codes", "_dense")
+
+    def __init__(self, strings: Strings, codes: npt.NDArray[np.int32]) -> None:
+        self._strings, self._codes = strings, codes
+        self._dense = not len(codes) or int(codes[-1]) == len(codes) - 1  # 0 .. n - 1
+
+    def get(self, term: str) -> int | None:
+        """The group of ``term``'s postings; None if no posting holds it."""
+        code = self._strings.find(term)
+        if code is None or code < 0:
+            return None
+        if self._dense:
+            return code if code < len(self._codes) else None
+        at = int(np.searchsorted(self._codes, code))
+        return at if at < len(self._codes) and int(self._codes[at]) == code else None
+
+    def keys(self) -> list[str]:
+        """The terms, group by group."""
+        name = self._strings.get
+        return [name(c) for c in self._codes.tolist()]  # type: ignore[misc]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CodedTerms) and self.keys() == other.keys()
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def set_tokens(cols: FactColumns, first_slot: int, counts: Sequence[Mapping[str, int]]) -> None:
@@ -103,8 +136,7 @@ def namespace_postings(cols: FactColumns, slots: npt.NDArray[np.intp]) -> Postin
     made = _postings(cols, slots)
     if len(slots) and int(slots[-1]) == len(slots) - 1:
         cols.postings = made
-    names = cols.terms.values
-    return [names[c] for c in made.codes.tolist()], made.starts, made.documents, made.tfs
+    return CodedTerms(cols.terms, made.codes), made.starts, made.documents, made.tfs
 
 
 def kept_postings_and_later(
@@ -119,8 +151,7 @@ def kept_postings_and_later(
         slots[kept.docs - 1]
     ) != kept.docs - 1:
         return namespace_postings(cols, slots), slots[len(slots):]
-    names = cols.terms.values
-    postings = [names[c] for c in kept.codes.tolist()], kept.starts, kept.documents, kept.tfs
+    postings = CodedTerms(cols.terms, kept.codes), kept.starts, kept.documents, kept.tfs
     return postings, slots[kept.docs:]
 
 

@@ -117,7 +117,7 @@ class Space:
         self.events.add(events, txs)
         subjects, table = state.subjects.values, state.table
         made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]
-        names = [subjects[code] for code in table.subject[base_slot:state.n].tolist()]
+        names = [subjects[code] for code in table.span("subject", base_slot, state.n).tolist()]
         live = self.index is not None
         if len(made) < _BULK:  # a live write: a dict per fact (microseconds, not numpy's 100)
             counts = [index_counts(name, ev.text) for ev, name in zip(made, names, strict=True)]

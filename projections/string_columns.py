@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from projections.arrays import grown
 from projections.part_blob import PartBlob
+from projections.string_lookup import BlobLookup
 
 __all__ = ["Strings", "Texts", "UniqueStrings"]
 
@@ -21,15 +22,18 @@ class Strings:
     """A string table: each distinct string once, known by its code (its index); None is -1.
 
     Filled in bulk (:meth:`fill`, :meth:`fill_utf8`), the value -> code dict is made only when
-    first needed (a reader that only looks values up never makes it), and values given as
-    UTF-8 bytes are decoded only when first read."""
+    first needed. Values given as UTF-8 bytes stay bytes until every one is asked for
+    (:attr:`values`, :attr:`codes`): one is read by :meth:`get`, found by :meth:`find` (a key
+    per string, projections/string_lookup.py), and values added meanwhile are held apart."""
 
-    __slots__ = ("_values", "_codes", "_utf8")
+    __slots__ = ("_values", "_codes", "_utf8", "_lookup")
 
     def __init__(self) -> None:
+        # every value; while ``_utf8`` holds the first ones as bytes, those added after them
         self._values: list[str] = []
-        self._codes: dict[str | None, int] | None = {None: -1}
+        self._codes: dict[str | None, int] | None = {None: -1}  # of ``_values``' values
         self._utf8: tuple[bytes, list[int]] | None = None  # (blob, each value's end)
+        self._lookup: BlobLookup | None = None
 
     @property
     def values(self) -> list[str]:
@@ -39,31 +43,49 @@ class Strings:
             starts = [0, *ends][: len(ends)]
             if blob.isascii():  # one character a byte: decode once, cut the text
                 text = blob.decode("ascii")
-                self._values = [text[a:b] for a, b in zip(starts, ends, strict=True)]
+                decoded = [text[a:b] for a, b in zip(starts, ends, strict=True)]
             else:
-                self._values = [
+                decoded = [
                     blob[a:b].decode("utf-8", "surrogatepass")
                     for a, b in zip(starts, ends, strict=True)
                 ]
-            self._utf8 = None
+            decoded += self._values
+            self._values, self._codes, self._utf8, self._lookup = decoded, None, None, None
         return self._values
 
     @property
     def codes(self) -> dict[str | None, int]:
         """Value -> code (None -> -1)."""
-        if self._codes is None:
+        if self._codes is None or self._utf8 is not None:
             values = self.values
             self._codes = {None: -1}
             self._codes.update(zip(values, range(len(values)), strict=True))  # no copy made
         return self._codes
 
+    def find(self, value: str | None) -> int | None:
+        """The code of ``value`` (-1 for None); None when the table does not hold it."""
+        if self._utf8 is None:
+            return self.codes.get(value)
+        assert self._codes is not None
+        code = self._codes.get(value)
+        if code is None and value is not None:
+            code = self._held_lookup().find(value)
+        return code
+
+    def _held_lookup(self) -> BlobLookup:
+        assert self._utf8 is not None
+        if self._lookup is None:
+            self._lookup = BlobLookup(*self._utf8)
+        return self._lookup
+
     def code(self, value: str | None) -> int:
         """The code of ``value`` (added if new); -1 for None."""
-        codes = self.codes
-        code = codes.get(value)
+        code = self.find(value)
         if code is None:
-            code = codes[value] = len(self._values)
+            code = len(self)
             self._values.append(value)  # type: ignore[arg-type]
+            assert self._codes is not None
+            self._codes[value] = code
         return code
 
     def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
@@ -71,26 +93,46 @@ class Strings:
         n = len(values)
         if values.count(None) == n:
             return np.full(n, -1, dtype=np.int32)
-        codes = self.codes
-        for value in dict.fromkeys(values):
-            if value not in codes:
-                codes[value] = len(self._values)
-                self._values.append(value)  # type: ignore[arg-type]
-        return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
+        if self._utf8 is None:
+            codes = self.codes
+            for value in dict.fromkeys(values):
+                if value not in codes:
+                    codes[value] = len(self._values)
+                    self._values.append(value)  # type: ignore[arg-type]
+            return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
+        added = self._codes
+        assert added is not None
+        distinct = [v for v in dict.fromkeys(values) if v is not None and v not in added]
+        found: dict[str | None, int | None] = dict(
+            zip(distinct, self._held_lookup().find_many(distinct), strict=True))
+        for value, code in found.items():
+            if code is None:
+                found[value] = self.code(value)
+        get = found.get
+        return np.fromiter((added[v] if (c := get(v)) is None else c for v in values),
+                           dtype=np.int32, count=n)
 
     def get(self, code: int) -> str | None:
-        return None if code < 0 else self.values[code]
+        if code < 0:
+            return None
+        if self._utf8 is None:
+            return self._values[code]
+        blob, ends = self._utf8
+        if code >= len(ends):
+            return self._values[code - len(ends)]
+        return blob[ends[code - 1] if code else 0:ends[code]].decode("utf-8", "surrogatepass")
 
     def fill(self, values: list[str]) -> None:
         """Set the table to ``values`` (distinct, in code order), replacing what it held."""
-        self._values, self._codes, self._utf8 = values, None, None
+        self._values, self._codes, self._utf8, self._lookup = values, None, None, None
 
     def fill_utf8(self, blob: bytes, ends: list[int]) -> None:
         """:meth:`fill` with the values as one UTF-8 buffer and where each ends in it."""
-        self._values, self._codes, self._utf8 = [], None, (blob, ends)
+        self._values, self._codes, self._utf8, self._lookup = [], {None: -1}, (blob, ends), None
 
     def __len__(self) -> int:
-        return len(self._utf8[1]) if self._utf8 is not None else len(self._values)
+        held = len(self._utf8[1]) if self._utf8 is not None else 0
+        return held + len(self._values)
 
 
 class Texts:

@@ -6,6 +6,8 @@ import math
 import re
 from array import array
 from collections import Counter
+from collections.abc import Iterable
+from typing import Protocol
 
 import numpy as np
 import snowballstemmer
@@ -13,8 +15,8 @@ import snowballstemmer
 from projections.arrays import array_of
 
 __all__ = [
-    "tokenize", "term_counts", "stem_token", "TextIndex", "STOPWORDS", "STEMMER", "WORD",
-    "words_of",
+    "tokenize", "term_counts", "stem_token", "TextIndex", "TermGroups", "STOPWORDS", "STEMMER",
+    "WORD", "words_of",
 ]
 
 WORD = re.compile(r"[^\W_]+")  # a word of a text: letters and digits, no underscore
@@ -83,6 +85,15 @@ def term_counts(text: str) -> dict[str, int]:
     return counts
 
 
+class TermGroups(Protocol):
+    """Term -> its group of postings loaded in bulk (a dict, or one that makes none:
+    projections/index_tokens.py)."""
+
+    def get(self, term: str) -> int | None: ...
+
+    def keys(self) -> Iterable[str]: ...
+
+
 class _Postings:
     __slots__ = ("docs", "tfs", "_cache")
 
@@ -119,7 +130,7 @@ class TextIndex:
         self._terms: dict[str, _Postings] = {}
         self._doc_len = array("f")
         self._total_len = 0.0
-        self._loaded: dict[str, int] = {}  # term -> its group in the loaded postings
+        self._loaded: TermGroups = {}  # term -> its group in the loaded postings
         self._bounds = np.zeros(1, dtype=np.int64)
         self._docs = np.zeros(0, dtype=np.int32)
         self._tfs = np.zeros(0, dtype=np.uint8)  # counts, widened per query (_contribution)
@@ -146,7 +157,7 @@ class TextIndex:
     def load_postings(
         self,
         doc_len: np.ndarray,
-        terms: list[str],
+        terms: list[str] | TermGroups,
         starts: np.ndarray,
         docs: np.ndarray,
         tfs: np.ndarray,
@@ -154,12 +165,13 @@ class TextIndex:
         """Fill this empty index with what :meth:`add` builds from documents
         ``0 .. len(doc_len) - 1``, given each document's length and every posting:
         ``terms[i]``'s postings are ``docs[starts[i]:starts[i + 1]]`` (ascending) with term
-        frequencies ``tfs``."""
+        frequencies ``tfs`` (``terms`` a list, or what gives each term's ``i``)."""
         if len(self._doc_len):
             raise ValueError("load_postings fills an empty index only")
         self._doc_len = array_of("f", doc_len, np.float32)
         self._total_len = float(np.asarray(doc_len, dtype=np.int64).sum())
-        self._loaded = dict(zip(terms, range(len(terms)), strict=True))
+        self._loaded = dict(zip(terms, range(len(terms)), strict=True)) if isinstance(
+            terms, list) else terms
         self._bounds = np.append(np.asarray(starts, dtype=np.int64), len(docs))
         self._docs = np.asarray(docs, dtype=np.int32)
         self._tfs = np.asarray(tfs)
@@ -186,7 +198,7 @@ class TextIndex:
 
     def terms(self) -> list[str]:
         """Every term with a posting, sorted."""
-        return sorted(self._loaded.keys() | self._terms.keys())
+        return sorted(set(self._loaded.keys()) | self._terms.keys())
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents ascending, term frequencies) of ``term``; None if no document has it."""

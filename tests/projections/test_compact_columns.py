@@ -113,6 +113,9 @@ def test_entries_appended_to_a_deferred_column_read_as_if_it_was_made_first(arr,
     if len(want):
         i = data.draw(st.integers(-len(want), -1))
         assert peek.item(i) == want.item(i)
+    start = data.draw(st.integers(0, len(want)))
+    end = data.draw(st.integers(start, len(want)))
+    assert deferred.span("superseded_by", start, end).tolist() == want[start:end].tolist()
     assert deferred.superseded_by.tolist() == want.tolist()  # made: room and entries alike
 
 

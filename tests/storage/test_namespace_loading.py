@@ -201,6 +201,24 @@ def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
         assert {h.text for h in r.in_namespace("ana").recall("tea").hits} >= {"ana likes tea 2"}
 
 
+def test_facts_folded_after_a_part_leave_its_columns_unmade(tmp_path):
+    """A namespace loaded with new facts after its part (none revised or forgotten) appends to
+    the part's columns without making them whole (a 1M-fact namespace's: ~64 MiB)."""
+    path = tmp_path / "s"
+    written(path, ("ana",), 3000)
+    with store(path, read_only=True) as r:
+        w = store(path)
+        w.in_namespace("ana").remember_many(
+            [{"subject": "ana", "text": f"ana likes juice {i}"} for i in range(300)])
+        assert r.in_namespace("ana").last_seq == w.last_seq
+        state = r.store.projector.space("ana").state
+        assert {"superseded_by", "superseded_at", "subject"} <= set(state.table.deferred())
+        assert {"tx_to", "tx_to_seq"} <= set(state.rows.deferred())
+        assert len(r.in_namespace("ana").recall("juice", limit=400).hits) == 300
+        close(w)
+        assert state_rows(r.store.projector) == replayed(path)
+
+
 def test_a_memory_bound_drops_the_least_recently_used_namespaces_and_loses_nothing(tmp_path):
     path = tmp_path / "s"
     written(path, NAMESPACES, 30)
