@@ -26,7 +26,7 @@ class Strings:
     (:attr:`values`, :attr:`codes`): one is read by :meth:`get`, found by :meth:`find` (a key
     per string, projections/string_lookup.py), and values added meanwhile are held apart."""
 
-    __slots__ = ("_values", "_codes", "_utf8", "_lookup")
+    __slots__ = ("_values", "_codes", "_utf8", "_lookup", "_finds")
 
     def __init__(self) -> None:
         # every value; while ``_utf8`` holds the first ones as bytes, those added after them
@@ -34,6 +34,7 @@ class Strings:
         self._codes: dict[str | None, int] | None = {None: -1}  # of ``_values``' values
         self._utf8: tuple[bytes, list[int]] | None = None  # (blob, each value's end)
         self._lookup: BlobLookup | None = None
+        self._finds = 0  # values found one at a time by key
 
     @property
     def values(self) -> list[str]:
@@ -63,12 +64,15 @@ class Strings:
         return self._codes
 
     def find(self, value: str | None) -> int | None:
-        """The code of ``value`` (-1 for None); None when the table does not hold it."""
-        if self._utf8 is None:
+        """The code of ``value`` (-1 for None); None when the table does not hold it. Found
+        one at a time by key (~8 us) until that has cost what the dict costs to make (~1 us
+        a value): a writer's table then makes it."""
+        if self._utf8 is None or self._finds > max(len(self) // 8, 64):
             return self.codes.get(value)
         assert self._codes is not None
         code = self._codes.get(value)
         if code is None and value is not None:
+            self._finds += 1
             code = self._held_lookup().find(value)
         return code
 
@@ -129,6 +133,7 @@ class Strings:
     def fill_utf8(self, blob: bytes, ends: list[int]) -> None:
         """:meth:`fill` with the values as one UTF-8 buffer and where each ends in it."""
         self._values, self._codes, self._utf8, self._lookup = [], {None: -1}, (blob, ends), None
+        self._finds = 0
 
     def __len__(self) -> int:
         held = len(self._utf8[1]) if self._utf8 is not None else 0

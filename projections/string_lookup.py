@@ -71,14 +71,13 @@ class BlobLookup:
     def find(self, value: str) -> int | None:
         """The code of ``value``; None when the buffer does not hold it."""
         data = value.encode("utf-8", "surrogatepass")
-        key = np.uint64(key_of(data))
-        at = int(np.searchsorted(self._sorted, key))
-        blob, ends, n = self._blob, self._ends, len(self._sorted)
-        while at < n and self._sorted[at] == key:
-            code = int(self._order[at])
-            end = int(ends[code])
-            start = int(ends[code - 1]) if code else 0
-            if blob[start:end] == data:
+        key = key_of(data)
+        sorted_ = self._sorted
+        at, n = int(sorted_.searchsorted(np.uint64(key))), len(sorted_)
+        blob, ends, order = self._blob, self._ends, self._order
+        while at < n and sorted_.item(at) == key:
+            code = order.item(at)
+            if blob[ends.item(code - 1) if code else 0:ends.item(code)] == data:
                 return code
             at += 1
         return None
@@ -96,9 +95,9 @@ class BlobLookup:
         found: list[int | None] = []
         for data, key, at in zip(encoded, keys.tolist(), ats, strict=True):
             code = None
-            while at < n and int(sorted_[at]) == key:
-                c = int(order[at])
-                if blob[int(bounds[c - 1]) if c else 0:int(bounds[c])] == data:
+            while at < n and sorted_.item(at) == key:
+                c = order.item(at)
+                if blob[bounds.item(c - 1) if c else 0:bounds.item(c)] == data:
                     code = c
                     break
                 at += 1
