@@ -129,9 +129,11 @@ class DocVectors:
         if norm <= 0 or not n:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         kept = keep[:n] & self._has[:n]
-        if np.count_nonzero(kept) > rerank:
+        count = np.count_nonzero(kept)
+        if count > rerank:
             distance = self._distances(q, n)
-            np.putmask(distance, ~kept, 64 * self._words + 1)  # past any real distance
+            if count < n:  # ~1 ms a 1M-document pass saved when every document counts
+                np.putmask(distance, ~kept, 64 * self._words + 1)  # past any real distance
             cut = _nth_smallest(distance, rerank, 64 * self._words)
             docs = np.flatnonzero(distance <= cut)
         else:
