@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventlog.events import EmbeddingRecorded
-from projections.arrays import NONE, FactTable, Ragged, RowTable
+from projections.arrays import NONE, FactTable, Ragged, RowTable, distinct
 from projections.checks import check_dims
 from projections.errors import FactNotFound
 from projections.records import Episode, Fact, Row, Vector, subject_key
@@ -299,7 +299,7 @@ class FactColumns:
         f = self.table
         superseded = f.superseded_by[slots] != NONE
         forgotten = f.forgotten_seq[slots] != NONE
-        keys = {subject_key(self.subjects.values[c]) for c in np.unique(f.subject[slots]).tolist()}
+        keys = {subject_key(self.subjects.values[c]) for c in distinct(f.subject[slots]).tolist()}
         return {
             "facts": len(slots), "current": int((~superseded & ~forgotten).sum()),
             "superseded": int(superseded.sum()), "forgotten": int(forgotten.sum()),
@@ -309,7 +309,7 @@ class FactColumns:
     def entity_count(self, namespace: str) -> int:
         """The number of distinct entities this namespace's facts name."""
         codes, _ = self.entities.gather(self.table.entities_end, self.namespace_slots(namespace))
-        return len(np.unique(codes))
+        return len(distinct(codes))
 
     def current_texts(self, namespace: str) -> list[tuple[int, str]]:
         """(id, text) of this namespace's current beliefs, in order of id."""
@@ -319,7 +319,7 @@ class FactColumns:
 
     def namespaces_with_facts(self) -> list[str]:
         """The namespaces that have facts."""
-        codes = np.unique(self.table.namespace[: self.n])
+        codes = distinct(self.table.namespace[: self.n])
         return [self.namespaces.values[c] for c in codes.tolist()]
 
     def ids_in(self, namespace: str) -> npt.NDArray[np.int64]:

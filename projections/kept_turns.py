@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from projections.arrays import in_sorted
+from projections.arrays import distinct, in_sorted
 from projections.fold_state import FactColumns, KeptTurns
 from projections.source_positions import source_positions
 from projections.turn_links import FirstDocs, TurnLinks, link_turns
@@ -134,7 +134,7 @@ def _extended(
     # the kept documents at (s, t - 1), (s, t) or (s, t + 1) of a later (s, t), found by a
     # hash of the pair (one that collides brings a document the loop below keys and never asks)
     s_later, t_later = session[later], turn[later]
-    near = np.unique(np.concatenate([_pair(s_later, t_later + step) for step in (-1, 0, 1)]))
+    near = distinct(np.concatenate([_pair(s_later, t_later + step) for step in (-1, 0, 1)]))
     kept_docs = np.flatnonzero(in_sorted(near, _pair(session[:k], turn[:k])))
     first: dict[tuple[int, int], int] = {}
     for doc, s, t in zip(kept_docs.tolist(), session[kept_docs].tolist(),

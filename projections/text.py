@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 import snowballstemmer
 
-from projections.arrays import array_of
+from projections.arrays import array_of, distinct
 
 __all__ = [
     "tokenize", "term_counts", "stem_token", "TextIndex", "TermGroups", "STOPWORDS", "STEMMER",
@@ -230,7 +230,7 @@ class TextIndex:
         if not n or not postings:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         parts = [self._contribution(p, weight, n) for p, weight in postings]
-        hit = np.unique(np.concatenate([docs for docs, _ in parts]))
+        hit = distinct(np.concatenate([docs for docs, _ in parts]))
         found_scores = np.zeros(len(hit), dtype=np.float32)
         for docs, contribution in parts:  # term by term, in float32, as accumulate() adds
             found_scores[np.searchsorted(hit, docs)] += contribution

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from projections.arrays import in_sorted, run_positions
+from projections.arrays import distinct, in_sorted, run_positions
 from projections.recall_index import NamespaceIndex
 
 __all__ = ["Bound", "Lists", "Loans", "Words", "borrow", "lend", "lend_from", "own_words"]
@@ -174,7 +174,7 @@ class Loans:
                 other = np.frombuffer(links, dtype=np.int64)[members]
                 lenders.append(other[self.words.fewer(members, other)])
         extra = np.concatenate(lenders)
-        extra = np.unique(extra[self.lexical[extra] < scores[-1]])  # the list holds the rest
+        extra = distinct(extra[self.lexical[extra] < scores[-1]])  # the list holds the rest
         extra = extra[visible(extra)] if len(extra) else extra
         if not len(extra):
             return docs, scores

@@ -22,7 +22,7 @@ from hmem.recall.hits import Hit, RecallResult, context_of, hit_of
 from hmem.recall.judgement import judgement_factor, pinned_docs
 from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_words
 from hmem.recall.top import top, top_of
-from projections.arrays import in_sorted
+from projections.arrays import distinct, in_sorted
 from projections.entities import extract_entities, normalize_entity
 from projections.fold_state import FactColumns, FactsView
 from projections.projector import Projector
@@ -378,7 +378,7 @@ def _fuse(
     lists: dict[str, tuple[np.ndarray, np.ndarray]], config: RecallConfig
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Candidate documents (sorted) and each signal's contribution to their relevance."""
-    cand = np.unique(np.concatenate([docs for docs, _ in lists.values()]))
+    cand = distinct(np.concatenate([docs for docs, _ in lists.values()]))
     parts: dict[str, np.ndarray] = {}
     for name, (docs, scores) in lists.items():
         contribution = np.zeros(len(cand))

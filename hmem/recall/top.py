@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from projections.arrays import distinct
+
 __all__ = ["top", "top_of"]
 
 _SAMPLE = 16  # top_of reads every this-many-th score first, to bound the cut from below
@@ -44,5 +46,5 @@ def top_of(
     chosen = np.flatnonzero(values >= floor) if floor > 0 else np.flatnonzero(values > 0)
     docs = chosen if among is None else among[chosen]
     if repeats > 1:
-        docs = np.unique(docs)
+        docs = distinct(docs)
     return top(docs, scores[docs], depth)

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.arrays import Ragged, grown, with_room
+from projections.arrays import Ragged, distinct, grown, with_room
 from projections.compact_columns import NarrowColumn
 from projections.string_columns import Strings
 from tests.conftest import examples
@@ -91,3 +91,12 @@ def test_a_string_table_filled_from_utf8_reads_back_every_string(values):
     assert len(table) == len(values)
     assert table.values == values
     assert [table.codes[v] for v in values] == list(range(len(values)))
+
+
+@settings(max_examples=examples(dev=200, ci=1000))
+@given(st.lists(st.integers(-3, 40), max_size=30))
+def test_distinct_values_are_numpys_unique_ones(values):
+    for dtype in (np.int64, np.uint16, np.int32):
+        arr = np.array([v % 30 for v in values], dtype=dtype)
+        got = distinct(arr)
+        assert got.dtype == arr.dtype and got.tolist() == np.unique(arr).tolist()
