@@ -47,19 +47,19 @@ class CodedTerms:
     (``codes``: the terms' codes, ascending), found by code: no dict, and no term decoded
     until it is asked for (a 1M-fact namespace holds ~265k terms)."""
 
-    __slots__ = ("_strings", "_codes", "_dense")
+    __slots__ = ("_strings", "_find", "_codes", "_n", "_dense")
 
     def __init__(self, strings: Strings, codes: npt.NDArray[np.int32]) -> None:
-        self._strings, self._codes = strings, codes
+        self._strings, self._find, self._codes, self._n = strings, strings.find, codes, len(codes)
         self._dense = not len(codes) or int(codes[-1]) == len(codes) - 1  # 0 .. n - 1
 
     def get(self, term: str) -> int | None:
         """The group of ``term``'s postings; None if no posting holds it."""
-        code = self._strings.find(term)
+        code = self._find(term)
         if code is None or code < 0:
             return None
         if self._dense:
-            return code if code < len(self._codes) else None
+            return code if code < self._n else None
         at = int(np.searchsorted(self._codes, code))
         return at if at < len(self._codes) and int(self._codes[at]) == code else None
 

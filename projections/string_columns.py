@@ -67,7 +67,10 @@ class Strings:
         """The code of ``value`` (-1 for None); None when the table does not hold it. Found
         one at a time by key (~8 us) until that has cost what the dict costs to make (~1 us
         a value): a writer's table then makes it."""
-        if self._utf8 is None or self._finds > max(len(self) // 8, 64):
+        if self._utf8 is None:
+            codes = self._codes
+            return (self.codes if codes is None else codes).get(value)
+        if self._finds > max(len(self) // 8, 64):
             return self.codes.get(value)
         assert self._codes is not None
         code = self._codes.get(value)
