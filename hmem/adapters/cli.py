@@ -178,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("HMEM_EMBEDDER") or "auto",
                         help="auto (the local model if installed), local, openai, hash, none "
                              "(default: $HMEM_EMBEDDER, else auto)")
+    parser.add_argument("--memory-mb", metavar="MIB", type=arg_positive,
+                        default=os.environ.get("HMEM_MEMORY_MB") or None,
+                        help="at most this many MiB of loaded namespaces, the least recently "
+                             "used dropped past it (default: $HMEM_MEMORY_MB, else no bound)")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bars (they are drawn only when stderr is a terminal)")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -363,6 +367,8 @@ def _mcp_command(sub: argparse._SubParsersAction[Any]) -> None:
        "pip install '.[mcp]' (in hmem's checkout).", writes=True)
     p.add_argument("--read-only", action="store_true",
                    help="offer only the read tools; never write (works beside another writer)")
+    p.add_argument("--memory-mb", metavar="MIB", type=arg_positive, default=argparse.SUPPRESS,
+                   help="bound on the loaded namespaces (default: $HMEM_MEMORY_MB, else none)")
     p.add_argument("--embedder", metavar="NAME", default=argparse.SUPPRESS,
                    help="auto, local, openai, hash, none (default: $HMEM_EMBEDDER, else auto)")
     p.add_argument("--usage-log", action="store_true",

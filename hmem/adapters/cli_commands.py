@@ -66,6 +66,7 @@ def open_memory(
 
     mem = Memory(_root(args), namespace=args.namespace, read_only=read_only, fsync=args.fsync,
                  embedder=args.embedder, log_recalls=log_recalls,
+                 memory_mb=getattr(args, "memory_mb", None),
                  shared=not read_only)  # one of many writers (MCP servers, CLI commands)
     try:
         for note in mem.notes:

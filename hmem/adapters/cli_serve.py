@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from hmem.adapters.cli_commands import arg_namespace, fail, open_memory, say
+from hmem.adapters.cli_commands import arg_namespace, arg_positive, fail, open_memory, say
 from hmem.adapters.cli_parsers import add_command
 from hmem.adapters.listening import add_listen_arguments, is_loopback
 from hmem.errors import InvalidInput
@@ -38,6 +38,8 @@ def serve_commands(sub: argparse._SubParsersAction[Any]) -> None:
                    help="serve this namespace too, at /ns/NS/mcp (repeatable)")
     p.add_argument("--read-only", action="store_true",
                    help="offer only the read tools; never write")
+    p.add_argument("--memory-mb", metavar="MIB", type=arg_positive, default=argparse.SUPPRESS,
+                   help="bound on the loaded namespaces (default: $HMEM_MEMORY_MB, else none)")
     p.add_argument("--embedder", metavar="NAME", default=argparse.SUPPRESS,
                    help="auto, local, openai, hash, none (default: $HMEM_EMBEDDER, else auto)")
     p.add_argument("--usage-log", action="store_true",
