@@ -115,9 +115,9 @@ class Space:
             return
         state = self.state
         self.events.add(events, txs)
-        subjects, table = state.subjects.values, state.table
+        subject, table = state.subjects.get, state.table
         made = [ev for ev in events if isinstance(ev, (FactRemembered, FactRevised))]
-        names = [subjects[code] for code in table.span("subject", base_slot, state.n).tolist()]
+        names = [subject(code) or "" for code in table.span("subject", base_slot, state.n).tolist()]
         live = self.index is not None
         if len(made) < _BULK:  # a live write: a dict per fact (microseconds, not numpy's 100)
             counts = [index_counts(name, ev.text) for ev, name in zip(made, names, strict=True)]

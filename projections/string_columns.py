@@ -5,7 +5,9 @@ part may leave on disk until read."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,10 @@ from projections.part_blob import PartBlob
 from projections.string_lookup import BlobLookup
 
 __all__ = ["Strings", "Texts", "UniqueStrings"]
+
+# held while a table read from UTF-8 changes form or adds values (readers of the buffer need it
+# not: the buffer never changes)
+_LAZY = threading.RLock()
 
 
 class Strings:
@@ -40,44 +46,56 @@ class Strings:
     def values(self) -> list[str]:
         """The strings, in code order."""
         if self._utf8 is not None:
-            blob, ends = self._utf8
-            starts = [0, *ends][: len(ends)]
-            if blob.isascii():  # one character a byte: decode once, cut the text
-                text = blob.decode("ascii")
-                decoded = [text[a:b] for a, b in zip(starts, ends, strict=True)]
-            else:
-                decoded = [
-                    blob[a:b].decode("utf-8", "surrogatepass")
-                    for a, b in zip(starts, ends, strict=True)
-                ]
-            decoded += self._values
-            self._values, self._codes, self._utf8, self._lookup = decoded, None, None, None
+            with _LAZY:
+                utf8 = self._utf8
+                if utf8 is not None:
+                    self._decode(*utf8)
         return self._values
+
+    def _decode(self, blob: bytes, ends: list[int]) -> None:
+        """Leave the UTF-8 form (under ``_LAZY``): every value decoded, the ones added after
+        them appended; ``_utf8`` is cleared last, so a reader that sees it cleared sees every
+        value."""
+        starts = [0, *ends][: len(ends)]
+        if blob.isascii():  # one character a byte: decode once, cut the text
+            text = blob.decode("ascii")
+            decoded = [text[a:b] for a, b in zip(starts, ends, strict=True)]
+        else:
+            decoded = [
+                blob[a:b].decode("utf-8", "surrogatepass")
+                for a, b in zip(starts, ends, strict=True)
+            ]
+        decoded += self._values
+        self._values, self._codes, self._lookup = decoded, None, None
+        self._utf8 = None
 
     @property
     def codes(self) -> dict[str | None, int]:
         """Value -> code (None -> -1)."""
-        if self._codes is None or self._utf8 is not None:
+        codes = self._codes
+        if codes is None or self._utf8 is not None:
             values = self.values
-            self._codes = {None: -1}
-            self._codes.update(zip(values, range(len(values)), strict=True))  # no copy made
-        return self._codes
+            codes = {None: -1}
+            codes.update(zip(values, range(len(values)), strict=True))  # no copy made
+            self._codes = codes
+        return codes
 
     def find(self, value: str | None) -> int | None:
         """The code of ``value`` (-1 for None); None when the table does not hold it. Found
-        one at a time by key (~8 us) until that has cost what the dict costs to make (~1 us
+        one at a time by key (~5 us) until that has cost what the dict costs to make (~1 us
         a value): a writer's table then makes it."""
         if self._utf8 is None:
             codes = self._codes
             return (self.codes if codes is None else codes).get(value)
-        if self._finds > max(len(self) // 8, 64):
-            return self.codes.get(value)
-        assert self._codes is not None
-        code = self._codes.get(value)
-        if code is None and value is not None:
-            self._finds += 1
-            code = self._held_lookup().find(value)
-        return code
+        with _LAZY:
+            if self._utf8 is None or self._finds > max(len(self) // 8, 64):
+                return self.codes.get(value)
+            assert self._codes is not None
+            code = self._codes.get(value)
+            if code is None and value is not None:
+                self._finds += 1
+                code = self._held_lookup().find(value)
+            return code
 
     def _held_lookup(self) -> BlobLookup:
         assert self._utf8 is not None
@@ -87,26 +105,34 @@ class Strings:
 
     def code(self, value: str | None) -> int:
         """The code of ``value`` (added if new); -1 for None."""
-        code = self.find(value)
-        if code is None:
-            code = len(self)
-            self._values.append(value)  # type: ignore[arg-type]
-            assert self._codes is not None
-            self._codes[value] = code
-        return code
+        with _LAZY if self._utf8 is not None else nullcontext():
+            code = self.find(value)
+            if code is None:
+                code = len(self)
+                self._values.append(value)  # type: ignore[arg-type]
+                if self._codes is not None:
+                    self._codes[value] = code
+            return code
 
     def encode(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
         """Codes of many values at once (new ones added in order of first appearance)."""
         n = len(values)
         if values.count(None) == n:
             return np.full(n, -1, dtype=np.int32)
-        if self._utf8 is None:
-            codes = self.codes
-            for value in dict.fromkeys(values):
-                if value not in codes:
-                    codes[value] = len(self._values)
-                    self._values.append(value)  # type: ignore[arg-type]
-            return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
+        if self._utf8 is not None:
+            with _LAZY:
+                if self._utf8 is not None:
+                    return self._encode_held(values)
+        codes = self.codes
+        for value in dict.fromkeys(values):
+            if value not in codes:
+                codes[value] = len(self._values)
+                self._values.append(value)  # type: ignore[arg-type]
+        return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=n)
+
+    def _encode_held(self, values: Sequence[str | None]) -> npt.NDArray[np.int32]:
+        """:meth:`encode` in the UTF-8 form (under ``_LAZY``): the values not added since
+        found by key at once."""
         added = self._codes
         assert added is not None
         distinct = [v for v in dict.fromkeys(values) if v is not None and v not in added]
@@ -115,19 +141,22 @@ class Strings:
         for value, code in found.items():
             if code is None:
                 found[value] = self.code(value)
+        codes = self.codes if self._utf8 is None else added  # code() may have left the form
         get = found.get
-        return np.fromiter((added[v] if (c := get(v)) is None else c for v in values),
-                           dtype=np.int32, count=n)
+        return np.fromiter((codes[v] if (c := get(v)) is None else c for v in values),
+                           dtype=np.int32, count=len(values))
 
     def get(self, code: int) -> str | None:
         if code < 0:
             return None
-        if self._utf8 is None:
+        utf8 = self._utf8
+        if utf8 is None:
             return self._values[code]
-        blob, ends = self._utf8
-        if code >= len(ends):
-            return self._values[code - len(ends)]
-        return blob[ends[code - 1] if code else 0:ends[code]].decode("utf-8", "surrogatepass")
+        blob, ends = utf8
+        if code < len(ends):  # the buffer never changes
+            return blob[ends[code - 1] if code else 0:ends[code]].decode("utf-8", "surrogatepass")
+        with _LAZY:
+            return self._values[code if self._utf8 is None else code - len(ends)]
 
     def fill(self, values: list[str]) -> None:
         """Set the table to ``values`` (distinct, in code order), replacing what it held."""

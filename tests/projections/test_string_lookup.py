@@ -4,6 +4,9 @@ as a table of ``str`` values would: strings that share a key are told apart by t
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,3 +82,36 @@ def test_a_table_read_from_utf8_answers_as_one_of_str_values(held, calls):
         assert _answer(from_utf8, call, arg) == _answer(plain, call, arg), (call, arg)
     assert from_utf8.values == plain.values
     assert from_utf8.codes == plain.codes
+
+
+def test_readers_on_many_threads_see_every_value_once_while_the_table_is_decoded():
+    """Two threads leave the UTF-8 form at once while a third reads values one at a time: the
+    table holds each value once, and every read is the value at its code."""
+    held = [f"term{i}" for i in range(5_000)]
+    want = [*held, "added"]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # a thread switch between nearly any two bytecodes
+    try:
+        for _ in range(10):
+            table = Strings()
+            table.fill_utf8(*_utf8(held))
+            table.code("added")
+            wrong: list[object] = []
+
+            def decode(t: Strings = table, out: list[object] = wrong) -> None:
+                if len(t.values) != len(want):
+                    out.append(len(t.values))
+
+            def read(t: Strings = table, out: list[object] = wrong) -> None:
+                out.extend(c for c in range(0, len(want), 7) if t.get(c) != want[c])
+                if t.get(len(want) - 1) != "added":
+                    out.append("added")
+
+            threads = [threading.Thread(target=f) for f in (decode, decode, read)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert wrong == [] and table.values == want and len(table) == len(want)
+    finally:
+        sys.setswitchinterval(switch)
