@@ -69,12 +69,7 @@ def distinct(values: npt.ArrayLike) -> npt.NDArray[Any]:
     numpy.ma its first call makes (numpy 2.4 asks ``np.ma.is_masked``: 11-22 ms of a fresh
     process's first recall)."""
     arr = np.sort(np.asarray(values).ravel())
-    if len(arr) < 2:
-        return arr
-    change = np.empty(len(arr), dtype=bool)
-    change[0] = True
-    np.not_equal(arr[1:], arr[:-1], out=change[1:])
-    return arr[change]
+    return arr[run_starts(arr)]
 
 
 def run_starts(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:

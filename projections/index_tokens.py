@@ -61,7 +61,7 @@ class CodedTerms:
         if self._dense:
             return code if code < self._n else None
         at = int(np.searchsorted(self._codes, code))
-        return at if at < len(self._codes) and int(self._codes[at]) == code else None
+        return at if at < self._n and int(self._codes[at]) == code else None
 
     def keys(self) -> list[str]:
         """The terms, group by group."""

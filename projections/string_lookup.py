@@ -72,15 +72,7 @@ class BlobLookup:
         """The code of ``value``; None when the buffer does not hold it."""
         data = value.encode("utf-8", "surrogatepass")
         key = key_of(data)
-        sorted_ = self._sorted
-        at, n = int(sorted_.searchsorted(np.uint64(key))), len(sorted_)
-        blob, ends, order = self._blob, self._ends, self._order
-        while at < n and sorted_.item(at) == key:
-            code = order.item(at)
-            if blob[ends.item(code - 1) if code else 0:ends.item(code)] == data:
-                return code
-            at += 1
-        return None
+        return self._confirmed(data, key, int(self._sorted.searchsorted(np.uint64(key))))
 
     def find_many(self, values: Sequence[str]) -> list[int | None]:
         """:meth:`find` of each of ``values``, the keys computed and searched at once."""
@@ -90,16 +82,17 @@ class BlobLookup:
         ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
         keys = keys_of(b"".join(encoded), ends)
         ats = np.searchsorted(self._sorted, keys).tolist()
-        blob, n, sorted_, order = self._blob, len(self._sorted), self._sorted, self._order
-        bounds = self._ends
-        found: list[int | None] = []
-        for data, key, at in zip(encoded, keys.tolist(), ats, strict=True):
-            code = None
-            while at < n and sorted_.item(at) == key:
-                c = order.item(at)
-                if blob[bounds.item(c - 1) if c else 0:bounds.item(c)] == data:
-                    code = c
-                    break
-                at += 1
-            found.append(code)
-        return found
+        confirmed = self._confirmed
+        return [confirmed(data, key, at)
+                for data, key, at in zip(encoded, keys.tolist(), ats, strict=True)]
+
+    def _confirmed(self, data: bytes, key: int, at: int) -> int | None:
+        """The code of the string whose bytes are ``data`` among those with ``key`` (sorted
+        from ``at`` on); None if none of them is it."""
+        sorted_, order, blob, ends = self._sorted, self._order, self._blob, self._ends
+        while at < len(sorted_) and sorted_.item(at) == key:
+            code = order.item(at)
+            if blob[ends.item(code - 1) if code else 0:ends.item(code)] == data:
+                return code
+            at += 1
+        return None
