@@ -168,8 +168,11 @@ class Strings:
         self._finds = 0
 
     def __len__(self) -> int:
-        held = len(self._utf8[1]) if self._utf8 is not None else 0
-        return held + len(self._values)
+        if self._utf8 is None:
+            return len(self._values)
+        with _LAZY:  # the form may change meanwhile (see get)
+            utf8 = self._utf8
+            return len(self._values) + (0 if utf8 is None else len(utf8[1]))
 
 
 class Texts:

@@ -86,7 +86,8 @@ def test_a_table_read_from_utf8_answers_as_one_of_str_values(held, calls):
 
 def test_readers_on_many_threads_see_every_value_once_while_the_table_is_decoded():
     """Two threads leave the UTF-8 form at once while a third reads values one at a time: the
-    table holds each value once, and every read is the value at its code."""
+    table holds each value once, and every read is the value at its code, of a table of its
+    length."""
     held = [f"term{i}" for i in range(5_000)]
     want = [*held, "added"]
     switch = sys.getswitchinterval()
@@ -103,7 +104,8 @@ def test_readers_on_many_threads_see_every_value_once_while_the_table_is_decoded
                     out.append(len(t.values))
 
             def read(t: Strings = table, out: list[object] = wrong) -> None:
-                out.extend(c for c in range(0, len(want), 7) if t.get(c) != want[c])
+                out.extend(c for c in range(0, len(want), 7)
+                           if t.get(c) != want[c] or len(t) != len(want))
                 if t.get(len(want) - 1) != "added":
                     out.append("added")
 
