@@ -145,35 +145,57 @@ def part_prefix(manifest: str, namespace: str) -> str:
 
 
 def save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
-         log_at: tuple[int, int, str] | None = None) -> dict[str, Part]:
+         log_at: tuple[int, int, str] | None = None, *, written: dict[str, Part] | None = None,
+         stop: Callable[[], bool] | None = None) -> dict[str, Part] | None:
     """Write ``projector``'s state (at ``stamp``) as the checkpoint at ``path``, authenticated
     with ``seal``: the parts of the namespaces whose part on disk (named by an authentic
     manifest) is older, then the manifest (naming ``log_at``, where the stamp's record lies in
     a log of files and the chain before it, if known). Returns the parts it names, by
     namespace. A deferred namespace with events since its part is loaded, written and dropped
-    again, one at a time: the projector keeps no more loaded than it held."""
+    again, one at a time: the projector keeps no more loaded than it held.
+
+    A publish may take several calls: ``written`` (the caller's, kept between them) holds the
+    parts written for the manifest not yet made, by namespace, each used again while its
+    namespace holds the same seq and its file is there; once a part has been written, a
+    ``stop()`` that says so ends the call before the next one and before the manifest (it
+    returns None)."""
     budget, projector.budget = projector.budget, None  # none of those held is dropped meanwhile
     try:
-        return _save(path, projector, stamp, seal, log_at or (0, 0, ""))
+        return _save(path, projector, stamp, seal, log_at or (0, 0, ""),
+                     {} if written is None else written, stop or (lambda: False))
     finally:
         projector.budget = budget
 
 
 def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
-          log_at: tuple[int, int, str]) -> dict[str, Part]:
+          log_at: tuple[int, int, str], written: dict[str, Part], stop: Callable[[], bool]
+          ) -> dict[str, Part] | None:
     tx = projector.tx_times
     if len(tx) != stamp[0]:
         raise ValueError(f"the state holds seq {len(tx)}, the stamp says {stamp[0]}")
     old = {p.namespace: p for p in _authentic(path, seal)}
+    old.update((ns, part) for ns, part in written.items()
+               if ns not in old or old[ns].seq < part.seq)
+    wrote = False  # a part of a changed namespace, in this call
     parts: dict[str, Part] = {}
     for namespace, space in projector.loaded():
-        parts[namespace] = _part(path, namespace, space.state, space.events, old, stamp)
+        parts[namespace] = written[namespace] = _part(path, namespace, space.state,
+                                                      space.events, old, stamp)
     gone = [ns for ns, part in projector.deferred().items()
             if not (path.parent / part.file).exists()]  # replaced by another writer's publish
     for namespace in projector.changed() + gone:
+        ready = old.get(namespace)
+        if (ready is not None and ready.seq == projector.changed_through(namespace)
+                and (path.parent / ready.file).exists()):
+            parts[namespace] = ready  # written by an earlier call of this publish
+            continue
+        if wrote and stop():
+            return None
         space = projector.space(namespace)  # loaded (its part, the log after it), written
-        parts[namespace] = _part(path, namespace, space.state, space.events, old, stamp)
+        parts[namespace] = written[namespace] = _part(path, namespace, space.state,
+                                                      space.events, old, stamp)
         projector.drop(namespace)
+        wrote = True
     for namespace, part in projector.deferred().items():  # unchanged since its part
         parts.setdefault(namespace, part)
     times = np.asarray(tx.array(), dtype="<i8").tobytes()

@@ -170,7 +170,8 @@ class Projector:
         self._deferred = dict(deferred or {})
         # the deferred namespaces' erasure receipts (one without any: not a key)
         self._receipts = {ns: list(seqs) for ns, seqs in (receipts or {}).items() if seqs}
-        self._changed: set[str] = set()  # deferred namespaces with events passed over
+        self._changed: dict[str, int] = {}  # deferred namespaces with events passed over: the
+        # last one's seq
         self._parts: dict[str, Any] = {}  # loaded namespaces' parts, to defer them again
         self.loader: Loader | None = None
         self.budget: int | None = None  # bytes the loaded namespaces may take (None: no limit)
@@ -208,6 +209,11 @@ class Projector:
         """The deferred namespaces that events have changed since their part (a publish
         loads each, writes its part and drops it again: :meth:`drop`)."""
         return [ns for ns in self._deferred if ns in self._changed]
+
+    def changed_through(self, namespace: str) -> int | None:
+        """The seq of the last event of a deferred namespace changed since its part (what a
+        new part of it holds), None when it has not changed."""
+        return self._changed.get(namespace)
 
     def namespaces(self) -> list[str]:
         """The namespaces with events (none loaded by asking)."""
@@ -254,7 +260,7 @@ class Projector:
         self._deferred.pop(namespace, None)
         self._parts.pop(namespace, None)
         self._receipts.pop(namespace, None)
-        self._changed.discard(namespace)
+        self._changed.pop(namespace, None)
         self._spaces[namespace] = space
 
     def namespace_events(self, namespace: str) -> tuple[int, int | None, int | None]:
@@ -304,7 +310,7 @@ class Projector:
             raise ValueError(f"namespace {namespace!r} was loaded past the projector's seq")
         del self._deferred[namespace]
         self._receipts.pop(namespace, None)
-        self._changed.discard(namespace)
+        self._changed.pop(namespace, None)
         self._spaces[namespace] = space
         self._parts[namespace] = part
         self._evict(keep=namespace)
@@ -333,14 +339,14 @@ class Projector:
         part = self._deferred[namespace] = self._parts.pop(namespace)
         self._receipts[namespace] = space.events.seqs_of("erased")
         if space.last_seq != getattr(part, "seq", None):
-            self._changed.add(namespace)  # events since its part: loaded to be published
+            self._changed[namespace] = space.last_seq  # events since its part: to be published
         return True
 
     def rebase(self, parts: Mapping[str, Any], loader: Loader) -> None:
         """Take a checkpoint at this state's seq, which named ``parts`` (a part of every
         namespace with events), as the one the namespaces are loaded from by ``loader``: a
         deferred namespace is loaded (and a loaded one dropped) from its new part."""
-        if self._changed - parts.keys():
+        if self._changed.keys() - parts.keys():
             raise ValueError("a checkpoint without a part of every namespace changed")
         for namespace, part in parts.items():
             if namespace in self._deferred:
@@ -388,7 +394,7 @@ class Projector:
             refused: tuple[int, ProjectionError] | None = None
             for namespace, (group, times) in groups.items():
                 if namespace in self._deferred:  # passed over: loaded with the log's events
-                    self._changed.add(namespace)
+                    self._changed[namespace] = group[-1].seq
                     known = self._receipts.setdefault(namespace, [])
                     known += [ev.seq for ev in group if isinstance(ev, FactsErased)
                               and (not known or ev.seq > known[-1])]

@@ -17,7 +17,10 @@ and at a close that publishes none the one this host holds, if the backend's is 
 A publish writes the parts of the namespaces with events since the last one and every event's
 tx time, so it costs time in proportion to what changed: a writer spends at most :data:`SHARE`
 of its time publishing (a bulk load writes faster than it could publish every 1%; the tail an
-open folds is then longer, and closing publishes it unless it is small).
+open folds is then longer, and closing publishes it unless it is small). A shared writer
+publishes under the log's writer lock, which the other writers wait for: its publish goes in
+steps that hold the lock for at most :data:`STEP_SHARE` of their wait each, the parts of one
+step kept for the next (see :meth:`Checkpoints.publish`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from projections.projector import Loaded, Loader, Projector, Space
 from projections.timeutil import to_us
 from projections.tx_times import Recover
 
-__all__ = ["CHECKPOINT_FILE", "SHARE", "Checkpoints"]
+__all__ = ["CHECKPOINT_FILE", "MAX_STEPS", "SHARE", "STEP_SHARE", "Checkpoints"]
 
 SHARE = 0.1  # at most this share of a writer's time goes to publishing checkpoints
 # a close publishes a tail of at least this share of the log: a smaller one is cheaper for the
@@ -48,6 +51,10 @@ SHARE = 0.1  # at most this share of a writer's time goes to publishing checkpoi
 # part: 2.6 s and 1 GB at the close of every CLI write)
 CLOSE_SHARE = 1 / 256
 _ATTEMPTS = 3  # reads of a checkpoint that other writers keep replacing
+# a publish in steps holds the writer lock about this share of the log's lock_wait a step (the
+# time another writer waits for it): 300 namespaces' parts take 10-15 s, past the default 10 s
+STEP_SHARE = 0.2
+MAX_STEPS = 20  # steps after which a publish is finished in one (writers keep changing parts)
 
 
 class Checkpoints:
@@ -60,8 +67,11 @@ class Checkpoints:
         self.seq = 0  # the seq of the checkpoint published from this log (0: none)
         self.notes = notes  # the store's: what loading or publishing found
         self.clock = time.monotonic  # seconds, for the share of time publishing takes
-        self._spent = 0.0  # how long the last publish took, and when it ended
+        self._spent = 0.0  # how long the last publish (or step of one) took, and when it ended
         self._ended = 0.0
+        self._written: dict[str, Part] = {}  # parts of a publish not finished, by namespace
+        self._written_under = 0  # the key file's erasure record they were written under
+        self._steps = 0  # calls of that publish so far
 
     def load(self, log: Log) -> Projector:
         """The state at the last checkpoint published from ``log``, or an empty one (the log
@@ -210,12 +220,17 @@ class Checkpoints:
         )
 
     def publish(self, projector: Projector, log: Log, *, closing: bool = False,
-                scrubbed: bool = False) -> int:
+                scrubbed: bool = False, step: bool = False) -> int:
         """Save ``projector``'s state as the checkpoint (the caller holds the log's writer
         lock) and share it if the backend does; returns its seq. A failure (a full disk, say)
         is a note, not an error: the next open folds a longer tail of the log. While an
         erasure is under way (begun, not finished: a state may hold what its receipt names)
-        only the erasure's own publish (``scrubbed``) is made."""
+        only the erasure's own publish (``scrubbed``) is made.
+
+        ``step``: hold the lock for about :data:`STEP_SHARE` of the log's ``lock_wait`` (other
+        writers wait that long for it at most): the parts written by then are kept for the
+        next call, which goes on from them (the checkpoint's seq is unchanged until a call
+        writes the manifest). After :data:`MAX_STEPS` calls without one, a call finishes it."""
         seq = projector.last_seq
         if not seq:  # an empty log: nothing to save (an open of it replays nothing)
             return 0
@@ -227,12 +242,24 @@ class Checkpoints:
         try:
             at = log.position(seq)
             seal = self.seal(log)
-            parts = checkpoint.save(self.path, projector, (seq, log.chain_at(seq).hex()), seal,
-                                    None if at is None else (*at, log.chain_at(seq - 1).hex()))
+            if self._written_under != seal.erased_through:  # parts made before an erasure
+                self._written, self._written_under = {}, seal.erased_through
+            until = started + STEP_SHARE * getattr(log, "lock_wait", 10.0)
+            parts = checkpoint.save(
+                self.path, projector, (seq, log.chain_at(seq).hex()), seal,
+                None if at is None else (*at, log.chain_at(seq - 1).hex()),
+                written=self._written,
+                stop=(lambda: self.clock() >= until) if step and self._steps < MAX_STEPS else None)
         except OSError as e:
             self.notes.append(f"checkpoint not published ({e}); the next open replays more of "
                               f"the log")
             return self.seq
+        self._ended = self.clock()
+        self._spent = self._ended - started
+        if parts is None:  # stopped: the next call goes on from the parts written
+            self._steps += 1
+            return self.seq
+        self._written, self._steps = {}, 0
         projector.rebase(parts, self.loader(log, seq, seal.erased_through))
         self.seq = seq
         self.notes += self.backend.share_checkpoint(
