@@ -147,10 +147,14 @@ class Segments:
     # ------------------------------------------------------------------ load / recover
 
     def files(self) -> list[Path]:
-        if not self.directory.exists():
+        return [self.directory / n for n in self._names()]
+
+    def _names(self) -> list[str]:
+        """The segment files' names, in the order of their seqs (zero-padded: of the names)."""
+        try:
+            return sorted(n for n in os.listdir(self.directory) if n.endswith(SEGMENT_SUFFIX))
+        except FileNotFoundError:
             return []
-        names = sorted(n for n in os.listdir(self.directory) if n.endswith(SEGMENT_SUFFIX))
-        return [self.directory / n for n in names]  # zero-padded seqs: in the order of names
 
     def load(self, *, lazy: bool = False, resume: Resume | None = None) -> None:
         """Scan every segment file (once, on open); with ``lazy``, scan only the last one and
@@ -215,15 +219,17 @@ class Segments:
 
     def refresh(self) -> None:
         """Pick up records appended (and segments created) since the last load or refresh."""
-        files = self.files()
-        known = {s.path for s in self.list}
+        names = self._names()  # a Path made only for a new one: ~5 us each, 60 a 1M log
+        known = {s.path.name for s in self.list}
         if self.list:
             tail = self.list[-1]
             if tail.path.exists():
-                self._load(tail.path, is_last=files[-1] == tail.path, start_from=tail)
-        for path in files:
-            if path not in known:
-                if not self._load(path, is_last=path == files[-1], start_from=None):
+                self._load(tail.path, is_last=bool(names) and names[-1] == tail.path.name,
+                           start_from=tail)
+        for name in names:
+            if name not in known:
+                if not self._load(self.directory / name, is_last=name == names[-1],
+                                  start_from=None):
                     break
 
     def _load(self, path: Path, *, is_last: bool, start_from: Segment | None,
