@@ -79,7 +79,14 @@ def _name_of(run: str) -> str | None:
 def fact_entities(subject: str, text: str, given: Iterable[str] = ()) -> tuple[str, ...]:
     """The subject plus the caller's entities, or the proper nouns of ``text`` when none are
     given."""
-    names = [normalize_entity(subject)]
-    given = [g for g in given if g.strip()]
-    names += [normalize_entity(g) for g in given] if given else extract_entities(text)
-    return tuple(dict.fromkeys(n for n in names if n))
+    lead = _SUBJECTS.get(subject)
+    if lead is None:
+        lead = normalize_entity(subject)
+        if len(_SUBJECTS) < 100_000 and len(subject) <= MAX_DERIVED_CHARS:
+            _SUBJECTS[subject] = lead
+    picked = [g for g in given if g.strip()] if given else ()
+    names = [normalize_entity(g) for g in picked] if picked else extract_entities(text)
+    return tuple(dict.fromkeys(n for n in (lead, *names) if n))
+
+
+_SUBJECTS: dict[str, str] = {}  # a subject -> its entity (a store's subjects repeat)
