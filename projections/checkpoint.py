@@ -176,24 +176,27 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
     old = {p.namespace: p for p in _authentic(path, seal)}
     old.update((ns, part) for ns, part in written.items()
                if ns not in old or old[ns].seq < part.seq)
-    wrote = False  # a part of a changed namespace, in this call
+    wrote = False  # a part, in this call
     parts: dict[str, Part] = {}
     for namespace, space in projector.loaded():
-        parts[namespace] = written[namespace] = _part(path, namespace, space.state,
-                                                      space.events, old, stamp)
+        ready = _kept(path, old.get(namespace), space.state.last_seq)
+        if ready is None and wrote and stop():
+            return None
+        parts[namespace] = written[namespace] = ready or _part(
+            path, namespace, space.state, space.events, stamp)
+        wrote = wrote or ready is None
     gone = [ns for ns, part in projector.deferred().items()
             if not (path.parent / part.file).exists()]  # replaced by another writer's publish
     for namespace in projector.changed() + gone:
-        ready = old.get(namespace)
-        if (ready is not None and ready.seq == projector.changed_through(namespace)
-                and (path.parent / ready.file).exists()):
+        ready = _kept(path, old.get(namespace), projector.changed_through(namespace))
+        if ready is not None:
             parts[namespace] = ready  # written by an earlier call of this publish
             continue
         if wrote and stop():
             return None
         space = projector.space(namespace)  # loaded (its part, the log after it), written
         parts[namespace] = written[namespace] = _part(path, namespace, space.state,
-                                                      space.events, old, stamp)
+                                                      space.events, stamp)
         projector.drop(namespace)
         wrote = True
     for namespace, part in projector.deferred().items():  # unchanged since its part
@@ -219,15 +222,20 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
     return parts
 
 
+def _kept(path: Path, part: Part | None, seq: int | None) -> Part | None:
+    """``part`` when it holds ``seq`` and its file is beside the manifest at ``path`` (a part
+    of the manifest on disk, or one an unfinished publish wrote), else None."""
+    if part is not None and part.seq == seq and (path.parent / part.file).exists():
+        return part
+    return None
+
+
 def _part(path: Path, namespace: str, facts: FactColumns, events: EventColumns,
-          old: dict[str, Part], stamp: Stamp) -> Part:
-    """The part of ``namespace`` (its state ``facts``, ``events``) beside the manifest at
-    ``path``: its part in the ``old`` manifest if that holds the same seq, else written."""
+          stamp: Stamp) -> Part:
+    """The part of ``namespace`` (its state ``facts``, ``events``), written beside the
+    manifest at ``path``."""
     if facts.last_seq > stamp[0]:
         raise ValueError(f"namespace {namespace!r} holds events after the stamp")
-    kept = old.get(namespace)
-    if kept is not None and kept.seq == facts.last_seq and (path.parent / kept.file).exists():
-        return kept
     receipts = tuple(events.seqs_of("erased"))
     tmp = path.parent / f"{path.name}.{_name_digest(namespace)}-{facts.last_seq}.new"
     digest = checkpoint_part.write(tmp, facts, events)

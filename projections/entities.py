@@ -84,7 +84,7 @@ def fact_entities(subject: str, text: str, given: Iterable[str] = ()) -> tuple[s
         lead = normalize_entity(subject)
         if len(_SUBJECTS) < 100_000 and len(subject) <= MAX_DERIVED_CHARS:
             _SUBJECTS[subject] = lead
-    picked = [g for g in given if g.strip()] if given else ()
+    picked = [g for g in given if g.strip()]
     names = [normalize_entity(g) for g in picked] if picked else extract_entities(text)
     return tuple(dict.fromkeys(n for n in (lead, *names) if n))
 

@@ -204,9 +204,11 @@ class Checkpoints:
         """Note the seq of the checkpoint on disk if it is from this log (another writer of a
         shared store may have published a newer one)."""
         stamp = checkpoint.read_stamp(self.path)
-        self.seq = 0
+        seq, self.seq = self.seq, 0
         if stamp is not None and checkpoint.from_log(stamp, log.last_seq, log.chain_at):
             self.seq = stamp[0]
+        if self.seq != seq:  # a publish of ours not finished is another one from here on
+            self._steps = 0
 
     def due(self, last_seq: int, *, closing: bool = False) -> bool:
         """Whether a writer at ``last_seq`` publishes now: at close, once the tail is
@@ -230,7 +232,9 @@ class Checkpoints:
         ``step``: hold the lock for about :data:`STEP_SHARE` of the log's ``lock_wait`` (other
         writers wait that long for it at most): the parts written by then are kept for the
         next call, which goes on from them (the checkpoint's seq is unchanged until a call
-        writes the manifest). After :data:`MAX_STEPS` calls without one, a call finishes it."""
+        writes the manifest). After :data:`MAX_STEPS` calls without one, a call finishes it;
+        the caller finishes it at close (a process that writes once would never reach a next
+        step)."""
         seq = projector.last_seq
         if not seq:  # an empty log: nothing to save (an open of it replays nothing)
             return 0
@@ -243,7 +247,7 @@ class Checkpoints:
             at = log.position(seq)
             seal = self.seal(log)
             if self._written_under != seal.erased_through:  # parts made before an erasure
-                self._written, self._written_under = {}, seal.erased_through
+                self._written, self._written_under, self._steps = {}, seal.erased_through, 0
             until = started + STEP_SHARE * getattr(log, "lock_wait", 10.0)
             parts = checkpoint.save(
                 self.path, projector, (seq, log.chain_at(seq).hex()), seal,

@@ -297,8 +297,10 @@ class Store:
         if due and self.shared:  # whoever published last counts: its stamp is read only when
             self.checkpoints.find(self.log)  # a publish seems due (not on every write)
             due = self.checkpoints.due(self.projector.last_seq, closing=closing)
-        if due:  # a shared writer's publish goes in steps: other writers wait for the lock
-            self.checkpoints.publish(self.projector, self.log, closing=closing, step=self.shared)
+        if due:  # a shared writer's publish goes in steps (other writers wait for the lock),
+            # but not at close: a CLI write closes after one call, so its steps would never end
+            self.checkpoints.publish(self.projector, self.log, closing=closing,
+                                     step=self.shared and not closing)
         elif closing:
             self.checkpoints.share_held(self.log)
 

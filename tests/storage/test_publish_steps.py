@@ -61,6 +61,14 @@ def publish_step(m) -> int:
     return m.store.checkpoints.publish(m.store.projector, m.store.log, step=True)
 
 
+def passed_over_written(a, part_writes: list[str]) -> str:
+    """Steps of ``a``'s publish until one wrote a namespace it passed over; that namespace."""
+    while not set(part_writes) - {"ana"}:
+        publish_step(a)
+    (first,) = set(part_writes) - {"ana"}
+    return first
+
+
 def test_each_step_writes_a_part_and_the_last_one_the_manifest(tmp_path, part_writes):
     path = tmp_path / "s"
     a, b = passed_over(path)
@@ -69,13 +77,13 @@ def test_each_step_writes_a_part_and_the_last_one_the_manifest(tmp_path, part_wr
     before = checkpoint.read_stamp(ck)
     changed = len(a.store.projector.changed())
     assert changed == 4
-    for step in range(changed - 1):
+    for step in range(changed):  # ana's (held) first, then one passed over a step
         publish_step(a)
         assert checkpoint.read_stamp(ck) == before  # readers still open the last whole one
         with store(path, read_only=True) as r:
             assert r.notes == []
             assert len(r.in_namespace("dee").recall("coffee").hits) == 1
-        assert len(part_writes) == step + 2  # ana's (held) at the first step, one more a step
+        assert len(part_writes) == step + 1
     assert publish_step(a) == a.store.projector.last_seq
     assert checkpoint.read_stamp(ck) != before
     assert sorted(part_writes) == sorted(NAMESPACES)  # each written once: none again
@@ -91,8 +99,7 @@ def test_a_namespace_changed_between_steps_is_written_again(tmp_path, part_write
     path = tmp_path / "s"
     a, b = passed_over(path)
     part_writes.clear()  # the store's first checkpoint's
-    publish_step(a)
-    first = part_writes[-1]  # the passed-over namespace the first step wrote
+    first = passed_over_written(a, part_writes)
     fill(b, first, 1, "cocoa", changes=False)
     fill(a, "ana", 1, "tea", changes=False)  # a catches up past it
     while publish_step(a) != a.store.projector.last_seq:
@@ -127,8 +134,7 @@ def test_an_erasure_after_a_step_leaves_no_part_holding_what_it_erased(tmp_path,
     path = tmp_path / "s"
     a, b = passed_over(path)
     part_writes.clear()  # the store's first checkpoint's
-    publish_step(a)
-    first = part_writes[-1]
+    first = passed_over_written(a, part_writes)
     close(a)
 
     def holding(text: str) -> list[str]:
@@ -149,4 +155,41 @@ def test_an_erasure_after_a_step_leaves_no_part_holding_what_it_erased(tmp_path,
     with store(path, read_only=True) as r:
         assert r.notes == []
         assert not r.in_namespace(first).recall("coffee").hits
+        assert state_rows(r.store.projector) == replayed(path)
+
+
+def test_a_close_finishes_the_publish_its_steps_began(tmp_path, part_writes):
+    """A process that writes once and closes (a CLI write) would never reach a next step."""
+    path = tmp_path / "s"
+    a, b = passed_over(path)
+    part_writes.clear()  # the store's first checkpoint's
+    publish_step(a)
+    last = a.store.projector.last_seq
+    close(a)
+    assert checkpoint.read_stamp(path / CHECKPOINT_FILE)[0] == last
+    assert sorted(part_writes) == sorted(NAMESPACES)  # the close went on from the step's part
+    close(b)
+    with store(path, read_only=True) as r:
+        assert r.notes == []
+        assert state_rows(r.store.projector) == replayed(path)
+
+
+def test_the_namespaces_a_writer_holds_loaded_are_published_in_steps_too(tmp_path,
+                                                                         part_writes):
+    """A long-lived writer (an MCP server) keeps the namespaces it wrote to loaded."""
+    path = tmp_path / "s"
+    written(path, NAMESPACES, 3)
+    a = store(path, shared=True)
+    for ns in NAMESPACES:
+        fill(a, ns, 1, "juice", changes=False)
+    hours = itertools.count(0.0, 3600.0)
+    a.store.checkpoints.clock = lambda: next(hours)
+    part_writes.clear()  # the store's first checkpoint's
+    calls = 1
+    while publish_step(a) != a.store.projector.last_seq:
+        calls += 1
+    assert calls == len(NAMESPACES) and sorted(part_writes) == sorted(NAMESPACES)
+    close(a)
+    with store(path, read_only=True) as r:
+        assert r.notes == []
         assert state_rows(r.store.projector) == replayed(path)
