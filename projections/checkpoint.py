@@ -195,10 +195,11 @@ def _save(path: Path, projector: Projector, stamp: Stamp, seal: Seal,
         if wrote and stop():
             return None
         space = projector.space(namespace)  # loaded (its part, the log after it), written
-        parts[namespace] = written[namespace] = _part(path, namespace, space.state,
-                                                      space.events, stamp)
+        ready = _kept(path, old.get(namespace), space.state.last_seq)  # a gone one, fetched
+        parts[namespace] = written[namespace] = ready or _part(
+            path, namespace, space.state, space.events, stamp)
         projector.drop(namespace)
-        wrote = True
+        wrote = wrote or ready is None
     for namespace, part in projector.deferred().items():  # unchanged since its part
         parts.setdefault(namespace, part)
     times = np.asarray(tx.array(), dtype="<i8").tobytes()
