@@ -52,12 +52,14 @@ def turns_arrays(turns: KeptTurns) -> dict[str, npt.NDArray[Any]]:
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     return {"turns.sessions.blob": np.frombuffer(b"".join(encoded), dtype=np.uint8),
             "turns.sessions.ends": np.cumsum(lengths),
-            "turns.session": turns.session, "turns.turn": _narrow(turns.turn),
+            "turns.session": _narrow(turns.session), "turns.turn": _narrow(turns.turn),
             "turns.prev_doc": _narrow(turns.prev_doc), "turns.next_doc": _narrow(turns.next_doc)}
 
 
-def _narrow(values: npt.NDArray[np.int64]) -> npt.NDArray[np.signedinteger[Any]]:
-    """``values`` as int32 where they fit (so they stay 4 bytes each once loaded)."""
+def _narrow(values: npt.NDArray[np.signedinteger[Any]]) -> npt.NDArray[np.signedinteger[Any]]:
+    """``values`` as int32 where they fit (so they stay 4 bytes each once loaded), whatever
+    type they are held in: a state loaded from a part, which holds them as narrow as they were
+    stored, writes the bytes of the state folded from the log."""
     if not len(values) or -(1 << 31) <= int(values.min()) and int(values.max()) < 1 << 31:
         return values.astype(np.int32)
     return values
@@ -90,7 +92,7 @@ def kept_turns(arrays: dict[str, Any], facts: int) -> KeptTurns:
 def entity_runs_arrays(runs: EntityRuns) -> dict[str, npt.NDArray[Any]]:
     """The facts' entities' documents (projections/kept_entities.py)."""
     return {"entity_runs.codes": runs.codes, "entity_runs.bounds": runs.bounds,
-            "entity_runs.documents": runs.documents}
+            "entity_runs.documents": _narrow(runs.documents)}
 
 
 def kept_entity_runs(arrays: dict[str, Any], facts: int, entities: int) -> EntityRuns:
