@@ -60,6 +60,10 @@ class Log(Protocol):
     def size_bytes(self) -> int:
         """Bytes the log takes where it is stored."""
 
+    @property
+    def lock_wait(self) -> float:
+        """Seconds a shared writer waits for another one's writer lock before it gives up."""
+
     def where(self) -> str:
         """Where the log is, for messages (a directory, or a table and database)."""
 

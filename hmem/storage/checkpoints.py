@@ -248,7 +248,7 @@ class Checkpoints:
             seal = self.seal(log)
             if self._written_under != seal.erased_through:  # parts made before an erasure
                 self._written, self._written_under, self._steps = {}, seal.erased_through, 0
-            until = started + STEP_SHARE * getattr(log, "lock_wait", 10.0)
+            until = started + STEP_SHARE * log.lock_wait
             parts = checkpoint.save(
                 self.path, projector, (seq, log.chain_at(seq).hex()), seal,
                 None if at is None else (*at, log.chain_at(seq - 1).hex()),
@@ -258,9 +258,9 @@ class Checkpoints:
             self.notes.append(f"checkpoint not published ({e}); the next open replays more of "
                               f"the log")
             return self.seq
-        self._ended = self.clock()
-        self._spent = self._ended - started
         if parts is None:  # stopped: the next call goes on from the parts written
+            self._ended = self.clock()
+            self._spent = self._ended - started
             self._steps += 1
             return self.seq
         self._written, self._steps = {}, 0

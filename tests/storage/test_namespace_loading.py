@@ -76,6 +76,13 @@ def replayed(path: Path) -> dict[str, list[tuple[object, ...]]]:
             f.with_name(f.name + ".aside").rename(f)
 
 
+def assert_a_reader_holds_the_replay(path: Path) -> None:
+    """A reader opened now finds nothing to note, and holds what a replay of the log makes."""
+    with store(path, read_only=True) as r:
+        assert r.notes == []
+        assert state_rows(r.store.projector) == replayed(path)
+
+
 def test_a_reader_loads_only_the_namespaces_it_reads(tmp_path):
     path = tmp_path / "s"
     written(path, NAMESPACES, 5)
@@ -176,9 +183,7 @@ def test_a_shared_writer_publishes_the_namespaces_it_passed_over_without_keeping
     assert a.notes == [] and a.verify().ok
     close(b)
     close(a)
-    with store(path, read_only=True) as r:
-        assert r.notes == []
-        assert state_rows(r.store.projector) == replayed(path)
+    assert_a_reader_holds_the_replay(path)
 
 
 def test_an_erasure_folds_again_only_the_namespace_it_erased(tmp_path):
@@ -234,9 +239,7 @@ def test_a_memory_bound_drops_the_least_recently_used_namespaces_and_loses_nothi
                     f"{ns} likes cocoa {r}" for r in range(round_ + 1)}
         assert m.verify().ok
     s.close()
-    with store(path, read_only=True) as r:
-        assert r.notes == []
-        assert state_rows(r.store.projector) == replayed(path)
+    assert_a_reader_holds_the_replay(path)
 
 
 def test_tx_times_are_read_when_time_travel_asks_and_a_damaged_block_is_read_from_the_log(

@@ -15,6 +15,7 @@ from projections import checkpoint, checkpoint_part
 from projections.checkpoint import CHECKPOINT_FILE
 from replay.verify import state_rows
 from tests.storage.test_namespace_loading import (
+    assert_a_reader_holds_the_replay,
     close,
     fill,
     replayed,
@@ -100,9 +101,7 @@ def test_each_step_writes_a_part_and_the_last_one_the_manifest(tmp_path, part_wr
     assert a.notes == [] and a.verify().ok
     close(b)
     close(a)
-    with store(path, read_only=True) as r:
-        assert r.notes == []
-        assert state_rows(r.store.projector) == replayed(path)
+    assert_a_reader_holds_the_replay(path)
 
 
 def test_a_namespace_changed_between_steps_is_written_again(tmp_path, part_writes):
@@ -178,9 +177,7 @@ def test_a_close_finishes_the_publish_its_steps_began(tmp_path, part_writes):
     assert checkpoint.read_stamp(path / CHECKPOINT_FILE)[0] == last
     assert sorted(part_writes) == sorted(NAMESPACES)  # the close went on from the step's part
     close(b)
-    with store(path, read_only=True) as r:
-        assert r.notes == []
-        assert state_rows(r.store.projector) == replayed(path)
+    assert_a_reader_holds_the_replay(path)
 
 
 def test_the_namespaces_a_writer_holds_loaded_are_published_in_steps_too(tmp_path,
@@ -197,6 +194,4 @@ def test_the_namespaces_a_writer_holds_loaded_are_published_in_steps_too(tmp_pat
     assert publish_to_the_end(a) == len(NAMESPACES)
     assert sorted(part_writes) == sorted(NAMESPACES)
     close(a)
-    with store(path, read_only=True) as r:
-        assert r.notes == []
-        assert state_rows(r.store.projector) == replayed(path)
+    assert_a_reader_holds_the_replay(path)
