@@ -27,6 +27,7 @@ own too: ``RecallConfig(require_evidence=False)``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import math
@@ -38,6 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.dev_stores import dev_store
 from bench.locomo import (
     BUDGET_HEADS,
     BUDGETS,
@@ -109,6 +111,11 @@ def ingest(m: Memory, chat: dict[str, Any]) -> datetime:
     return when or datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
+def ingest_all(m: Memory) -> dict[str, str]:
+    """Every chat of the default data ingested; each chat's reference time (ISO) by its id."""
+    return {str(c["id"]): ingest(m, c).isoformat() for c in load(DEFAULT_DATA)}
+
+
 def evaluate(
     m: Memory, data: list[dict[str, Any]], reference: dict[str, datetime], config: RecallConfig,
 ) -> tuple[dict[str, Scores], list[float]]:
@@ -163,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(CONFIGS)}")
     parser.add_argument("--chats", type=int, default=None, help="only the first N chats")
     parser.add_argument("--out", type=Path, help="also write the results as JSON")
+    parser.add_argument("--stores", type=Path,
+                        help="build each embedder's store (all chats) under this directory "
+                             "once and reuse it after (bench.dev_stores)")
     args = parser.parse_args(argv)
+    if args.stores is not None and (args.chats is not None or args.data != DEFAULT_DATA):
+        parser.error("--stores holds every chat of the default data: drop --chats / --data")
     names = args.configs.split(",")
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
@@ -176,12 +188,19 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         by_embedder.setdefault(CONFIGS[name][0], []).append(name)
     for embedder, group in by_embedder.items():
-        with tempfile.TemporaryDirectory() as tmp, Memory(
-            Path(tmp) / "beam", embedder=embedder, fsync="never"
-        ) as m:
-            t0 = time.perf_counter()
-            reference = {c["id"]: ingest(m, c) for c in track(data, "ingested", "chats")}
-            print(f"ingest ({embedder or 'no embedder'}): {time.perf_counter() - t0:.0f} s")
+        with contextlib.ExitStack() as stack:
+            if args.stores is not None:
+                args.stores.mkdir(parents=True, exist_ok=True)
+                m, refs = dev_store(args.stores, "beam", embedder, ingest_all)
+                stack.callback(m.close)
+                reference = {c["id"]: refs[str(c["id"])] for c in data}
+            else:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory())
+                m = stack.enter_context(Memory(Path(tmp) / "beam", embedder=embedder,
+                                               fsync="never"))
+                t0 = time.perf_counter()
+                reference = {c["id"]: ingest(m, c) for c in track(data, "ingested", "chats")}
+                print(f"ingest ({embedder or 'no embedder'}): {time.perf_counter() - t0:.0f} s")
             for name in group:
                 by, latencies = evaluate(m, data, reference, CONFIGS[name][1])
                 results[name] = summarize(by, latencies)

@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.dev_stores import dev_store
 from bench.locomo_data import CATEGORIES, DEFAULT_DATA, Question, load, session_facts, split_of
 from hmem import Memory
 from hmem.adapters.progress import track
@@ -53,7 +54,7 @@ BUDGETS = (500, 1000, 2000, 4000, 8000)
 # "no-feedback" / "no-neighbors" the default without one lexical loan: the baselines the
 # defaults must beat on every data set (bench.beam_recall runs the same names on BEAM).
 _PLAIN = RecallConfig(feedback_weight=0.0, neighbor_weight=0.0, next_weight=0.0,
-                      entity_boost=0.0, time_boost=0.0, recency_weight=0.0)
+                      entity_boost=0.0, subject_boost=0.0, time_boost=0.0, recency_weight=0.0)
 CONFIGS: dict[str, tuple[str | None, RecallConfig]] = {
     "bm25": (None, RecallConfig()),
     "dense": ("local", RecallConfig(bm25_weight=0.0)),
@@ -97,6 +98,12 @@ def ingest(m: Memory, sample: dict[str, Any], *, flush: bool = True) -> datetime
     if flush:
         ns.flush()  # every turn's vector recorded before any question is asked
     return last
+
+
+def ingest_all(m: Memory) -> dict[str, str]:
+    """Every conversation of the default data ingested; each one's reference time (ISO) by its
+    sample id."""
+    return {s["sample_id"]: ingest(m, s).isoformat() for s in load(DEFAULT_DATA)[0]}
 
 
 def asked_at_once(
@@ -277,10 +284,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="also ask each conversation's questions right after writing it, "
                              "its vectors still being embedded (configs with an embedder), "
                              "reported as NAME@once beside the settled figure")
+    parser.add_argument("--stores", type=Path,
+                        help="build each embedder's store under this directory once and reuse "
+                             "it after (bench.dev_stores)")
     parser.add_argument("--server", action="store_true",
                         help="build the stores on a throwaway PostgreSQL server (one schema "
                              "per embedder) instead of directories")
     args = parser.parse_args(argv)
+    if args.stores is not None and (args.server or args.data != DEFAULT_DATA):
+        parser.error("--stores holds the default data in directories: drop --server / --data")
     if not args.data.exists():
         print(f"error: no LoCoMo data at {args.data} (set --data or HMEM_LOCOMO)", file=sys.stderr)
         return 1
@@ -304,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                     ho = results[f"{name}@once"]["held-out"]["overall"]
                     print(f"{name}@once: held-out R@10 {ho['R@10']:.3f} P@10 {ho['P@10']:.3f}",
                           file=sys.stderr)
+                if spec not in stores and args.stores is not None:
+                    args.stores.mkdir(parents=True, exist_ok=True)
+                    stores[spec] = dev_store(args.stores, "locomo", spec, ingest_all)
                 if spec not in stores:
                     t0 = time.perf_counter()
                     where = (Path(tmp) / (spec or "none") if server is None

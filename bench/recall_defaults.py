@@ -17,7 +17,6 @@ reused: with the local embedder the first build takes most of an hour (38k BEAM 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from dataclasses import replace
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import beam_recall, locomo
+from bench.dev_stores import dev_store
 from bench.locomo_data import DEFAULT_DATA, load
 from hmem import Memory
 from hmem.recall.request import RecallConfig
@@ -39,36 +39,21 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no neighbours": {"neighbor_weight": 0.0, "next_weight": 0.0},
     "no next turn": {"next_weight": 0.0},
     "no entity boost": {"entity_boost": 0.0},
+    "no subject boost": {"subject_boost": 0.0},
+    "names in the query vector": {"embed_subject_names": True},
     "no time boost": {"time_boost": 0.0},
     "no recency": {"recency_weight": 0.0},
 }
 
 
-def _stores(root: Path, embedder: str | None) -> tuple[Memory, Memory, dict[str, Any]]:
-    """The LoCoMo and BEAM stores under ``root`` (built on first use) and the reference times."""
-    tag = embedder or "none"
-    refs_path = root / f"references-{tag}.json"
-    fresh = not refs_path.exists()
-    stores = [Memory(root / f"{name}-{tag}", embedder=embedder, fsync="never",
-                     read_only=not fresh) for name in ("locomo", "beam")]
-    if fresh:
-        lm, bm = stores
-        data, _, _ = load(DEFAULT_DATA)
-        refs = {"locomo": {s["sample_id"]: locomo.ingest(lm, s).isoformat() for s in data},
-                "beam": {str(c["id"]): beam_recall.ingest(bm, c).isoformat()
-                         for c in beam_recall.load(beam_recall.DEFAULT_DATA)}}
-        refs_path.write_text(json.dumps(refs))
-    return stores[0], stores[1], json.loads(refs_path.read_text())
-
-
-def _row(lm: Memory, bm: Memory, refs: dict[str, Any], config: RecallConfig) -> dict[str, float]:
+def _row(lm: Memory, lrefs: dict[str, datetime], bm: Memory, brefs: dict[str, datetime],
+         config: RecallConfig) -> dict[str, float]:
     data, questions, _ = load(DEFAULT_DATA)
-    lref = {k: datetime.fromisoformat(v) for k, v in refs["locomo"].items()}
-    by, _ = locomo.evaluate(lm, data, questions, config, lref, quiet=True)
+    by, _ = locomo.evaluate(lm, data, questions, config, lrefs, quiet=True)
     ls = locomo.summarize(by, [0.0])
     chats = beam_recall.load(beam_recall.DEFAULT_DATA)
-    bref = {c["id"]: datetime.fromisoformat(refs["beam"][str(c["id"])]) for c in chats}
-    bby, _ = beam_recall.evaluate(bm, chats, bref, config)
+    bby, _ = beam_recall.evaluate(bm, chats, {c["id"]: brefs[str(c["id"])] for c in chats},
+                                  config)
     bs = beam_recall.summarize(bby, [0.0])["abilities"]["overall"]
     return {"LoCoMo dev R@10": ls["dev"]["overall"]["R@10"],
             "LoCoMo held-out R@10": ls["held-out"]["overall"]["R@10"],
@@ -87,16 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.bm25:
         k1, b = (float(x) for x in args.bm25.split(","))
         text.TextIndex.__init__.__defaults__ = (k1, b)
-    base = RecallConfig(**{k: int(v) if v.isdigit() else float(v)
-                           for k, v in (s.split("=", 1) for s in args.set)})
+    base = RecallConfig(**{k: _value(v) for k, v in (s.split("=", 1) for s in args.set)})
     with tempfile.TemporaryDirectory() as tmp:
         root = args.stores or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        lm, bm, refs = _stores(root, args.embedder)
+        lm, lrefs = dev_store(root, "locomo", args.embedder, locomo.ingest_all)
+        bm, brefs = dev_store(root, "beam", args.embedder, beam_recall.ingest_all)
         try:
-            rows = {"defaults": _row(lm, bm, refs, base)}
+            rows = {"defaults": _row(lm, lrefs, bm, brefs, base)}
             for name, off in ABLATIONS.items():
-                rows[name] = _row(lm, bm, refs, replace(base, **off))
+                rows[name] = _row(lm, lrefs, bm, brefs, replace(base, **off))
         finally:
             lm.close()
             bm.close()
@@ -111,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
                  for c in cols]
         print(f"| {name} | " + " | ".join(cells) + " |")
     return 0
+
+
+def _value(text: str) -> Any:
+    """A knob's value from ``--set``: True / False, an integer or a number."""
+    if text in ("True", "False"):
+        return text == "True"
+    return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
 if __name__ == "__main__":

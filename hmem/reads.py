@@ -81,7 +81,7 @@ class ReadMethods(StoreHandle):
         embedder = self.embedder
         with self.reading() as store:
             now = transaction_time(self.clock, store.log)
-            resolved = resolve(store, self.namespace, request, embedder, now)
+            resolved = resolve(store, self.namespace, request, embedder, now, config)
             result = rank(store.projector, self.namespace, config, resolved)
             if self.log_recalls:
                 event = served_event(

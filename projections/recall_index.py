@@ -362,6 +362,10 @@ class NamespaceIndex:
             valid_to[i] = _NEVER if row.valid_to is None else row.valid_to
         return valid_from, valid_to
 
+    def has_subject(self, key: str) -> bool:
+        """Whether some document has this subject key."""
+        return key in self._subject_code
+
     def subject_mask(self, docs: np.ndarray | None, key: str) -> np.ndarray | None:
         """Which documents (all when ``docs`` is None) have this subject key; None if no
         document has it."""

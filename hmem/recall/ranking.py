@@ -21,6 +21,7 @@ from hmem.recall.evidence import Cosines, evident
 from hmem.recall.hits import Hit, RecallResult, context_of, hit_of
 from hmem.recall.judgement import judgement_factor, pinned_docs
 from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_words
+from hmem.recall.subjects import named_subjects
 from hmem.recall.top import top, top_of
 from projections.arrays import distinct, in_sorted
 from projections.entities import extract_entities, normalize_entity
@@ -57,6 +58,11 @@ class RecallConfig:
     dense_weight: float = 0.5
     candidates: int = 100  # taken from each ranked list before fusion
     entity_boost: float = 0.25
+    # A question that names a subject (hmem.recall.subjects): the facts of that subject score
+    # x (1 + subject_boost * share), and the query's vector is made without the name unless
+    # ``embed_subject_names``
+    subject_boost: float = 0.75
+    embed_subject_names: bool = False
     time_boost: float = 0.5
     neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
     next_weight: float = 0.4  # ... and with its next turn's, times this
@@ -96,7 +102,7 @@ class RecallConfig:
                 ):
                     raise InvalidInput(f"RecallConfig.max_tokens must be None (no budget) or an "
                                        f"integer >= 1, not {value!r}")
-            elif f.name in ("dense_neighbors", "require_evidence"):
+            elif f.name in ("dense_neighbors", "require_evidence", "embed_subject_names"):
                 if not isinstance(value, bool):
                     raise InvalidInput(f"RecallConfig.{f.name} must be True or False, "
                                        f"not {value!r}")
@@ -242,10 +248,11 @@ def rank(
     w = config.recency_weight
     recency_factor = (1.0 - w) + w * np.power(0.5, age_days / config.half_life_days)
     entity_factor = _entity_factor(index, cand, query.text, config.entity_boost)
+    subject_factor = named_subjects(index, query.text).factor(index, cand, config.subject_boost)
     time_factor = np.ones(len(cand))
     if time_range is not None:
         time_factor = _time_factor(index, cand, seq, valid_at_us, time_range, config.time_boost)
-    factor = confidence * recency_factor * entity_factor * time_factor
+    factor = confidence * recency_factor * entity_factor * subject_factor * time_factor
     weights = {"semantic": config.semantic_weight, "episodic": config.episodic_weight,
                "procedural": config.procedural_weight}
     if config.importance_weight or any(w != 1.0 for w in weights.values()):
@@ -282,6 +289,7 @@ def rank(
                 recency=round(float(recency_factor[rank]), 6),
                 confidence=float(confidence[rank]),
                 entity=round(float(entity_factor[rank]), 6),
+                subject=round(float(subject_factor[rank]), 6),
                 time=float(time_factor[rank]),
             )
             if lenders:

@@ -15,6 +15,7 @@ against the store (:func:`resolve`; :func:`hmem.recall.ranking.rank` answers it)
        confidence
        * ((1 - w) + w * 0.5 ** (age_days / half_life_days))       recency
        * (1 + entity_boost * share of the query's entities the fact names)
+       * (1 + subject_boost * share of the subjects the query names that is the fact's own)
        * (1 + time_boost) if the fact's valid period overlaps a time the query names
 
 ``age`` is measured from the fact's valid_from to the reference time (``valid_at`` if given,
@@ -35,6 +36,7 @@ from hmem.embedders import Embedder, check_output
 from hmem.errors import EmbedderError, InvalidInput
 from hmem.recall.hits import ContextTurn, Hit, PastVersion, RecallResult
 from hmem.recall.ranking import FUSIONS, RecallConfig, RecallQuery
+from hmem.recall.subjects import named_subjects
 from hmem.storage.store import Store
 from hmem.time.arguments import Now, parse_when_opt
 from hmem.time.expressions import parse_time_expression
@@ -133,11 +135,15 @@ def resolve(
     request: RecallRequest,
     embedder: Embedder | None,
     now: datetime,
+    config: RecallConfig,
 ) -> RecallQuery:
     """``request`` resolved against the store: its transaction point as a seq, the query's
-    embedding (when the namespace has vectors of the embedder's model), the reference time."""
+    embedding (when the namespace has vectors of the embedder's model; made without the names
+    of the subjects it names unless ``config.embed_subject_names``: hmem.recall.subjects), the
+    reference time."""
     seq = None if request.as_of is None else store.tx_seq(request.as_of, "as_of", now)
-    model, vector = _query_vector(store, namespace, embedder, request.query)
+    model, vector = _query_vector(store, namespace, embedder, request.query,
+                                  config.embed_subject_names)
     return query_at(
         store.projector.tx_times, request.query, limit=request.limit,
         max_tokens=request.max_tokens, as_of_seq=seq, valid_at=request.valid_at,
@@ -189,9 +195,10 @@ def query_time_range(query: str, reference: datetime) -> tuple[int, int] | None:
 
 
 def _query_vector(
-    store: Store, namespace: str, embedder: Embedder | None, query: str
+    store: Store, namespace: str, embedder: Embedder | None, query: str, names: bool
 ) -> tuple[str | None, np.ndarray | None]:
-    """(model, query vector) when this namespace has vectors of the embedder's model."""
+    """(model, query vector) when this namespace has vectors of the embedder's model; the
+    vector of the query without the subjects it names unless ``names``."""
     if embedder is None:
         return None, None
     index = store.projector.indexes.get(namespace)
@@ -203,5 +210,7 @@ def _query_vector(
             f"stored vectors of {embedder.model!r} have {vectors.dims} dims but the embedder "
             f"makes {embedder.dims}; re-embed with `hmem reembed` or use the original model"
         )
+    if not names:
+        query = named_subjects(index, query).without()
     vector = check_output(embedder, [query], embedder.embed([query]))[0]
     return embedder.model, vector

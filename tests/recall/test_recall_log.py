@@ -249,7 +249,8 @@ def test_a_logged_recall_waits_for_no_fsync_and_sync_makes_it_durable(tmp_path):
 def test_a_recall_logged_before_code_search_existed_replays_with_the_exact_scan():
     old = msgspec.json.encode({"limit": 5, "fusion": "rrf"}).decode()  # no dense_search field
     assert logged_config(old) == RecallConfig(limit=5, dense_search="exact",
-                                              require_evidence=False)
+                                              require_evidence=False, subject_boost=0.0,
+                                              embed_subject_names=True)
     new = msgspec.json.encode(RecallConfig(dense_search="codes")).decode()
     assert logged_config(new).dense_search == "codes"
 
@@ -258,5 +259,13 @@ def test_a_recall_logged_before_the_evidence_rule_replays_returning_any_candidat
     fields = msgspec.to_builtins(RecallConfig())
     del fields["require_evidence"], fields["min_cosine"]  # as an older hmem logged it
     assert logged_config(msgspec.json.encode(fields).decode()).require_evidence is False
+
+
+def test_a_recall_logged_before_subjects_were_favoured_replays_without_the_boost():
+    fields = msgspec.to_builtins(RecallConfig())
+    del fields["subject_boost"], fields["embed_subject_names"]  # as an older hmem logged it
+    config = logged_config(msgspec.json.encode(fields).decode())
+    assert (config.subject_boost, config.embed_subject_names) == (0.0, True)
+    assert logged_config(msgspec.json.encode(RecallConfig()).decode()) == RecallConfig()
     new = msgspec.json.encode(RecallConfig(min_cosine=0.5)).decode()
     assert logged_config(new) == RecallConfig(min_cosine=0.5)

@@ -1,0 +1,83 @@
+"""The subjects a query names, and what recall does with them.
+
+A question about a speaker names them ("what did Melanie paint?"). In a conversation every
+turn is led by its speaker's name (:func:`projections.index_docs.index_text`) and the other
+speaker calls them by it ("Wow, Melanie!"), so the name says little about which turn answers:
+
+- BM25 keeps the name as a query word (it weighs it by its idf, like any other word);
+- the query's vector is made without it (``RecallConfig.embed_subject_names`` False): a
+  sentence embedder's vector of a short question that names a person leans toward every turn
+  that names them, and the topic of the question gets lost;
+- a fact whose subject the query names scores ``1 + subject_boost * share`` times its relevance
+  (``share``: the part of the named subjects that is the fact's own, so a question about two
+  speakers favours neither).
+
+A name is a run of one to three words of the query that equals a subject of the namespace,
+compared as subjects are (:func:`projections.records.subject_key`; a possessive "'s" is
+dropped). Stopwords never count as names.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from projections.entities import normalize_entity
+from projections.recall_index import NamespaceIndex
+from projections.text import STOPWORDS
+
+__all__ = ["NamedSubjects", "named_subjects"]
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+_LONGEST = 3  # words in the longest name looked up
+
+
+class NamedSubjects:
+    """The subject keys a query names, and where in the query it names them."""
+
+    def __init__(self, query: str, keys: tuple[str, ...], spans: tuple[tuple[int, int], ...]):
+        self.query = query
+        self.keys = keys
+        self.spans = spans
+
+    def without(self) -> str:
+        """The query with the names left out (the query itself when nothing else is left)."""
+        if not self.spans:
+            return self.query
+        parts, at = [], 0
+        for start, end in self.spans:
+            parts.append(self.query[at:start])
+            at = end
+        parts.append(self.query[at:])
+        rest = " ".join("".join(parts).split())
+        return rest if _WORD.search(rest) else self.query
+
+    def factor(self, index: NamespaceIndex, docs: np.ndarray, boost: float) -> np.ndarray:
+        """``1 + boost * share`` for each of ``docs`` (the module doc)."""
+        masks = [m for key in self.keys if (m := index.subject_mask(docs, key)) is not None]
+        if boost <= 0 or not masks:
+            return np.ones(len(docs))
+        factor: np.ndarray = 1.0 + boost * np.sum(masks, axis=0) / len(self.keys)
+        return factor
+
+
+def named_subjects(index: NamespaceIndex | None, query: str) -> NamedSubjects:
+    """The subjects of the namespace (its recall ``index``) that ``query`` names."""
+    if index is None:
+        return NamedSubjects(query, (), ())
+    words = [(normalize_entity(m.group()), m.start(), m.end()) for m in _WORD.finditer(query)]
+    keys: dict[str, None] = {}
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(words):
+        for n in range(min(_LONGEST, len(words) - i), 0, -1):  # the longest name first
+            key = " ".join(w for w, _, _ in words[i : i + n])
+            if key not in STOPWORDS and index.has_subject(key):
+                keys[key] = None
+                spans.append((words[i][1], words[i + n - 1][2]))
+                i += n
+                break
+        else:
+            i += 1
+    return NamedSubjects(query, tuple(keys), tuple(spans))

@@ -1,0 +1,131 @@
+"""A query that names a subject: that subject's facts are favoured, and the query's vector is
+made without the name (hmem.recall.subjects)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hmem import Memory
+from hmem.embedders import HashEmbedder
+from hmem.errors import InvalidInput
+from hmem.recall.request import RecallConfig
+from hmem.recall.subjects import named_subjects
+from tests.conftest import examples
+
+ALL: dict[str, Any] = dict(limit=100, max_tokens=10**9)
+OFF = RecallConfig(subject_boost=0.0, embed_subject_names=True)
+
+
+class Recording(HashEmbedder):
+    """The hash embedder, keeping every text it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+
+def _conversation(m: Memory) -> tuple[str, str]:
+    """Melanie's own turn about painting, and Caroline's turn that names her twice over."""
+    own = m.remember("Melanie", "I paint sunsets by the lake on quiet evenings with my kids")
+    other = m.remember("Caroline", "Wow Melanie, your painting! Melanie, paint more, paint")
+    for i in range(20):
+        m.remember("Caroline" if i % 2 else "Melanie", f"we talked about the weather {i}")
+    return own, other
+
+
+def test_the_named_speakers_own_turn_outranks_a_turn_that_only_names_them(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        own, other = _conversation(m)
+        assert [h.id for h in m.recall("what does Melanie paint?", **ALL)][0] == own
+        off = m.in_namespace("default", recall_config=OFF)
+        assert [h.id for h in off.recall("what does Melanie paint?", **ALL)][:2] == [other, own]
+
+
+def test_a_question_about_two_speakers_favours_neither(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        _conversation(m)
+        asked = "what do melanie and caroline paint"
+        on = [(h.id, h.score) for h in m.recall(asked, **ALL)]
+        off = m.in_namespace("default", recall_config=RecallConfig(subject_boost=0.0))
+        assert [i for i, _ in on] == [h.id for h in off.recall(asked, **ALL)]
+        for (_, a), h in zip(on, off.recall(asked, **ALL), strict=True):
+            # each fact is one of the two: x (1 + .75 / 2); scores are rounded to 6 digits
+            assert a == pytest.approx(h.score * 1.375, rel=1e-5, abs=2e-6)
+
+
+def test_the_query_vector_is_made_without_the_subjects_it_names(tmp_path):
+    embedder = Recording()
+    with Memory(tmp_path / "s", embedder=embedder) as m:
+        _conversation(m)
+        m.flush()
+        embedder.texts.clear()
+        m.recall("what does Melanie's sister paint?")
+        assert embedder.texts == ["what does sister paint?"]
+        embedder.texts.clear()
+        m.in_namespace("default", recall_config=OFF).recall("what does Melanie's sister paint?")
+        assert embedder.texts == ["what does Melanie's sister paint?"]
+
+
+def test_names_are_found_as_subjects_are_compared(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        m.remember("Maya  Lee", "lives in Leeds")
+        m.remember("Bo", "lives in York")
+        m.remember("the", "a subject that is a stopword")
+        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        found = named_subjects(index, "Where do MAYA LEE's and bo's friends live, the pair?")
+        assert found.keys == ("maya lee", "bo")
+        assert found.without() == "Where do and friends live, the pair?"
+        assert named_subjects(index, "Maya Lee?").without() == "Maya Lee?"  # nothing else left
+        assert named_subjects(index, "where is maya").keys == ()  # not the whole name
+        assert named_subjects(None, "maya lee").keys == ()
+
+
+def test_subject_boost_and_embed_subject_names_are_checked():
+    with pytest.raises(InvalidInput, match="subject_boost"):
+        RecallConfig(subject_boost=-1.0)
+    with pytest.raises(InvalidInput, match="embed_subject_names"):
+        RecallConfig(embed_subject_names=1)  # type: ignore[arg-type]
+
+
+_NAMES = st.sampled_from(["ann", "bo", "cy"])
+_WORDS = st.sampled_from(["tea", "rain", "boat", "ann", "bo", "cy", "maps"])
+
+
+@settings(max_examples=examples(dev=30, ci=100), deadline=None)
+@given(
+    facts=st.lists(st.tuples(_NAMES, st.lists(_WORDS, min_size=1, max_size=5)), min_size=1,
+                   max_size=12),
+    query=st.lists(_WORDS, min_size=1, max_size=4),
+    boost=st.sampled_from([0.25, 0.75, 2.0]),
+)
+def test_the_boost_only_multiplies_the_named_subjects_facts(tmp_path_factory, facts, query,
+                                                             boost):
+    """Each hit's subject factor is 1 + boost * share, where share is 1 / (subjects named) for a
+    fact of a named subject and 0 for any other; its score is its score without the boost times
+    that (unless a loan's cap holds it below a fact it borrows from: hmem.recall.loans)."""
+    path = tmp_path_factory.mktemp("s")
+    with Memory(path, embedder=None) as m:
+        m.remember_many([{"subject": s, "text": " ".join(w)} for s, w in facts], dedup=False)
+        asked = " ".join(query)
+        named = [n for n in dict.fromkeys(query) if n in {s for s, _ in facts}]
+        on = m.in_namespace("default", recall_config=RecallConfig(subject_boost=boost))
+        off = m.in_namespace("default", recall_config=RecallConfig(subject_boost=0.0))
+        plain = {h.id: h for h in off.recall(asked, explain=True, **ALL)}
+        for hit in on.recall(asked, explain=True, **ALL):
+            was = plain[hit.id]
+            share = (was.subject in named) / len(named) if named else 0.0
+            assert hit.explain is not None and was.explain is not None
+            assert hit.explain["subject"] == pytest.approx(1 + boost * share, rel=1e-5)
+            if "below" not in hit.explain and "below" not in was.explain:
+                expected = was.score * (1 + boost * share)
+                assert hit.score == pytest.approx(expected, rel=1e-5, abs=2e-6)
