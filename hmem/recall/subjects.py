@@ -25,7 +25,7 @@ import numpy as np
 
 from projections.entities import normalize_entity
 from projections.recall_index import NamespaceIndex
-from projections.text import STOPWORDS
+from projections.text import STOPWORDS, tokenize
 
 __all__ = ["NamedSubjects", "named_subjects"]
 
@@ -42,7 +42,8 @@ class NamedSubjects:
         self.spans = spans
 
     def without(self) -> str:
-        """The query with the names left out (the query itself when nothing else is left)."""
+        """The query with the names left out (the query itself when no word but stopwords is
+        left: "tell me about Maya" stays as asked)."""
         if not self.spans:
             return self.query
         parts, at = [], 0
@@ -51,7 +52,7 @@ class NamedSubjects:
             at = end
         parts.append(self.query[at:])
         rest = " ".join("".join(parts).split())
-        return rest if _WORD.search(rest) else self.query
+        return rest if tokenize(rest) else self.query
 
     def factor(self, index: NamespaceIndex, docs: np.ndarray, boost: float) -> np.ndarray:
         """``1 + boost * share`` for each of ``docs`` (the module doc)."""

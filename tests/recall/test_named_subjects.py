@@ -86,6 +86,7 @@ def test_names_are_found_as_subjects_are_compared(tmp_path):
         assert found.keys == ("maya lee", "bo")
         assert found.without() == "Where do and friends live, the pair?"
         assert named_subjects(index, "Maya Lee?").without() == "Maya Lee?"  # nothing else left
+        assert named_subjects(index, "and what about bo?").without() == "and what about bo?"
         assert named_subjects(index, "where is maya").keys == ()  # not the whole name
         assert named_subjects(None, "maya lee").keys == ()
 
