@@ -55,7 +55,7 @@ class RecallConfig:
     fusion: str = "rrf"  # or "weighted"
     rrf_k: float = 10.0
     bm25_weight: float = 1.0
-    dense_weight: float = 0.5
+    dense_weight: float = 0.75
     candidates: int = 100  # taken from each ranked list before fusion
     entity_boost: float = 0.25
     # A question that names a subject (hmem.recall.subjects): the facts of that subject score
@@ -65,7 +65,7 @@ class RecallConfig:
     embed_subject_names: bool = False
     time_boost: float = 0.5
     neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
-    next_weight: float = 0.4  # ... and with its next turn's, times this
+    next_weight: float = 0.6  # ... and with its next turn's, times this
     context_turns: int = 0  # attach up to this many neighbouring turns on each side of a hit
     dense_neighbors: bool = False  # neighbour weights apply to cosines too
     feedback_docs: int = 2  # pseudo-relevance feedback: expand the query from the top docs...

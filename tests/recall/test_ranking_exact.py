@@ -96,7 +96,8 @@ def test_a_forgotten_or_future_fact_lends_nothing(tmp_path: Path) -> None:
 def test_a_version_lends_only_while_it_is_believed(tmp_path: Path) -> None:
     """A world-change revise (the new version has no source_ref, so the old one keeps its place
     between turns 3 and 5): the old version lends to its neighbours only where it is valid."""
-    plain = RecallConfig(feedback_docs=0)  # the neighbours' loans alone
+    # the neighbours' loans alone; the turn before lends less than the turn after: 5 before 3
+    plain = RecallConfig(feedback_docs=0, neighbor_weight=0.5, next_weight=0.4)
     with Memory(tmp_path / "s", fsync="never", embedder=None, clock=lambda: T0,
                 recall_config=plain) as m:
         ids = [m.remember("writer", text(n), source_ref=f"w:{n}", valid_from="2025-01-01")
