@@ -42,6 +42,7 @@ from hmem.time.arguments import Now, parse_when_opt
 from hmem.time.expressions import parse_time_expression
 from hmem.time.iso import TimeLike
 from projections.checks import MAX_NAME_CHARS, MAX_TEXT_CHARS, check_text
+from projections.records import subject_key
 from projections.timeutil import to_us
 
 __all__ = [
@@ -143,7 +144,7 @@ def resolve(
     reference time."""
     seq = None if request.as_of is None else store.tx_seq(request.as_of, "as_of", now)
     model, vector = _query_vector(store, namespace, embedder, request.query,
-                                  config.embed_subject_names)
+                                  config.embed_subject_names, request.subject)
     return query_at(
         store.projector.tx_times, request.query, limit=request.limit,
         max_tokens=request.max_tokens, as_of_seq=seq, valid_at=request.valid_at,
@@ -195,10 +196,12 @@ def query_time_range(query: str, reference: datetime) -> tuple[int, int] | None:
 
 
 def _query_vector(
-    store: Store, namespace: str, embedder: Embedder | None, query: str, names: bool
+    store: Store, namespace: str, embedder: Embedder | None, query: str, names: bool,
+    subject: str | None,
 ) -> tuple[str | None, np.ndarray | None]:
     """(model, query vector) when this namespace has vectors of the embedder's model; the
-    vector of the query without the subjects it names unless ``names``."""
+    vector of the query without the subjects it names unless ``names`` (with a ``subject``
+    filter, without that subject's name only)."""
     if embedder is None:
         return None, None
     index = store.projector.indexes.get(namespace)
@@ -211,6 +214,7 @@ def _query_vector(
             f"makes {embedder.dims}; re-embed with `hmem reembed` or use the original model"
         )
     if not names:
-        query = named_subjects(index, query).without()
+        query = named_subjects(index, query).without(
+            None if subject is None else subject_key(subject))
     vector = check_output(embedder, [query], embedder.embed([query]))[0]
     return embedder.model, vector

@@ -14,7 +14,11 @@ speaker calls them by it ("Wow, Melanie!"), so the name says little about which 
 
 A name is a run of one to three words of the query that equals a subject of the namespace,
 compared as subjects are (:func:`projections.records.subject_key`; a possessive "'s" is
-dropped). Stopwords never count as names.
+dropped). Stopwords never count as names. A subject counts once any fact of the namespace had
+it, as the recall index keeps subjects: at an ``as_of`` before its first fact, or after its
+facts were forgotten, its name is still left out of the vector and still counts in the share
+(the boost itself touches only the facts the query can see). Names are matched in any case, so
+a subject "May" is also the month: set ``embed_subject_names`` for a namespace of such names.
 """
 
 from __future__ import annotations
@@ -36,18 +40,22 @@ _LONGEST = 3  # words in the longest name looked up
 class NamedSubjects:
     """The subject keys a query names, and where in the query it names them."""
 
-    def __init__(self, query: str, keys: tuple[str, ...], spans: tuple[tuple[int, int], ...]):
+    def __init__(self, query: str, keys: tuple[str, ...],
+                 spans: tuple[tuple[int, int, str], ...]):
         self.query = query
         self.keys = keys
-        self.spans = spans
+        self.spans = spans  # (start, end, key) of each name in the query
 
-    def without(self) -> str:
-        """The query with the names left out (the query itself when no word but stopwords is
-        left: "tell me about Maya" stays as asked)."""
-        if not self.spans:
+    def without(self, only: str | None = None) -> str:
+        """The query with the names left out, or only the name of subject key ``only`` (a
+        recall filtered to one subject: another subject's name there is content, not a
+        speaker). The query itself when no word but stopwords would be left ("and what about
+        Maya?"; "tell me about Maya" leaves "tell me about")."""
+        spans = [(a, b) for a, b, key in self.spans if only is None or key == only]
+        if not spans:
             return self.query
         parts, at = [], 0
-        for start, end in self.spans:
+        for start, end in spans:
             parts.append(self.query[at:start])
             at = end
         parts.append(self.query[at:])
@@ -56,8 +64,10 @@ class NamedSubjects:
 
     def factor(self, index: NamespaceIndex, docs: np.ndarray, boost: float) -> np.ndarray:
         """``1 + boost * share`` for each of ``docs`` (the module doc)."""
+        if boost <= 0:
+            return np.ones(len(docs))
         masks = [m for key in self.keys if (m := index.subject_mask(docs, key)) is not None]
-        if boost <= 0 or not masks:
+        if not masks:
             return np.ones(len(docs))
         factor: np.ndarray = 1.0 + boost * np.sum(masks, axis=0) / len(self.keys)
         return factor
@@ -69,14 +79,14 @@ def named_subjects(index: NamespaceIndex | None, query: str) -> NamedSubjects:
         return NamedSubjects(query, (), ())
     words = [(normalize_entity(m.group()), m.start(), m.end()) for m in _WORD.finditer(query)]
     keys: dict[str, None] = {}
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, str]] = []
     i = 0
     while i < len(words):
         for n in range(min(_LONGEST, len(words) - i), 0, -1):  # the longest name first
             key = " ".join(w for w, _, _ in words[i : i + n])
             if key not in STOPWORDS and index.has_subject(key):
                 keys[key] = None
-                spans.append((words[i][1], words[i + n - 1][2]))
+                spans.append((words[i][1], words[i + n - 1][2], key))
                 i += n
                 break
         else:

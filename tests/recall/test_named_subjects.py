@@ -76,18 +76,30 @@ def test_the_query_vector_is_made_without_the_subjects_it_names(tmp_path):
         assert embedder.texts == ["what does Melanie's sister paint?"]
 
 
+def test_a_recall_filtered_to_one_subject_embeds_the_other_names_it_asks_about(tmp_path):
+    embedder = Recording()
+    with Memory(tmp_path / "s", embedder=embedder) as m:
+        _conversation(m)
+        m.flush()
+        embedder.texts.clear()
+        m.recall("what did Caroline say to Melanie?", subject="melanie")
+        assert embedder.texts == ["what did Caroline say to ?"]
+
+
 def test_names_are_found_as_subjects_are_compared(tmp_path):
     with Memory(tmp_path / "s", embedder=None) as m:
         m.remember("Maya  Lee", "lives in Leeds")
+        m.remember("maya", "another Maya, who lives in Hull")
         m.remember("Bo", "lives in York")
         m.remember("the", "a subject that is a stopword")
         index = m._store.projector.indexes["default"]  # noqa: SLF001
         found = named_subjects(index, "Where do MAYA LEE's and bo's friends live, the pair?")
-        assert found.keys == ("maya lee", "bo")
+        assert found.keys == ("maya lee", "bo")  # the longest name: not "maya"
         assert found.without() == "Where do and friends live, the pair?"
         assert named_subjects(index, "Maya Lee?").without() == "Maya Lee?"  # nothing else left
         assert named_subjects(index, "and what about bo?").without() == "and what about bo?"
-        assert named_subjects(index, "where is maya").keys == ()  # not the whole name
+        assert named_subjects(index, "where is maya").keys == ("maya",)
+        assert named_subjects(index, "where is maya leeward").keys == ("maya",)
         assert named_subjects(None, "maya lee").keys == ()
 
 

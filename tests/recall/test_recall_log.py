@@ -259,6 +259,8 @@ def test_a_recall_logged_before_the_evidence_rule_replays_returning_any_candidat
     fields = msgspec.to_builtins(RecallConfig())
     del fields["require_evidence"], fields["min_cosine"]  # as an older hmem logged it
     assert logged_config(msgspec.json.encode(fields).decode()).require_evidence is False
+    new = msgspec.json.encode(RecallConfig(min_cosine=0.5)).decode()
+    assert logged_config(new) == RecallConfig(min_cosine=0.5)
 
 
 def test_a_recall_logged_before_subjects_were_favoured_replays_without_the_boost():
@@ -267,5 +269,3 @@ def test_a_recall_logged_before_subjects_were_favoured_replays_without_the_boost
     config = logged_config(msgspec.json.encode(fields).decode())
     assert (config.subject_boost, config.embed_subject_names) == (0.0, True)
     assert logged_config(msgspec.json.encode(RecallConfig()).decode()) == RecallConfig()
-    new = msgspec.json.encode(RecallConfig(min_cosine=0.5)).decode()
-    assert logged_config(new) == RecallConfig(min_cosine=0.5)
