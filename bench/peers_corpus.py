@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from bench.locomo_data import Question, session_facts
+from hmem.recall.subjects import named_subjects
 from projections.projector import index_text
+from projections.records import subject_key
 
 __all__ = ["CachedEmbedder", "Corpus", "VectorCache", "embed_corpus", "select", "text_key"]
 
@@ -36,10 +38,20 @@ class Corpus:
     def reference(self, sample: dict[str, Any]) -> datetime:
         return session_facts(sample)[-1][0]
 
+    def turn_texts(self) -> list[str]:
+        """Every turn as stored (and embedded)."""
+        return list(dict.fromkeys(
+            index_text(f["subject"], f["text"]) for s in self.samples for f in self.facts(s)))
+
     def texts(self) -> list[str]:
-        """Every text any system embeds: turns as stored, then the questions."""
-        turns = [index_text(f["subject"], f["text"]) for s in self.samples for f in self.facts(s)]
-        return list(dict.fromkeys(turns + [q.text for q in self.questions]))
+        """Every text any system embeds: the turns, then the questions, and each question as
+        hmem embeds it (without its conversation's speakers' names: hmem.recall.subjects)."""
+        speakers = {s["sample_id"]: {subject_key(f["subject"]) for f in self.facts(s)}
+                    for s in self.samples}
+        asked = [q.text for q in self.questions]
+        hmem = [named_subjects(None, q.text, speakers[q.sample].__contains__).without()
+                for q in self.questions]
+        return list(dict.fromkeys(self.turn_texts() + asked + hmem))
 
 
 def select(
@@ -117,7 +129,7 @@ def embed_corpus(corpus: Corpus, path: Path, sample: int, seed: int = 7) -> None
     batch_s = time.perf_counter() - t0
     rng = random.Random(seed)
     queries = list(dict.fromkeys(q.text for q in corpus.questions))
-    turns = texts[: len(texts) - len(queries)]
+    turns = corpus.turn_texts()
     timed: dict[str, dict[str, float]] = {"query": {}, "turn": {}}
     for kind, pool in (("query", queries), ("turn", turns)):
         for text in rng.sample(pool, min(sample, len(pool))):

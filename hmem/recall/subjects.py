@@ -24,6 +24,7 @@ a subject "May" is also the month: set ``embed_subject_names`` for a namespace o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -73,9 +74,14 @@ class NamedSubjects:
         return factor
 
 
-def named_subjects(index: NamespaceIndex | None, query: str) -> NamedSubjects:
-    """The subjects of the namespace (its recall ``index``) that ``query`` names."""
-    if index is None:
+def named_subjects(
+    index: NamespaceIndex | None, query: str, is_subject: Callable[[str], bool] | None = None
+) -> NamedSubjects:
+    """The subjects of the namespace (its recall ``index``) that ``query`` names; or, without
+    an index, the keys ``is_subject`` accepts (a benchmark that embeds queries ahead)."""
+    if index is not None:
+        is_subject = index.has_subject
+    if is_subject is None:
         return NamedSubjects(query, (), ())
     words = [(normalize_entity(m.group()), m.start(), m.end()) for m in _WORD.finditer(query)]
     keys: dict[str, None] = {}
@@ -84,7 +90,7 @@ def named_subjects(index: NamespaceIndex | None, query: str) -> NamedSubjects:
     while i < len(words):
         for n in range(min(_LONGEST, len(words) - i), 0, -1):  # the longest name first
             key = " ".join(w for w, _, _ in words[i : i + n])
-            if key not in STOPWORDS and index.has_subject(key):
+            if key not in STOPWORDS and is_subject(key):
                 keys[key] = None
                 spans.append((words[i][1], words[i + n - 1][2], key))
                 i += n
