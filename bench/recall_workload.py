@@ -29,10 +29,11 @@ import numpy as np
 
 from bench.synthetic import TextGen
 from hmem.memory import Memory
+from hmem.recall.subjects import named_subjects
 from projections.entities import fact_entities
 from projections.projector import index_counts
 from projections.recall_index import NamespaceIndex
-from projections.records import Fact, Row
+from projections.records import Fact, Row, subject_key
 from projections.string_columns import Strings
 from projections.timeutil import to_us
 
@@ -146,7 +147,10 @@ def build_memory(
     """A store built through ``Memory.remember_many`` (one FactRemembered + one
     EmbeddingRecorded per fact), fsync=never, DuckDB written only at close."""
     n = len(facts)
-    stub = StubEmbedder(docs, queries)
+    subjects = {subject_key(s) for s, _ in facts}
+    as_embedded = {named_subjects(None, q, subjects.__contains__).without(): v  # hmem leaves
+                   for q, v in queries.items()}  # the subjects' names out of the query vector
+    stub = StubEmbedder(docs, {**as_embedded, **queries})
     clock_t = [BASE + timedelta(days=400)]
 
     def clock() -> datetime:
