@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 
 from bench.locomo_data import Question, session_facts
-from hmem.recall.subjects import named_subjects
+from hmem.recall.subjects import query_as_embedded
 from projections.projector import index_text
-from projections.records import subject_key
 
 __all__ = ["CachedEmbedder", "Corpus", "VectorCache", "embed_corpus", "select", "text_key"]
 
@@ -46,11 +45,9 @@ class Corpus:
     def texts(self) -> list[str]:
         """Every text any system embeds: the turns, then the questions, and each question as
         hmem embeds it (without its conversation's speakers' names: hmem.recall.subjects)."""
-        speakers = {s["sample_id"]: {subject_key(f["subject"]) for f in self.facts(s)}
-                    for s in self.samples}
+        speakers = {s["sample_id"]: {f["subject"] for f in self.facts(s)} for s in self.samples}
         asked = [q.text for q in self.questions]
-        hmem = [named_subjects(None, q.text, speakers[q.sample].__contains__).without()
-                for q in self.questions]
+        hmem = [query_as_embedded(q.text, speakers[q.sample]) for q in self.questions]
         return list(dict.fromkeys(self.turn_texts() + asked + hmem))
 
 

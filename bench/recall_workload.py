@@ -29,11 +29,11 @@ import numpy as np
 
 from bench.synthetic import TextGen
 from hmem.memory import Memory
-from hmem.recall.subjects import named_subjects
+from hmem.recall.subjects import query_as_embedded
 from projections.entities import fact_entities
 from projections.projector import index_counts
 from projections.recall_index import NamespaceIndex
-from projections.records import Fact, Row, subject_key
+from projections.records import Fact, Row
 from projections.string_columns import Strings
 from projections.timeutil import to_us
 
@@ -147,9 +147,8 @@ def build_memory(
     """A store built through ``Memory.remember_many`` (one FactRemembered + one
     EmbeddingRecorded per fact), fsync=never, DuckDB written only at close."""
     n = len(facts)
-    subjects = {subject_key(s) for s, _ in facts}
-    as_embedded = {named_subjects(None, q, subjects.__contains__).without(): v  # hmem leaves
-                   for q, v in queries.items()}  # the subjects' names out of the query vector
+    subjects = {s for s, _ in facts}  # hmem leaves their names out of the query it embeds
+    as_embedded = {query_as_embedded(q, subjects): v for q, v in queries.items()}
     stub = StubEmbedder(docs, {**as_embedded, **queries})
     clock_t = [BASE + timedelta(days=400)]
 

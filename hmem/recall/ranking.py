@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields, replace
@@ -21,7 +20,7 @@ from hmem.recall.evidence import Cosines, evident
 from hmem.recall.hits import Hit, RecallResult, context_of, hit_of
 from hmem.recall.judgement import judgement_factor, pinned_docs
 from hmem.recall.loans import Bound, Lists, Loans, Words, borrow, lend, own_words
-from hmem.recall.subjects import named_subjects
+from hmem.recall.subjects import QUERY_WORD, named_subjects
 from hmem.recall.top import top, top_of
 from projections.arrays import distinct, in_sorted
 from projections.entities import extract_entities, normalize_entity
@@ -420,14 +419,11 @@ def _contribution(
     raise ValueError(f"unknown fusion {config.fusion!r}; use 'rrf' or 'weighted'")
 
 
-_QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
-
-
 def _entity_factor(index: NamespaceIndex, cand: np.ndarray, query: str, boost: float) -> np.ndarray:
     """1 + boost * (share of the query's entities each candidate names)."""
     if boost <= 0 or not index.entity_docs:
         return np.ones(len(cand))
-    words = [normalize_entity(w) for w in _QUERY_WORD.findall(query)]
+    words = [normalize_entity(w) for w in QUERY_WORD.findall(query)]
     named = set(extract_entities(query))
     for n in (1, 2, 3):
         for i in range(len(words) - n + 1):

@@ -24,17 +24,18 @@ a subject "May" is also the month: set ``embed_subject_names`` for a namespace o
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from projections.entities import normalize_entity
 from projections.recall_index import NamespaceIndex
+from projections.records import subject_key
 from projections.text import STOPWORDS, tokenize
 
-__all__ = ["NamedSubjects", "named_subjects"]
+__all__ = ["QUERY_WORD", "NamedSubjects", "named_subjects", "query_as_embedded"]
 
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")  # a word of a query, "'s" kept on it
 _LONGEST = 3  # words in the longest name looked up
 
 
@@ -74,16 +75,24 @@ class NamedSubjects:
         return factor
 
 
-def named_subjects(
-    index: NamespaceIndex | None, query: str, is_subject: Callable[[str], bool] | None = None
-) -> NamedSubjects:
-    """The subjects of the namespace (its recall ``index``) that ``query`` names; or, without
-    an index, the keys ``is_subject`` accepts (a benchmark that embeds queries ahead)."""
-    if index is not None:
-        is_subject = index.has_subject
-    if is_subject is None:
+def named_subjects(index: NamespaceIndex | None, query: str) -> NamedSubjects:
+    """The subjects of the namespace (its recall ``index``) that ``query`` names."""
+    if index is None:
         return NamedSubjects(query, (), ())
-    words = [(normalize_entity(m.group()), m.start(), m.end()) for m in _WORD.finditer(query)]
+    return _named(query, index.has_subject)
+
+
+def query_as_embedded(query: str, subjects: Iterable[str]) -> str:
+    """The text recall embeds for ``query`` in a namespace of these ``subjects`` (with
+    ``embed_subject_names`` False and no subject filter): for a benchmark that embeds its
+    queries ahead."""
+    keys = {subject_key(s) for s in subjects}
+    return _named(query, keys.__contains__).without()
+
+
+def _named(query: str, is_subject: Callable[[str], bool]) -> NamedSubjects:
+    words = [(normalize_entity(m.group()), m.start(), m.end())
+             for m in QUERY_WORD.finditer(query)]
     keys: dict[str, None] = {}
     spans: list[tuple[int, int, str]] = []
     i = 0

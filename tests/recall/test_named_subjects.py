@@ -4,6 +4,7 @@ made without the name (hmem.recall.subjects)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,33 +58,35 @@ def test_a_question_about_two_speakers_favours_neither(tmp_path):
         asked = "what do melanie and caroline paint"
         on = [(h.id, h.score) for h in m.recall(asked, **ALL)]
         off = m.in_namespace("default", recall_config=RecallConfig(subject_boost=0.0))
-        assert [i for i, _ in on] == [h.id for h in off.recall(asked, **ALL)]
-        for (_, a), h in zip(on, off.recall(asked, **ALL), strict=True):
+        plain = off.recall(asked, **ALL)
+        assert [i for i, _ in on] == [h.id for h in plain]
+        for (_, a), h in zip(on, plain, strict=True):
             # each fact is one of the two: x (1 + .75 / 2); scores are rounded to 6 digits
             assert a == pytest.approx(h.score * 1.375, rel=1e-5, abs=2e-6)
 
 
-def test_the_query_vector_is_made_without_the_subjects_it_names(tmp_path):
+def _embedded(tmp_path: Path, query: str, **recall: Any) -> list[str]:
+    """The texts a recall of ``query`` in the conversation embeds (``recall_config`` in
+    ``recall``: the view's)."""
     embedder = Recording()
     with Memory(tmp_path / "s", embedder=embedder) as m:
         _conversation(m)
         m.flush()
         embedder.texts.clear()
-        m.recall("what does Melanie's sister paint?")
-        assert embedder.texts == ["what does sister paint?"]
-        embedder.texts.clear()
-        m.in_namespace("default", recall_config=OFF).recall("what does Melanie's sister paint?")
-        assert embedder.texts == ["what does Melanie's sister paint?"]
+        config = recall.pop("recall_config", RecallConfig())
+        m.in_namespace("default", recall_config=config).recall(query, **recall)
+        return embedder.texts
+
+
+def test_the_query_vector_is_made_without_the_subjects_it_names(tmp_path):
+    asked = "what does Melanie's sister paint?"
+    assert _embedded(tmp_path / "on", asked) == ["what does sister paint?"]
+    assert _embedded(tmp_path / "off", asked, recall_config=OFF) == [asked]
 
 
 def test_a_recall_filtered_to_one_subject_embeds_the_other_names_it_asks_about(tmp_path):
-    embedder = Recording()
-    with Memory(tmp_path / "s", embedder=embedder) as m:
-        _conversation(m)
-        m.flush()
-        embedder.texts.clear()
-        m.recall("what did Caroline say to Melanie?", subject="melanie")
-        assert embedder.texts == ["what did Caroline say to ?"]
+    embedded = _embedded(tmp_path, "what did Caroline say to Melanie?", subject="melanie")
+    assert embedded == ["what did Caroline say to ?"]
 
 
 def test_names_are_found_as_subjects_are_compared(tmp_path):
