@@ -41,6 +41,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no entity boost": {"entity_boost": 0.0},
     "no subject boost": {"subject_boost": 0.0},
     "names in the query vector": {"embed_subject_names": True},
+    "first person names no one": {"asker_subject": ""},
     "no time boost": {"time_boost": 0.0},
     "no recency": {"recency_weight": 0.0},
 }
@@ -99,10 +100,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _value(text: str) -> Any:
-    """A knob's value from ``--set``: True / False, an integer or a number."""
+    """A knob's value from ``--set``: True / False, an integer, a number, or else the text."""
     if text in ("True", "False"):
         return text == "True"
-    return int(text) if text.lstrip("-").isdigit() else float(text)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ Rules:
   without the conversation: use names, not pronouns ("Maya adopted a cat named Luna", not "she
   got one"); write dates as absolute dates, resolving "yesterday" or "last May" from "said_at".
   Call the user "the user" unless their name is known.
-- "subject": the main person or thing the fact is about (e.g. "Maya", "the user").
+- "subject": the main person or thing the fact is about (e.g. "Maya"; "user" for the user).
 - "category": "semantic" for lasting facts and preferences, "episodic" for something that
   happened at a particular time, "procedural" for how to do something or how the user wants
   things done.

@@ -167,13 +167,15 @@ def logged_recall(log: Log, namespace: str, seq: int) -> RecallServed:
 def logged_config(text: str) -> RecallConfig:
     """The RecallConfig a recall was served with. A recall logged before ``dense_search``
     existed scanned every vector, one logged before ``require_evidence`` returned any
-    candidate, and one logged before ``subject_boost`` did not favour the subjects a query
-    names (and embedded their names): each is replayed that way."""
+    candidate, one logged before ``subject_boost`` did not favour the subjects a query names
+    (and embedded their names), and one logged before ``asker_subject`` did not take the first
+    person for anyone: each is replayed that way."""
     fields = msgspec.json.decode(text)
     fields.setdefault("dense_search", "exact")
     fields.setdefault("require_evidence", False)
     fields.setdefault("subject_boost", 0.0)
     fields.setdefault("embed_subject_names", True)
+    fields.setdefault("asker_subject", "")
     return msgspec.convert(fields, RecallConfig)
 
 

@@ -62,6 +62,9 @@ class RecallConfig:
     # ``embed_subject_names``
     subject_boost: float = 0.75
     embed_subject_names: bool = False
+    # The subject the first person of a query names (I, me, my: the person the agent serves):
+    # favoured as a named subject is. "" : the first person names no one
+    asker_subject: str = "user"
     time_boost: float = 0.5
     neighbor_weight: float = 0.5  # a turn also scores with its previous turn's match, times this
     next_weight: float = 0.6  # ... and with its next turn's, times this
@@ -101,6 +104,10 @@ class RecallConfig:
                 ):
                     raise InvalidInput(f"RecallConfig.max_tokens must be None (no budget) or an "
                                        f"integer >= 1, not {value!r}")
+            elif f.name == "asker_subject":
+                if not isinstance(value, str):
+                    raise InvalidInput(f"RecallConfig.asker_subject must be a subject (a str; "
+                                       f"\"\" for none), not {value!r}")
             elif f.name in ("dense_neighbors", "require_evidence", "embed_subject_names"):
                 if not isinstance(value, bool):
                     raise InvalidInput(f"RecallConfig.{f.name} must be True or False, "
@@ -247,7 +254,8 @@ def rank(
     w = config.recency_weight
     recency_factor = (1.0 - w) + w * np.power(0.5, age_days / config.half_life_days)
     entity_factor = _entity_factor(index, cand, query.text, config.entity_boost)
-    subject_factor = named_subjects(index, query.text).factor(index, cand, config.subject_boost)
+    subject_factor = named_subjects(index, query.text, config.asker_subject).factor(
+        index, cand, config.subject_boost)
     time_factor = np.ones(len(cand))
     if time_range is not None:
         time_factor = _time_factor(index, cand, seq, valid_at_us, time_range, config.time_boost)

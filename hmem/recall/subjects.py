@@ -19,6 +19,14 @@ it, as the recall index keeps subjects: at an ``as_of`` before its first fact, o
 facts were forgotten, its name is still left out of the vector and still counts in the share
 (the boost itself touches only the facts the query can see). Names are matched in any case, so
 a subject "May" is also the month: set ``embed_subject_names`` for a namespace of such names.
+
+The first person names the asker. An agent asks its memory on behalf of the person it serves,
+who says "I": "what did I say about my resume?". The words I, me, my, mine and myself (and
+"I'm", "I've", ...) name the subject ``RecallConfig.asker_subject`` ("user", the role chat
+APIs give that person) when the namespace has it, and its facts are favoured as a named
+subject's are. They are stopwords, so the query's vector and BM25 are as before. "you" does
+not name the assistant: in "can you list ..." it is politeness, and counted so it cost
+BEAM-500K 1.3 points of R@10 (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -33,9 +41,10 @@ from projections.recall_index import NamespaceIndex
 from projections.records import subject_key
 from projections.text import STOPWORDS, tokenize
 
-__all__ = ["QUERY_WORD", "NamedSubjects", "named_subjects", "query_as_embedded"]
+__all__ = ["FIRST_PERSON", "QUERY_WORD", "NamedSubjects", "named_subjects", "query_as_embedded"]
 
 QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")  # a word of a query, "'s" kept on it
+FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})  # the words that name the asker
 _LONGEST = 3  # words in the longest name looked up
 
 
@@ -75,11 +84,22 @@ class NamedSubjects:
         return factor
 
 
-def named_subjects(index: NamespaceIndex | None, query: str) -> NamedSubjects:
-    """The subjects of the namespace (its recall ``index``) that ``query`` names."""
+def named_subjects(index: NamespaceIndex | None, query: str, asker: str = "") -> NamedSubjects:
+    """The subjects of the namespace (its recall ``index``) that ``query`` names: by name, or
+    subject ``asker`` by the first person ("" : the first person names no one)."""
     if index is None:
         return NamedSubjects(query, (), ())
-    return _named(query, index.has_subject)
+    named = _named(query, index.has_subject)
+    key = subject_key(asker) if asker else ""
+    if key and key not in named.keys and index.has_subject(key) and _first_person(query):
+        # no span: the words are stopwords, and the query is embedded as it was
+        return NamedSubjects(query, (*named.keys, key), named.spans)
+    return named
+
+
+def _first_person(query: str) -> bool:
+    return any(m.group().lower().replace("’", "'").split("'")[0] in FIRST_PERSON
+               for m in QUERY_WORD.finditer(query))
 
 
 def query_as_embedded(query: str, subjects: Iterable[str]) -> str:

@@ -106,15 +106,62 @@ def test_names_are_found_as_subjects_are_compared(tmp_path):
         assert named_subjects(None, "maya lee").keys == ()
 
 
+def _chat(m: Memory) -> tuple[str, str]:
+    """What the user said about their resume, and the assistant's longer reply that says the
+    query's words more often."""
+    said = m.remember("user", "my resume analyzer tags skills with spacy")
+    reply = m.remember("assistant", "your resume analyzer: spacy tags the skills, spacy ranks "
+                                    "the resume, and the analyzer prints the skills")
+    for i in range(20):
+        m.remember("assistant" if i % 2 else "user", f"we talked about the weather {i}")
+    return said, reply
+
+
+def test_the_first_person_of_a_query_names_the_user(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        said, reply = _chat(m)
+        asked = "what did I say about the resume analyzer skills?"
+        assert [h.id for h in m.recall(asked, **ALL)][:2] == [said, reply]
+        nobody = m.in_namespace("default", recall_config=RecallConfig(asker_subject=""))
+        assert [h.id for h in nobody.recall(asked, **ALL)][:2] == [reply, said]
+        # no first person, no asker: the reply leads as it did
+        assert [h.id for h in m.recall("resume analyzer skills", **ALL)][:2] == [reply, said]
+
+
+@pytest.mark.parametrize("asked", ["what did I say", "I'm asking about", "tell me about",
+                                   "what’s my plan", "is it mine", "I’ve said it myself"])
+def test_every_form_of_the_first_person_names_the_asker(tmp_path, asked):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        _chat(m)
+        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        assert named_subjects(index, asked, "User").keys == ("user",)
+        assert named_subjects(index, asked, "").keys == ()
+        assert named_subjects(index, asked, "maya").keys == ()  # no such subject here
+        assert named_subjects(index, "what did we say, you and us?", "user").keys == ()
+        assert named_subjects(index, asked, "user").without() == asked  # embedded as asked
+
+
+def test_a_query_naming_someone_and_itself_shares_the_boost(tmp_path):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        _chat(m)
+        m.remember("Maya", "Maya reviewed my resume skills")
+        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        found = named_subjects(index, "what did Maya and I say about my resume?", "user")
+        assert found.keys == ("maya", "user")
+        assert found.without() == "what did and I say about my resume?"
+
+
 def test_subject_boost_and_embed_subject_names_are_checked():
     with pytest.raises(InvalidInput, match="subject_boost"):
         RecallConfig(subject_boost=-1.0)
     with pytest.raises(InvalidInput, match="embed_subject_names"):
         RecallConfig(embed_subject_names=1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="asker_subject"):
+        RecallConfig(asker_subject=None)  # type: ignore[arg-type]
 
 
-_NAMES = st.sampled_from(["ann", "bo", "cy"])
-_WORDS = st.sampled_from(["tea", "rain", "boat", "ann", "bo", "cy", "maps"])
+_NAMES = st.sampled_from(["ann", "bo", "cy", "user"])
+_WORDS = st.sampled_from(["tea", "rain", "boat", "ann", "bo", "cy", "maps", "I", "my"])
 
 
 @settings(max_examples=examples(dev=30, ci=100), deadline=None)
@@ -128,12 +175,16 @@ def test_the_boost_only_multiplies_the_named_subjects_facts(tmp_path_factory, fa
                                                              boost):
     """Each hit's subject factor is 1 + boost * share, where share is 1 / (subjects named) for a
     fact of a named subject and 0 for any other; its score is its score without the boost times
-    that (unless a loan's cap holds it below a fact it borrows from: hmem.recall.loans)."""
+    that (unless a loan's cap holds it below a fact it borrows from: hmem.recall.loans). "I" and
+    "my" name the subject "user"."""
     path = tmp_path_factory.mktemp("s")
     with Memory(path, embedder=None) as m:
         m.remember_many([{"subject": s, "text": " ".join(w)} for s, w in facts], dedup=False)
         asked = " ".join(query)
-        named = [n for n in dict.fromkeys(query) if n in {s for s, _ in facts}]
+        subjects = {s for s, _ in facts}
+        named = [n for n in dict.fromkeys(query) if n in subjects]
+        if {"I", "my"} & set(query) and "user" in subjects:
+            named.append("user")
         on = m.in_namespace("default", recall_config=RecallConfig(subject_boost=boost))
         off = m.in_namespace("default", recall_config=RecallConfig(subject_boost=0.0))
         plain = {h.id: h for h in off.recall(asked, explain=True, **ALL)}

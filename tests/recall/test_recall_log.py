@@ -250,7 +250,7 @@ def test_a_recall_logged_before_code_search_existed_replays_with_the_exact_scan(
     old = msgspec.json.encode({"limit": 5, "fusion": "rrf"}).decode()  # no dense_search field
     assert logged_config(old) == RecallConfig(limit=5, dense_search="exact",
                                               require_evidence=False, subject_boost=0.0,
-                                              embed_subject_names=True)
+                                              embed_subject_names=True, asker_subject="")
     new = msgspec.json.encode(RecallConfig(dense_search="codes")).decode()
     assert logged_config(new).dense_search == "codes"
 
@@ -269,3 +269,10 @@ def test_a_recall_logged_before_subjects_were_favoured_replays_without_the_boost
     config = logged_config(msgspec.json.encode(fields).decode())
     assert (config.subject_boost, config.embed_subject_names) == (0.0, True)
     assert logged_config(msgspec.json.encode(RecallConfig()).decode()) == RecallConfig()
+
+
+def test_a_recall_logged_before_the_first_person_named_the_user_replays_naming_no_one():
+    fields = msgspec.to_builtins(RecallConfig())
+    del fields["asker_subject"]  # as an older hmem logged it
+    assert logged_config(msgspec.json.encode(fields).decode()).asker_subject == ""
+    assert logged_config(msgspec.json.encode(RecallConfig()).decode()).asker_subject == "user"
