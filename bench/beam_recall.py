@@ -46,6 +46,7 @@ from bench.locomo import (
     KS,
     Scores,
     budget_cells,
+    budget_name,
     budgeted,
     latency_ms,
     score_budgets,
@@ -145,11 +146,13 @@ def summarize(by: dict[str, Scores], latencies: list[float]) -> dict[str, Any]:
 def markdown(results: dict[str, dict[str, Any]]) -> str:
     names = list(results)
     abilities = list(next(iter(results.values()))["abilities"])
-    lines = ["| ability | n | " + " | ".join(f"{n} R@10" for n in names) + " |",
+    lines = ["| ability | n | " + " | ".join(f"{n} R@10 / in 1k" for n in names) + " |",
              "|---|---|" + "---|" * len(names)]
     for ability in abilities:
         n = results[names[0]]["abilities"][ability]["n"]
-        cells = " | ".join(f"{results[c]['abilities'][ability]['R@10']:.3f}" for c in names)
+        cells = " | ".join(f"{results[c]['abilities'][ability]['R@10']:.3f} / "
+                           f"{results[c]['abilities'][ability][budget_name(1000)]:.3f}"
+                           for c in names)
         lines.append(f"| {ability} | {n} | {cells} |")
     lines += ["", f"| config | R@5 | R@10 | R@25 | P@10 | tokens@10 | {BUDGET_HEADS} | "
                   f"recall p50 / p95 ms |",
