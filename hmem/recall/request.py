@@ -15,7 +15,8 @@ against the store (:func:`resolve`; :func:`hmem.recall.ranking.rank` answers it)
        confidence
        * ((1 - w) + w * 0.5 ** (age_days / half_life_days))       recency
        * (1 + entity_boost * share of the query's entities the fact names)
-       * (1 + subject_boost * share of the subjects the query names that is the fact's own)
+       * (1 + subject_boost * share of the subjects the query names that is the fact's own;
+              "I" / "my" name ``asker_subject``)
        * (1 + time_boost) if the fact's valid period overlaps a time the query names
 
 ``age`` is measured from the fact's valid_from to the reference time (``valid_at`` if given,
