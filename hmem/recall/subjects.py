@@ -21,12 +21,15 @@ facts were forgotten, its name is still left out of the vector and still counts 
 a subject "May" is also the month: set ``embed_subject_names`` for a namespace of such names.
 
 The first person names the asker. An agent asks its memory on behalf of the person it serves,
-who says "I": "what did I say about my resume?". The words I, me, my, mine and myself (and
-"I'm", "I've", ...) name the subject ``RecallConfig.asker_subject`` ("user", the role chat
-APIs give that person) when the namespace has it, and its facts are favoured as a named
-subject's are. They are stopwords, so the query's vector and BM25 are as before. "you" does
-not name the assistant: in "can you list ..." it is politeness, and counted so it cost
-BEAM-500K 1.3 points of R@10 (docs/benchmarks.md).
+who says "I": "what did I say about my resume?". The words I, me, my and myself (and "I'm",
+"I've", ...: :data:`FIRST_PERSON`) name the subject ``RecallConfig.asker_subject`` ("user", the
+role chat APIs give that person) when the namespace has it, and its facts are favoured as a
+named subject's are. They are stopwords, so the query's vector and BM25 are as before. Left
+as they are, since the effect is a bounded boost: a Roman numeral ("World War I") counts, and
+so does a possessive about another ("my sister's birthday" favours the user's facts beside the
+sister's, as a query naming both would). "mine" does not count ("a gold mine"), nor does "you"
+name the assistant: in "can you list ..." it is politeness, and counted so it cost BEAM-500K
+1.3 points of R@10 (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ from projections.text import STOPWORDS, tokenize
 __all__ = ["FIRST_PERSON", "QUERY_WORD", "NamedSubjects", "named_subjects", "query_as_embedded"]
 
 QUERY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")  # a word of a query, "'s" kept on it
-FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})  # the words that name the asker
+# The words that name the asker: I (so "I'm", "I've"), me, my, myself, in any case; not as part
+# of "i.e.", "I/O", "my_var", "ME/CFS" or "my-app" (joined to the next by "_", "/", "-", or by
+# "." before a letter, they are an abbreviation or a name)
+FIRST_PERSON = re.compile(r"(?<![\w/.\-])(?:i|me|my|myself)(?![\w/\-]|\.\w)", re.IGNORECASE)
 _LONGEST = 3  # words in the longest name looked up
 
 
@@ -98,8 +104,7 @@ def named_subjects(index: NamespaceIndex | None, query: str, asker: str = "") ->
 
 
 def _first_person(query: str) -> bool:
-    return any(m.group().lower().replace("’", "'").split("'")[0] in FIRST_PERSON
-               for m in QUERY_WORD.finditer(query))
+    return FIRST_PERSON.search(query) is not None
 
 
 def query_as_embedded(query: str, subjects: Iterable[str]) -> str:

@@ -129,16 +129,35 @@ def test_the_first_person_of_a_query_names_the_user(tmp_path):
 
 
 @pytest.mark.parametrize("asked", ["what did I say", "I'm asking about", "tell me about",
-                                   "what’s my plan", "is it mine", "I’ve said it myself"])
+                                   "what’s my plan", "I’m here", "talk to myself", "Maya and I.",
+                                   "MY PLAN"])
 def test_every_form_of_the_first_person_names_the_asker(tmp_path, asked):
     with Memory(tmp_path / "s", embedder=None) as m:
         _chat(m)
         index = m._store.projector.indexes["default"]  # noqa: SLF001
-        assert named_subjects(index, asked, "User").keys == ("user",)
+        assert named_subjects(index, asked, "  User ").keys == ("user",)  # as subjects compare
         assert named_subjects(index, asked, "").keys == ()
         assert named_subjects(index, asked, "maya").keys == ()  # no such subject here
         assert named_subjects(index, "what did we say, you and us?", "user").keys == ()
         assert named_subjects(index, asked, "user").without() == asked  # embedded as asked
+
+
+@pytest.mark.parametrize("asked", ["i.e. the plan", "I/O errors", "my_var value", "ME/CFS",
+                                   "a gold mine", "my-app config", "myth and items"])
+def test_abbreviations_and_names_that_contain_the_first_person_name_no_one(tmp_path, asked):
+    with Memory(tmp_path / "s", embedder=None) as m:
+        _chat(m)
+        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        assert named_subjects(index, asked, "user").keys == ()
+
+
+def test_a_first_person_recall_replays_as_it_was_served(tmp_path):
+    with Memory(tmp_path / "s", embedder=None, log_recalls=True) as m:
+        said, _ = _chat(m)
+        served = m.recall("what did I say about the resume analyzer skills?", limit=5)
+        assert served.hits[0].id == said
+        replay = m.replay_recall(m.last_seq)
+        assert replay.same and [h.id for h in replay.replayed] == [h.id for h in served.hits]
 
 
 def test_a_query_naming_someone_and_itself_shares_the_boost(tmp_path):
@@ -149,6 +168,9 @@ def test_a_query_naming_someone_and_itself_shares_the_boost(tmp_path):
         found = named_subjects(index, "what did Maya and I say about my resume?", "user")
         assert found.keys == ("maya", "user")
         assert found.without() == "what did and I say about my resume?"
+        # the user named by name as well as by "I" counts once: a share of a half each
+        assert named_subjects(index, "what did user, Maya and I say?", "user").keys == (
+            "user", "maya")
 
 
 def test_subject_boost_and_embed_subject_names_are_checked():
@@ -161,7 +183,7 @@ def test_subject_boost_and_embed_subject_names_are_checked():
 
 
 _NAMES = st.sampled_from(["ann", "bo", "cy", "user"])
-_WORDS = st.sampled_from(["tea", "rain", "boat", "ann", "bo", "cy", "maps", "I", "my"])
+_WORDS = st.sampled_from(["tea", "rain", "boat", "ann", "bo", "cy", "maps", "I", "my", "user"])
 
 
 @settings(max_examples=examples(dev=30, ci=100), deadline=None)
@@ -183,7 +205,7 @@ def test_the_boost_only_multiplies_the_named_subjects_facts(tmp_path_factory, fa
         asked = " ".join(query)
         subjects = {s for s, _ in facts}
         named = [n for n in dict.fromkeys(query) if n in subjects]
-        if {"I", "my"} & set(query) and "user" in subjects:
+        if {"I", "my"} & set(query) and "user" in subjects and "user" not in named:
             named.append("user")
         on = m.in_namespace("default", recall_config=RecallConfig(subject_boost=boost))
         off = m.in_namespace("default", recall_config=RecallConfig(subject_boost=0.0))
