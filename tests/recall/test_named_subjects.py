@@ -17,6 +17,7 @@ from hmem.embedders import HashEmbedder
 from hmem.errors import InvalidInput
 from hmem.recall.request import RecallConfig
 from hmem.recall.subjects import named_subjects
+from projections.recall_index import NamespaceIndex
 from tests.conftest import examples
 
 ALL: dict[str, Any] = dict(limit=100, max_tokens=10**9)
@@ -35,13 +36,25 @@ class Recording(HashEmbedder):
         return super().embed(texts)
 
 
+def _two_turns_then_small_talk(m: Memory, first: tuple[str, str],
+                               second: tuple[str, str]) -> tuple[str, str]:
+    """The ids of two (subject, text) turns, after which their subjects talk of the weather
+    by turns, so that each subject has turns that match nothing."""
+    ids = m.remember(*first), m.remember(*second)
+    for i in range(20):
+        m.remember(second[0] if i % 2 else first[0], f"we talked about the weather {i}")
+    return ids
+
+
+def _index(m: Memory) -> NamespaceIndex:
+    return m._store.projector.indexes["default"]  # noqa: SLF001
+
+
 def _conversation(m: Memory) -> tuple[str, str]:
     """Melanie's own turn about painting, and Caroline's turn that names her twice over."""
-    own = m.remember("Melanie", "I paint sunsets by the lake on quiet evenings with my kids")
-    other = m.remember("Caroline", "Wow Melanie, your painting! Melanie, paint more, paint")
-    for i in range(20):
-        m.remember("Caroline" if i % 2 else "Melanie", f"we talked about the weather {i}")
-    return own, other
+    return _two_turns_then_small_talk(
+        m, ("Melanie", "I paint sunsets by the lake on quiet evenings with my kids"),
+        ("Caroline", "Wow Melanie, your painting! Melanie, paint more, paint"))
 
 
 def test_the_named_speakers_own_turn_outranks_a_turn_that_only_names_them(tmp_path):
@@ -95,7 +108,7 @@ def test_names_are_found_as_subjects_are_compared(tmp_path):
         m.remember("maya", "another Maya, who lives in Hull")
         m.remember("Bo", "lives in York")
         m.remember("the", "a subject that is a stopword")
-        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        index = _index(m)
         found = named_subjects(index, "Where do MAYA LEE's and bo's friends live, the pair?")
         assert found.keys == ("maya lee", "bo")  # the longest name: not "maya"
         assert found.without() == "Where do and friends live, the pair?"
@@ -109,12 +122,10 @@ def test_names_are_found_as_subjects_are_compared(tmp_path):
 def _chat(m: Memory) -> tuple[str, str]:
     """What the user said about their resume, and the assistant's longer reply that says the
     query's words more often."""
-    said = m.remember("user", "my resume analyzer tags skills with spacy")
-    reply = m.remember("assistant", "your resume analyzer: spacy tags the skills, spacy ranks "
-                                    "the resume, and the analyzer prints the skills")
-    for i in range(20):
-        m.remember("assistant" if i % 2 else "user", f"we talked about the weather {i}")
-    return said, reply
+    return _two_turns_then_small_talk(
+        m, ("user", "my resume analyzer tags skills with spacy"),
+        ("assistant", "your resume analyzer: spacy tags the skills, spacy ranks the resume, and "
+                      "the analyzer prints the skills"))
 
 
 def test_the_first_person_of_a_query_names_the_user(tmp_path):
@@ -134,7 +145,7 @@ def test_the_first_person_of_a_query_names_the_user(tmp_path):
 def test_every_form_of_the_first_person_names_the_asker(tmp_path, asked):
     with Memory(tmp_path / "s", embedder=None) as m:
         _chat(m)
-        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        index = _index(m)
         assert named_subjects(index, asked, "  User ").keys == ("user",)  # as subjects compare
         assert named_subjects(index, asked, "").keys == ()
         assert named_subjects(index, asked, "maya").keys == ()  # no such subject here
@@ -147,7 +158,7 @@ def test_every_form_of_the_first_person_names_the_asker(tmp_path, asked):
 def test_abbreviations_and_names_that_contain_the_first_person_name_no_one(tmp_path, asked):
     with Memory(tmp_path / "s", embedder=None) as m:
         _chat(m)
-        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        index = _index(m)
         assert named_subjects(index, asked, "user").keys == ()
 
 
@@ -164,7 +175,7 @@ def test_a_query_naming_someone_and_itself_shares_the_boost(tmp_path):
     with Memory(tmp_path / "s", embedder=None) as m:
         _chat(m)
         m.remember("Maya", "Maya reviewed my resume skills")
-        index = m._store.projector.indexes["default"]  # noqa: SLF001
+        index = _index(m)
         found = named_subjects(index, "what did Maya and I say about my resume?", "user")
         assert found.keys == ("maya", "user")
         assert found.without() == "what did and I say about my resume?"
