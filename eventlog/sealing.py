@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import msgspec
 from cryptography.exceptions import InvalidTag
@@ -59,6 +60,24 @@ _DECODERS: dict[type[EventBase], msgspec.msgpack.Decoder[Any]] = {
     RecallServed: msgspec.msgpack.Decoder(tuple[str, str | None, bytes]),
 }
 _encoder = msgspec.msgpack.Encoder()
+
+
+class _Kind(NamedTuple):
+    """What sealing needs of an event type: its sealed fields, what each holds empty (as a
+    tuple and by name), its tag for the associated data, the decoder of its sealed values."""
+
+    names: tuple[str, ...]
+    empty: tuple[Any, ...]
+    cleared: dict[str, Any]
+    tag: bytes
+    decoder: msgspec.msgpack.Decoder[Any]
+
+
+_KINDS: dict[type[EventBase], _Kind] = {
+    kind: _Kind(names, empty, dict(zip(names, empty, strict=True)),
+                str(kind.__struct_config__.tag).encode(), _DECODERS[kind])
+    for kind, (names, empty) in SEALED_FIELDS.items()
+}
 _NONCE = 12
 _AAD = struct.Struct("<Q")
 
@@ -108,47 +127,71 @@ class Sealer:
     def seal(self, ev: EventBase) -> EventBase:
         """``ev`` (stamped with its seq) as the log stores it: texts in ``sealed``, fields empty.
         An event with nothing to seal (a forget without a reason) is stored as it is."""
-        spec = SEALED_FIELDS.get(type(ev))
-        if spec is None:
-            return ev
-        names, empty = spec
-        values = tuple(getattr(ev, name) for name in names)
-        if values == empty:
-            return ev
-        owner = key_owner(ev)
-        key = self.keys.key(owner)
-        if key is None:
-            raise KeyFileDamaged(
-                f"event {ev.seq} would be sealed with the key of event {owner}, which was "
-                f"erased; nothing about an erased fact can be written"
-            )
-        nonce = os.urandom(_NONCE)
-        blob = nonce + AESGCM(key).encrypt(nonce, _encoder.encode(values), _aad(ev))
-        return msgspec.structs.replace(ev, sealed=blob, **dict(zip(names, empty, strict=True)))
+        return self.seal_many([ev])[0]
+
+    def seal_many(self, events: Sequence[EventBase]) -> list[EventBase]:
+        """:meth:`seal` of each of ``events``, their keys read in one pass and their nonces
+        drawn at once."""
+        todo: list[tuple[int, EventBase, tuple[Any, ...], _Kind]] = []
+        for i, ev in enumerate(events):
+            kind = _KINDS.get(type(ev))
+            if kind is None:
+                continue
+            values = tuple(getattr(ev, name) for name in kind.names)
+            if values != kind.empty:
+                todo.append((i, ev, values, kind))
+        out = list(events)
+        if not todo:
+            return out
+        owners = [key_owner(ev) for _, ev, _, _ in todo]
+        keys = self.keys.keys(owners)
+        nonces = os.urandom(_NONCE * len(todo))
+        encode, replace = _encoder.encode, msgspec.structs.replace
+        for j, ((i, ev, values, kind), owner, key) in enumerate(zip(todo, owners, keys,
+                                                                    strict=True)):
+            if key is None:
+                raise KeyFileDamaged(
+                    f"event {ev.seq} would be sealed with the key of event {owner}, which was "
+                    f"erased; nothing about an erased fact can be written"
+                )
+            nonce = nonces[_NONCE * j:_NONCE * j + _NONCE]
+            blob = nonce + AESGCM(key).encrypt(nonce, encode(values), _AAD.pack(ev.seq) + kind.tag)
+            out[i] = replace(ev, sealed=blob, **kind.cleared)
+        return out
 
     def open(self, ev: EventBase) -> Any:
         """``ev`` as read from the log, with its texts back; if its key was erased, with them
         empty and ``sealed`` set to :data:`ERASED` (see :func:`is_erased`)."""
         if not ev.sealed:
             return ev
+        kind = _kind_of(ev)
         owner = key_owner(ev)
         if owner in self.erased:
             return blanked(ev)
-        key = self.keys.key(owner)
+        return self._opened(ev, kind, self.keys.key(owner))
+
+    def _opened(self, ev: EventBase, kind: _Kind, key: bytes | None) -> Any:
+        """Sealed ``ev`` opened with ``key`` (None: erased)."""
         if key is None:
             return msgspec.structs.replace(ev, sealed=ERASED)
         blob = ev.sealed
         try:
-            raw = AESGCM(key).decrypt(blob[:_NONCE], blob[_NONCE:], _aad(ev))
-            values = _DECODERS[type(ev)].decode(raw)
-        except (InvalidTag, msgspec.DecodeError, KeyError) as e:
+            raw = AESGCM(key).decrypt(blob[:_NONCE], blob[_NONCE:], _AAD.pack(ev.seq) + kind.tag)
+            values = kind.decoder.decode(raw)
+        except (InvalidTag, msgspec.DecodeError) as e:
             raise KeyFileDamaged(
                 f"event {ev.seq} does not open with the key file {self.keys.path} "
                 f"({type(e).__name__}): the key file is another store's or damaged"
             ) from None
-        names = SEALED_FIELDS[type(ev)][0]
-        return msgspec.structs.replace(ev, sealed=b"", **dict(zip(names, values, strict=True)))
+        return msgspec.structs.replace(ev, sealed=b"", **dict(zip(kind.names, values,
+                                                                  strict=True)))
 
 
-def _aad(ev: EventBase) -> bytes:
-    return _AAD.pack(ev.seq) + str(ev.__struct_config__.tag).encode()
+def _kind_of(ev: EventBase) -> _Kind:
+    """The sealing of a sealed event's type; ``KeyFileDamaged`` for a type nothing seals (a
+    record that says it is sealed when none of its kind is)."""
+    kind = _KINDS.get(type(ev))
+    if kind is None:
+        raise KeyFileDamaged(f"event {ev.seq} is sealed, but no event of its kind is sealed: "
+                             f"its record is damaged or forged")
+    return kind

@@ -79,7 +79,10 @@ def stamp(
     for j, ev in enumerate(events):
         seq += 1
         event = _numbered(ev, seq, last_tx, stamped[links[j]].seq if j in links else None)
-        payload = encode_record(event if sealer is None else sealer.seal(event))
+        stamped.append(event)
+        last_tx = event.tx_at
+    for stored in stamped if sealer is None else sealer.seal_many(stamped):
+        payload = encode_record(stored)
         if len(payload) > MAX_RECORD_BYTES:
             raise RecordRejected(
                 f"an event of {len(payload):,} bytes exceeds the {MAX_RECORD_BYTES:,}-byte "
@@ -87,10 +90,8 @@ def stamp(
                 f"smaller vector)"
             )
         chain = chain_next(chain, payload)
-        stamped.append(event)
         payloads.append(payload)
         chains.append(chain)
-        last_tx = event.tx_at
     return Stamped(stamped, payloads, chains)
 
 
