@@ -70,3 +70,34 @@ def test_the_check_past_the_keys_made_names_a_damaged_record_first_then_the_firs
     with pytest.raises(KeyFileDamaged, match="record of event 3 fails"):
         keys.check(first_missing + 5000)
     keys.close()
+
+
+@settings(max_examples=examples(dev=30, ci=200))
+@given(through=st.integers(1, 2000), data=st.data())
+def test_keys_read_at_once_are_the_keys_read_one_by_one_and_fail_alike(through, data):
+    with tempfile.TemporaryDirectory() as d:
+        erased = data.draw(st.lists(st.integers(1, through), max_size=5), label="erased")
+        path = made(Path(d), through, erased)
+        seqs = data.draw(st.lists(st.integers(1, through), min_size=1, max_size=50), label="seqs")
+        keys = KeyFile(path)
+        try:
+            assert keys.keys(seqs) == [keys.key(seq) for seq in seqs]
+            got = keys.keys(seqs)
+            assert [seq for seq, key in zip(seqs, got, strict=True) if key is None] == [
+                seq for seq in seqs if seq in erased]
+        finally:
+            keys.close()
+        raw = bytearray(path.read_bytes())
+        bad = data.draw(st.sampled_from(seqs), label="damaged")
+        raw[RECORD * bad + data.draw(st.integers(0, 59), label="byte")] ^= 1
+        path.write_bytes(bytes(raw))
+        keys = KeyFile(path)
+        try:
+            with pytest.raises(KeyFileDamaged, match=f"record of event {bad} fails"):
+                keys.key(bad)
+            with pytest.raises(KeyFileDamaged, match="record of event .* fails"):
+                keys.keys(seqs)
+            with pytest.raises(KeyFileDamaged, match="holds no key for event"):
+                keys.keys([keys.made_through + 1])
+        finally:
+            keys.close()
