@@ -86,8 +86,9 @@ class Seal(NamedTuple):
     erased_through: int = 0
 
 
-class Part(msgspec.Struct, array_like=True, frozen=True):
-    """A namespace's part as a manifest names it."""
+class Part(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A namespace's part as a manifest names it (not tracked by the garbage collector: it
+    holds no container that could make a cycle; a manifest decodes one per namespace)."""
 
     namespace: str
     seq: int  # the namespace's last event in it
@@ -365,9 +366,9 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
             if manifest.tokens_id != TOKENS_ID:
                 raise Refused("its index tokens were made by another tokenizer (another hmem "
                               "or stemmer)")
-            for part in manifest.parts:
-                if part.seq > manifest.seq or _elsewhere(part.file):
-                    raise Refused(f"its manifest names a part it cannot hold ({part.file})")
+            bad = _unholdable(manifest)
+            if bad is not None:
+                raise Refused(f"its manifest names a part it cannot hold ({bad.file})")
             if _elsewhere(manifest.tx_file) or len(manifest.tx_blocks) != 32 * -(
                 -8 * manifest.seq // BLOCK
             ):
@@ -383,6 +384,18 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
         raise
     except UNREADABLE as e:
         raise Refused(f"it cannot be read ({type(e).__name__}: {e})") from None
+
+
+def _unholdable(manifest: _Manifest) -> Part | None:
+    """The first part the manifest names that it cannot hold (newer than the manifest, or a
+    file not a plain name in its directory), or None: looked for part by part only when a
+    check over all of them at once finds one (a manifest names one per namespace)."""
+    parts = manifest.parts
+    files = [part.file for part in parts]
+    if parts and (max(part.seq for part in parts) > manifest.seq or "" in files
+                  or _elsewhere("".join(files))):
+        return next((p for p in parts if p.seq > manifest.seq or _elsewhere(p.file)), None)
+    return None
 
 
 def _elsewhere(name: str) -> bool:

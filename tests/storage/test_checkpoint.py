@@ -395,6 +395,26 @@ def another_tokenizer(manifest: dict) -> None:
     manifest["tokens_id"] = "f" * len(manifest["tokens_id"])  # made by another stemmer, say
 
 
+def first_part(ck: Path, file=None, newer: bool = False) -> str:
+    """Name the manifest's first part ``file(its name)`` (its namespace takes up the length the
+    name loses: the manifest keeps its length), or say it holds an event after the manifest's
+    (a store in the clear: anyone can write its unkeyed digest); returns the part's name now."""
+    named: list[str] = []
+
+    def change(manifest: dict) -> None:
+        entry = manifest["parts"][0]
+        if file is not None:
+            new = file(entry[2])
+            entry[0] += "x" * (len(entry[2]) - len(new))
+            entry[2] = new
+        if newer:
+            entry[1] = manifest["seq"] + 1
+        named.append(entry[2])
+
+    rewrite(ck, change)
+    return named[0]
+
+
 def stamped_seq_0(manifest: dict) -> None:
     manifest["seq"], manifest["chain"] = 0, "00" * 16  # the log's point before its first event
 
@@ -408,6 +428,12 @@ def stamped_seq_0(manifest: dict) -> None:
     ("its stamp: seq 0", True, "(seq 0) was published from a different log"),
     ("its tokenizer", False, "not used: its index tokens were made by another tokenizer "
                              "(another hmem or stemmer)"),
+    ("a part elsewhere", False, "not used: its manifest names a part it cannot hold "
+                                "({column})"),
+    ("a part without a name", False, "not used: its manifest names a part it cannot hold "
+                                     "({column})"),
+    ("a part newer than it", False, "not used: its manifest names a part it cannot hold "
+                                    "({column})"),
 ])
 def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why):
     """A manifest that cannot be used: the open replays the log. A namespace's part that cannot
@@ -416,6 +442,8 @@ def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why)
     w = Memory(store=Store(path, fsync="never", checkpoint_every=10**6, seal=sealed),
                clock=StepClock(START, STEP), embedder=None)
     write_history(w, 20)
+    if damage == "a part without a name":  # beside a part with one
+        w.in_namespace("other").remember("maya", "Maya lives in Leeds")
     close(w)
     expected = replayed(path)
     ck = path / CHECKPOINT_FILE
@@ -425,6 +453,9 @@ def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why)
         "its extra": lambda: with_unreadable_extra(ck),
         "its stamp: seq 0": lambda: rewrite(ck, stamped_seq_0),
         "its tokenizer": lambda: rewrite(ck, another_tokenizer),
+        "a part elsewhere": lambda: first_part(ck, lambda name: "../" + name[3:]),
+        "a part without a name": lambda: first_part(ck, lambda name: ""),
+        "a part newer than it": lambda: first_part(ck, newer=True),
     }[damage]()
     with Memory(path, read_only=True, embedder=None) as r:
         part = damage in ("a column's bytes", "its extra")
