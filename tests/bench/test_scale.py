@@ -33,3 +33,25 @@ def test_the_recall_bench_runs_at_the_index_layer(tmp_path, capsys):
     assert size["via"] == "index"
     assert size["latency"]["hybrid"]["p95_ms"] > 0
     assert "rank, hybrid" in capsys.readouterr().out
+
+
+def test_a_small_reader_is_compared_with_a_reference_store_in_the_same_run(tmp_path, capsys):
+    """A larger size's small readers alternate with readers of a 10k store built in its own run
+    (here two tiny stores): the verdict takes that ratio, not one across runs minutes apart."""
+    from bench.scale_batch import bench_small_reader, write_workload
+    from bench.scale_report import _batch_verdicts
+
+    big, small = tmp_path / "big", tmp_path / "small"
+    write_workload(big, 2_000)
+    write_workload(small, 1_000)
+    got = bench_small_reader(big, "order ticket", runs=1, reference=small)
+    ratios = got["vs_reference"]
+    assert ratios["open_recall_s"] == got["open_recall_s"] / got["reference"]["open_recall_s"]
+    assert ratios["peak_rss_mib"] == got["peak_rss_mib"] / got["reference"]["peak_rss_mib"]
+    capsys.readouterr()
+    checked: list[str] = []
+    size = {"label": "2k", "facts": 2_000, "batch": {
+        "bulk": {"facts_per_s": 1.0}, "copy": {"events_per_s": 1.0}, "small_reader": got}}
+    _batch_verdicts(size, size, lambda name, *rest: checked.append(name))
+    assert "... its open + first recall over the same at 10k, alternating in one run (x100)" \
+        in checked
