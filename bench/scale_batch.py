@@ -110,11 +110,12 @@ def bench_small_reader(root: Path | str, query: str, runs: int = SMALL_RUNS,
     With ``reference`` (the 10k store, built in this run), as many readers of it alternate
     with them, and ``vs_reference`` is the ratio of the medians (time, RSS): the machine's
     drift between sizes (run many minutes apart) stays out of it."""
-    each, ref = [], []
-    for _ in range(runs):
-        each.append(child_json(_SMALL_READER, [str(root), SMALL, query], "SMALL"))
-        if reference is not None:
-            ref.append(child_json(_SMALL_READER, [str(reference), SMALL, query], "SMALL"))
+    each: list[dict[str, Any]] = []
+    ref: list[dict[str, Any]] = []
+    for run in range(runs):  # in pairs, each going first every other time
+        pair = [(each, root), (ref, reference)] if reference is not None else [(each, root)]
+        for into, store in pair[::-1] if run % 2 else pair:
+            into.append(child_json(_SMALL_READER, [str(store), SMALL, query], "SMALL"))
     out = _readers(each)
     driver = out["driver_import_s"]
     line(f"fresh process, one {SMALL} namespace of 200: open + first recall (median of {runs})",
@@ -183,9 +184,11 @@ def bench_batch(tmp: TmpDirs, n: int, query: str) -> dict[str, Any]:
     out["bulk"], root = bench_bulk(tmp, n, dedup=True)
     out["copy"] = bench_copy(tmp, root)
     reference = reference_store(tmp) if n > REFERENCE else None
-    out["small_reader"] = bench_small_reader(root, query, reference=reference)
-    if reference is not None:
-        tmp.remove(reference)
+    try:
+        out["small_reader"] = bench_small_reader(root, query, reference=reference)
+    finally:
+        if reference is not None:
+            tmp.remove(reference)
     out["erase"] = bench_erase(root)
     tmp.remove(root)
     out["one_namespace"] = bench_one_namespace(tmp, n)

@@ -198,12 +198,14 @@ def _batch_verdicts(s: dict[str, Any], first: dict[str, Any], check: Any) -> Non
           1000 * small["open_recall_s"], TARGETS["small_open_recall_ms"], False, "ms")
     check("... its peak RSS", small["peak_rss_mib"], TARGETS["small_rss_mib"], False, "MiB")
     ratios = small.get("vs_reference")  # against a 10k store in this size's own run
+    how = "alternating in one run"
     if ratios is None and first is not s and first["facts"] == 10_000 and "batch" in first:
         base = first["batch"]["small_reader"]  # a result saved before there was one
         ratios = {key: small[key] / base[key] for key in ("open_recall_s", "peak_rss_mib")}
+        how = "in the 10k size's run"
     for key, what in (("open_recall_s", "open + first recall"), ("peak_rss_mib", "RSS")):
         if ratios is not None:
-            check(f"... its {what} over the same at 10k, alternating in one run (x100)",
+            check(f"... its {what} over the same at 10k, {how} (x100)",
                   100 * ratios[key], 100 * TARGETS["small_growth_vs_10k"], False, "%")
     if s["facts"] >= 1_000_000:
         check(f"erase of one {PER_USER}-fact namespace at {label}", b["erase"]["seconds"],

@@ -228,14 +228,11 @@ class KeyFile:
         for seq in seqs:
             at = RECORD * seq
             got_seq, state, _, key = unpack(view, at)
-            if crc_of(view, at + 56)[0] != crc32(view[at:at + 56]) or got_seq != seq:
-                self._record(seq)  # raises: the record fails its checks
-            if state == LIVE:
-                out.append(key)
-            elif state == ERASED:
-                out.append(None)
-            else:
-                self._record(seq)
+            if crc_of(view, at + 56)[0] != crc32(view[at:at + 56]) or got_seq != seq or (
+                state not in (LIVE, ERASED)
+            ):  # read again by the one-by-one path, which names what fails
+                state, _, key = self._record(seq)
+            out.append(key if state == LIVE else None)
         return out
 
     def receipt(self, seq: int) -> int | None:

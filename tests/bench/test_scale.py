@@ -49,9 +49,18 @@ def test_a_small_reader_is_compared_with_a_reference_store_in_the_same_run(tmp_p
     assert ratios["open_recall_s"] == got["open_recall_s"] / got["reference"]["open_recall_s"]
     assert ratios["peak_rss_mib"] == got["peak_rss_mib"] / got["reference"]["peak_rss_mib"]
     capsys.readouterr()
-    checked: list[str] = []
+    checked: list[tuple[str, float]] = []
     size = {"label": "2k", "facts": 2_000, "batch": {
         "bulk": {"facts_per_s": 1.0}, "copy": {"events_per_s": 1.0}, "small_reader": got}}
-    _batch_verdicts(size, size, lambda name, *rest: checked.append(name))
-    assert "... its open + first recall over the same at 10k, alternating in one run (x100)" \
-        in checked
+    _batch_verdicts(size, size, lambda name, value, *rest: checked.append((name, value)))
+    for what, key in (("open + first recall", "open_recall_s"), ("RSS", "peak_rss_mib")):
+        assert (f"... its {what} over the same at 10k, alternating in one run (x100)",
+                100 * ratios[key]) in checked
+    # a result saved before readers alternated: the ratio to the 10k size's run, said so
+    older = {**size, "batch": {**size["batch"], "small_reader": {
+        k: v for k, v in got.items() if k not in ("vs_reference", "reference")}}}
+    first = {"label": "10k", "facts": 10_000, "batch": {"small_reader": got["reference"]}}
+    checked.clear()
+    _batch_verdicts(older, first, lambda name, value, *rest: checked.append((name, value)))
+    assert ("... its open + first recall over the same at 10k, in the 10k size's run (x100)",
+            100 * ratios["open_recall_s"]) in checked

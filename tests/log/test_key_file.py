@@ -85,6 +85,11 @@ def test_keys_read_at_once_are_the_keys_read_one_by_one_and_fail_alike(through, 
             got = keys.keys(seqs)
             assert [seq for seq, key in zip(seqs, got, strict=True) if key is None] == [
                 seq for seq in seqs if seq in erased]
+            past = keys.made_through + 1  # among seqs that have keys, first or last
+            with pytest.raises(KeyFileDamaged, match=f"holds no key for event {past}"):
+                keys.keys([*seqs, past])
+            with pytest.raises(KeyFileDamaged, match="holds no key for event 0"):
+                keys.keys([0, *seqs])
         finally:
             keys.close()
         raw = bytearray(path.read_bytes())
@@ -101,3 +106,25 @@ def test_keys_read_at_once_are_the_keys_read_one_by_one_and_fail_alike(through, 
                 keys.keys([keys.made_through + 1])
         finally:
             keys.close()
+
+
+def test_a_key_record_of_no_known_state_fails_its_checks_read_alone_or_at_once(tmp_path):
+    """A record whose state byte is neither live nor erased, with its checksum made to match
+    (written by another program, say): refused either way, never taken as a key."""
+    import struct
+    import zlib
+
+    path = made(tmp_path, 10, [])
+    raw = bytearray(path.read_bytes())
+    at = RECORD * 4
+    raw[at + 8] = 3  # the state of event 4's record
+    raw[at + 56:at + 60] = struct.pack("<I", zlib.crc32(bytes(raw[at:at + 56])))
+    path.write_bytes(bytes(raw))
+    keys = KeyFile(path)
+    try:
+        for read in (lambda: keys.key(4), lambda: keys.keys([2, 4, 6])):
+            with pytest.raises(KeyFileDamaged, match="record of event 4 fails"):
+                read()
+        assert keys.keys([2, 6]) == [keys.key(2), keys.key(6)]
+    finally:
+        keys.close()

@@ -1,13 +1,16 @@
-"""Sealing a batch (eventlog/sealing.py): every event of it is sealed under the key it names
-and opens, one by one, to what was sealed; a record that claims to be sealed when nothing of its
-kind is sealed is refused by name."""
+"""Sealing a batch (eventlog/sealing.py): every event of it is sealed under the key it names,
+with a nonce of its own, its seq and kind bound in, nothing left in the clear, and opens, one by
+one, to what was sealed; a record that claims to be sealed when nothing of its kind is sealed is
+refused by name."""
 
 from __future__ import annotations
 
 import os
+import struct
 
 import msgspec
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +23,7 @@ from eventlog.events import (
     FactsErased,
 )
 from eventlog.keyfile import KeyFile
-from eventlog.sealing import ERASED, Sealer, is_erased
+from eventlog.sealing import SEALED_FIELDS, Sealer, is_erased
 from hmem.errors import KeyFileDamaged
 from tests.conftest import examples
 
@@ -54,8 +57,19 @@ def test_a_batch_sealed_at_once_opens_event_by_event_to_what_was_sealed(tmp_path
         sealer = Sealer(keys)
         sealed = sealer.seal_many(events)
         assert [type(e) for e in sealed] == [type(e) for e in events]
+        blobs = [stored.sealed for stored in sealed if stored.sealed]
+        assert len({blob[:12] for blob in blobs}) == len(blobs)  # a nonce of its own each
         for ev, stored in zip(events, sealed, strict=True):
-            assert stored == ev if not stored.sealed else stored != ev
+            names, empties = SEALED_FIELDS[type(ev)]
+            values = tuple(getattr(ev, name) for name in names)
+            if values == empties:  # nothing to seal (a forget without a reason)
+                assert stored == ev
+                continue
+            assert tuple(getattr(stored, name) for name in names) == empties  # none left clear
+            owner = ev.fact_id if isinstance(ev, (EmbeddingRecorded, FactForgotten)) else ev.seq
+            aad = struct.pack("<Q", ev.seq) + type(ev).__struct_config__.tag.encode()
+            raw = AESGCM(keys.key(owner)).decrypt(stored.sealed[:12], stored.sealed[12:], aad)
+            assert raw == msgspec.msgpack.encode(values)  # the values, msgpack-encoded
             assert sealer.open(stored) == ev  # under its own key, or the fact's (1)
         keys.erase(sorted(erased), receipt=len(batch) + 1)
         for ev, stored in zip(events, sealed, strict=True):
@@ -79,6 +93,5 @@ def test_a_record_sealed_of_a_kind_nothing_seals_is_refused_by_name(tmp_path):
         unsealed = msgspec.structs.replace(forged, sealed=b"")
         assert Sealer(keys).open(unsealed) == unsealed
         assert Sealer(keys).seal_many([unsealed]) == [unsealed]
-        assert ERASED != forged.sealed
     finally:
         keys.close()

@@ -395,14 +395,14 @@ def another_tokenizer(manifest: dict) -> None:
     manifest["tokens_id"] = "f" * len(manifest["tokens_id"])  # made by another stemmer, say
 
 
-def first_part(ck: Path, file=None, newer: bool = False) -> str:
-    """Name the manifest's first part ``file(its name)`` (its namespace takes up the length the
+def a_part(ck: Path, file=None, newer: bool = False, at: int = 0) -> str:
+    """Name the manifest's part ``at`` ``file(its name)`` (its namespace takes up the length the
     name loses: the manifest keeps its length), or say it holds an event after the manifest's
     (a store in the clear: anyone can write its unkeyed digest); returns the part's name now."""
     named: list[str] = []
 
     def change(manifest: dict) -> None:
-        entry = manifest["parts"][0]
+        entry = manifest["parts"][at]
         if file is not None:
             new = file(entry[2])
             entry[0] += "x" * (len(entry[2]) - len(new))
@@ -442,7 +442,7 @@ def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why)
     w = Memory(store=Store(path, fsync="never", checkpoint_every=10**6, seal=sealed),
                clock=StepClock(START, STEP), embedder=None)
     write_history(w, 20)
-    if damage == "a part without a name":  # beside a part with one
+    if damage in ("a part without a name", "a part newer than it"):  # beside a sound part
         w.in_namespace("other").remember("maya", "Maya lives in Leeds")
     close(w)
     expected = replayed(path)
@@ -453,9 +453,9 @@ def test_a_refused_checkpoint_is_noted_saying_why(tmp_path, damage, sealed, why)
         "its extra": lambda: with_unreadable_extra(ck),
         "its stamp: seq 0": lambda: rewrite(ck, stamped_seq_0),
         "its tokenizer": lambda: rewrite(ck, another_tokenizer),
-        "a part elsewhere": lambda: first_part(ck, lambda name: "../" + name[3:]),
-        "a part without a name": lambda: first_part(ck, lambda name: ""),
-        "a part newer than it": lambda: first_part(ck, newer=True),
+        "a part elsewhere": lambda: a_part(ck, lambda name: "../" + name[3:]),
+        "a part without a name": lambda: a_part(ck, lambda name: ""),
+        "a part newer than it": lambda: a_part(ck, newer=True, at=-1),  # the last of two
     }[damage]()
     with Memory(path, read_only=True, embedder=None) as r:
         part = damage in ("a column's bytes", "its extra")
