@@ -52,13 +52,12 @@ import numpy as np
 
 from projections import checkpoint_part
 from projections.checkpoint_part import UNREADABLE, Refused
-from projections.errors import DamagedProjection
 from projections.event_columns import EventColumns
 from projections.fold_state import FactColumns
 from projections.index_docs import TOKENS_ID
-from projections.part_blob import BLOCK, PartBlob, block_digests, block_root, stream_digests
+from projections.part_blob import BLOCK, block_digests, block_root
 from projections.projector import Loaded, Projector
-from projections.tx_times import TxTimes
+from projections.tx_times import TxTimes, fetched_tx_file, open_tx_file
 
 __all__ = [
     "CHECKPOINT_FILE", "Part", "Refused", "Seal", "Stamp", "authentic_parts", "from_log", "load",
@@ -375,9 +374,11 @@ def _read_manifest(path: Path, stamp: Stamp, seal: Seal, *, times: bool,
                 raise Refused("its manifest names tx times it cannot hold")
         tx = TxTimes()
         if times and check_times:
-            tx = TxTimes(_open_tx(path.parent / manifest.tx_file, manifest, check=True))
+            tx = TxTimes(open_tx_file(path.parent / manifest.tx_file, manifest.seq,
+                                      manifest.tx_blocks, check=True))
         elif times:
-            tx = TxTimes(opener=lambda: _lazy_tx(path.parent, manifest, fetch),
+            tx = TxTimes(opener=lambda: fetched_tx_file(path.parent, manifest.tx_file,
+                                                        manifest.seq, manifest.tx_blocks, fetch),
                          count=manifest.seq)
         return manifest, tx
     except Refused:
@@ -401,41 +402,6 @@ def _unholdable(manifest: _Manifest) -> Part | None:
 def _elsewhere(name: str) -> bool:
     """Whether a file name the manifest names is not a plain name in its directory."""
     return not name or os.sep in name or (os.altsep is not None and os.altsep in name)
-
-
-def _open_tx(file: Path, manifest: _Manifest, *, check: bool) -> PartBlob:
-    """The tx times' file, open (read by block when asked, each block checked then); with
-    ``check``, also checked whole now by streaming it (what an open that reads every part
-    does). :class:`Refused` when it is not the one the manifest names."""
-    length = 8 * manifest.seq
-    try:
-        fd = os.open(file, os.O_RDONLY)
-    except OSError as e:
-        raise Refused(f"its tx times cannot be read ({type(e).__name__}: {e})") from None
-    try:
-        if os.fstat(fd).st_size != length:
-            raise Refused("it is damaged (its tx times are cut short or run on)")
-        if check:
-            with os.fdopen(os.dup(fd), "rb") as f:
-                if stream_digests(f, 0, length) != manifest.tx_blocks:
-                    raise Refused("it is damaged (its tx times fail their digest)")
-        return PartBlob(fd, 0, length, manifest.tx_blocks, what="the checkpoint's tx times")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _lazy_tx(directory: Path, manifest: _Manifest, fetch: Callable[[str], None] | None
-             ) -> PartBlob:
-    """:func:`_open_tx` when time travel first asks, fetched first if it is not here;
-    :class:`DamagedProjection` when it cannot be used."""
-    file = directory / manifest.tx_file
-    try:
-        if fetch is not None and not file.exists():
-            fetch(manifest.tx_file)
-        return _open_tx(file, manifest, check=False)
-    except (Refused, OSError) as e:
-        raise DamagedProjection(f"the checkpoint's tx times cannot be used ({e})") from None
 
 
 def _only(facts: FactColumns, events: EventColumns, namespace: str) -> bool:

@@ -7,20 +7,25 @@ travels in time by a time (most never do) holds none of them and reads none (it 
 events and read and hashed them at open; 80 MB at 10M, whatever namespace it serves). A block
 that fails its digest is never believed: with ``recover`` (the log's times of a run of seqs)
 its times are read from the log, else :class:`DamagedProjection` says so. The times of the
-events folded after the checkpoint are kept in memory.
+events folded after the checkpoint are kept in memory. :func:`open_tx_file` opens the file the
+manifest names (the checkpoint's writer writes it: projections/checkpoint.py), and
+:func:`fetched_tx_file` does when time travel first asks, fetching it first if it is not here.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import overload
 
+from projections.checkpoint_part import Refused
 from projections.errors import DamagedProjection
-from projections.part_blob import BLOCK, PartBlob
+from projections.part_blob import BLOCK, PartBlob, stream_digests
 
-__all__ = ["TxTimes"]
+__all__ = ["TxTimes", "fetched_tx_file", "open_tx_file"]
 
 _SIZE = 8  # bytes of one tx time (int64, little-endian, microseconds)
 _PER_BLOCK = BLOCK // _SIZE  # tx times in one checked block
@@ -148,3 +153,39 @@ class TxTimes(Sequence[int]):
         held = 0 if isinstance(self._kept, PartBlob) else len(self._kept)
         held += sum(len(times) for times in self._recovered.values())
         return _SIZE * (held + len(self._tail))
+
+
+def open_tx_file(file: Path, count: int, blocks: bytes, *, check: bool) -> PartBlob:
+    """The checkpoint's file of ``count`` tx times, open (read by block when asked, each block
+    checked against ``blocks`` then); with ``check``, also checked whole now by streaming it
+    (what an open that reads every part does). :class:`Refused` when it is not the one the
+    manifest names."""
+    length = _SIZE * count
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except OSError as e:
+        raise Refused(f"its tx times cannot be read ({type(e).__name__}: {e})") from None
+    try:
+        if os.fstat(fd).st_size != length:
+            raise Refused("it is damaged (its tx times are cut short or run on)")
+        if check:
+            with os.fdopen(os.dup(fd), "rb") as f:
+                if stream_digests(f, 0, length) != blocks:
+                    raise Refused("it is damaged (its tx times fail their digest)")
+        return PartBlob(fd, 0, length, blocks, what="the checkpoint's tx times")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def fetched_tx_file(directory: Path, name: str, count: int, blocks: bytes,
+                    fetch: Callable[[str], None] | None) -> PartBlob:
+    """:func:`open_tx_file` when time travel first asks, fetched first (``fetch(name)``) if it is
+    not here; :class:`DamagedProjection` when it cannot be used."""
+    file = directory / name
+    try:
+        if fetch is not None and not file.exists():
+            fetch(name)
+        return open_tx_file(file, count, blocks, check=False)
+    except (Refused, OSError) as e:
+        raise DamagedProjection(f"the checkpoint's tx times cannot be used ({e})") from None
