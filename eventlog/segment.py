@@ -2,8 +2,9 @@
 first read of it.
 
 A :class:`Segment` holds where its records start and how far they are checked. An open that
-takes a sealed segment from the headers (:mod:`eventlog.segments`) scans it whole when one of
-its records is first read (:func:`scan_sealed`); an open that resumes the last segment at the
+takes a sealed segment from the file names (:mod:`eventlog.segments`) reads its header and the
+next one's, and scans it whole, when one of its records is first read (:func:`scan_sealed`);
+an open that resumes the last segment at the
 record a checkpoint names (:class:`Resume`, :func:`resumed`) checks that record and the ones
 after it, and the ones before it when one of them is first read (:func:`check_head`). Each check
 raises :class:`LogCorrupted` naming the segment, never serves a record it has not checked.
@@ -19,11 +20,11 @@ from typing import NamedTuple
 import msgspec
 
 from eventlog import format as fmt
-from eventlog.errors import LogCorrupted
+from eventlog.errors import LogCorrupted, UnsupportedFormat
 
 __all__ = [
-    "Resume", "Segment", "SEGMENT_SUFFIX", "check_head", "resumed", "scan_sealed",
-    "segment_name",
+    "Resume", "Segment", "SEGMENT_SUFFIX", "check_head", "check_version", "named_header",
+    "named_seq", "read_header", "resumed", "scan_sealed", "segment_name",
 ]
 
 SEGMENT_SUFFIX = ".hlog"
@@ -33,20 +34,64 @@ def segment_name(first_seq: int) -> str:
     return f"{first_seq:020d}{SEGMENT_SUFFIX}"
 
 
+def named_seq(path: Path) -> int | None:
+    """The first seq the name of a segment file says it holds; None for a name not of that
+    form."""
+    stem = path.name[: -len(SEGMENT_SUFFIX)]
+    if not path.name.endswith(SEGMENT_SUFFIX) or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def check_version(path: Path, header: fmt.SegmentHeader) -> None:
+    """``UnsupportedFormat`` for a segment written in a newer log format than this hmem reads."""
+    if header.version > fmt.FORMAT_VERSION:
+        raise UnsupportedFormat(
+            f"{path} was written in log format {header.version}; this hmem reads up to "
+            f"format {fmt.FORMAT_VERSION}. Upgrade hmem (pip install -U hmem)"
+        )
+
+
+def named_header(seg: Segment) -> fmt.SegmentHeader:
+    """The header of ``seg``'s file, checked: whole, of a format this hmem reads, starting at
+    the seq the file's name says (``seg.first_seq``)."""
+    header, _ = read_header(seg.path)
+    if isinstance(header, str):
+        raise LogCorrupted(str(seg.path), 0, header)
+    check_version(seg.path, header)
+    if header.first_seq != seg.first_seq:
+        raise LogCorrupted(str(seg.path), 0, f"segment starts at seq {header.first_seq} but its "
+                           f"name says {seg.first_seq} (a segment is missing, reordered or "
+                           f"replaced)")
+    return header
+
+
+def read_header(path: Path) -> tuple[fmt.SegmentHeader | str, bytes]:
+    """A segment file's header (or what is wrong with it) and its bytes as read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.pread(fd, fmt.SEGMENT_HEADER_SIZE, 0)
+    finally:
+        os.close(fd)
+    return fmt.unpack_segment_header(data), data
+
+
 class Segment:
     """One segment file: its first seq, the offset of every valid record, where they end.
 
     A sealed segment loaded lazily is not scanned yet: ``sealed`` holds what the next segment's
     header says it must hold (its last seq and the chain after it), and ``offsets`` is empty
-    until :func:`scan_sealed` reads it. The last segment of a log resumed at a checkpoint's
-    record has the ``unchecked`` records before that one not found (offset 0) or checked yet,
-    until :func:`check_head` reads them."""
+    until :func:`scan_sealed` reads it; while ``unread``, its seqs are what the file names say
+    and neither header is read yet (its chains are not known). The last segment of a log
+    resumed at a checkpoint's record has the ``unchecked`` records before that one not found
+    (offset 0) or checked yet, until :func:`check_head` reads them."""
 
-    __slots__ = ("path", "first_seq", "offsets", "end", "prev_chain", "sealed", "unchecked")
+    __slots__ = ("path", "first_seq", "offsets", "end", "prev_chain", "sealed", "unchecked",
+                 "unread")
 
     def __init__(
         self, path: Path, first_seq: int, end: int, prev_chain: bytes = fmt.ZERO_CHAIN,
-        sealed: tuple[int, bytes] | None = None,
+        sealed: tuple[int, bytes] | None = None, *, unread: bool = False,
     ) -> None:
         self.path = path
         self.first_seq = first_seq
@@ -55,6 +100,7 @@ class Segment:
         self.prev_chain = prev_chain
         self.sealed = sealed
         self.unchecked = 0
+        self.unread = unread
 
     @property
     def last_seq(self) -> int:

@@ -7,9 +7,12 @@ a damaged record anywhere else raises :class:`LogCorrupted` naming the segment a
 
 A log may load *lazily* (``load(lazy=True)``: a store's readers and shared writers do): only
 the last segment is scanned at open; a sealed one (every segment but the last never changes
-again) is taken from the segment headers (the next header names the seq it starts at and the
-chain before it, so the sealed one's last seq and final chain are known without reading it) and
-scanned, with every check, the first time one of its records is read. The last segment, with a
+again) is taken from the file names (a segment's name is the seq it starts at, so the sealed
+one's seqs are known without opening it), and its header and the next one's (the seq it
+starts at and the chain before it, so its final chain) are read and checked against the names,
+and it is scanned with every check, the first time one of its records is read: an open costs
+the same whatever the number of segments. A directory whose names are not segment names from
+seq 1 on is taken from every header at open, as before. The last segment, with a
 :class:`Resume` (where the checkpoint the process opens from says its record lies, and the
 chain before it), is read and checked from that record on (it, from that chain), and the
 records before it (which a process opened from the checkpoint does not read) are scanned from
@@ -40,6 +43,10 @@ from eventlog.segment import (
     Resume,
     Segment,
     check_head,
+    check_version,
+    named_header,
+    named_seq,
+    read_header,
     resumed,
     scan_sealed,
 )
@@ -126,7 +133,7 @@ class Segments:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.end for s in self.list)
+        return sum(s.path.stat().st_size if s.unread else s.end for s in self.list)
 
     @property
     def paths(self) -> list[Path]:
@@ -169,6 +176,38 @@ class Segments:
                        resume=resume if lazy and last else None)
 
     def _load_sealed(self, files: list[Path]) -> list[Path]:
+        """Take every segment but the tail from the file names, their headers read when one is
+        first scanned (:meth:`_read_headers`); returns the files left to scan. A directory
+        whose names are not segment names from seq 1 on, or whose last file is not a whole
+        segment, is taken from every header (:meth:`_load_headers`), as before."""
+        seqs = [named_seq(path) for path in files]
+        if len(files) < 2 or seqs[0] != 1 or any(
+            a is None or b is None or a >= b for a, b in zip(seqs, seqs[1:], strict=False)
+        ):
+            return self._load_headers(files)
+        header, _ = read_header(files[-1])
+        if isinstance(header, str) or header.first_seq != seqs[-1]:
+            return self._load_headers(files)
+        for path, first, after in zip(files, seqs, seqs[1:], strict=False):
+            assert first is not None and after is not None
+            self.list.append(Segment(path, first, 0, sealed=(after - 1, b""), unread=True))
+        self.chain = header.prev_chain
+        return files[-1:]
+
+    def _read_headers(self, seg: Segment) -> None:
+        """Read an unread sealed segment's header and the next one's, checked as a load checks
+        them: each starts at the seq its name says, the first with the zero chain."""
+        at = self.list.index(seg)
+        header = named_header(seg)
+        if at == 0 and header.prev_chain != fmt.ZERO_CHAIN:
+            raise LogCorrupted(str(seg.path), 0, "the first segment's chain does not start "
+                                                 "at zero (a segment is missing or replaced)")
+        after = named_header(self.list[at + 1])
+        assert seg.sealed is not None
+        seg.prev_chain, seg.sealed = header.prev_chain, (seg.sealed[0], after.prev_chain)
+        seg.unread = False
+
+    def _load_headers(self, files: list[Path]) -> list[Path]:
         """Take every segment but the tail from the headers; returns the files left to scan."""
         headers: list[fmt.SegmentHeader] = []
         sizes: list[int] = []
@@ -184,7 +223,7 @@ class Segments:
                 if i == len(files) - 1 and (len(data) < fmt.SEGMENT_HEADER_SIZE or not any(data)):
                     break  # an unfinished new segment: a reader ignores it, as _load does
                 raise LogCorrupted(str(path), 0, header)
-            self._check_version(path, header)
+            check_version(path, header)
             headers.append(header)
         tail = len(headers) - 1
         for i in range(tail):
@@ -211,6 +250,8 @@ class Segments:
         if seg.sealed is None and first >= seg.unchecked:
             return seg
         with self._scanning:  # another thread may have checked it meanwhile
+            if seg.unread:
+                self._read_headers(seg)
             if seg.sealed is not None:
                 scan_sealed(seg)
             elif seg.unchecked:
@@ -250,7 +291,7 @@ class Segments:
                     self._drop_unfinished(path)
                     return False
                 raise LogCorrupted(str(path), 0, header)
-            self._check_version(path, header)
+            check_version(path, header)
             self._check_continues(path, header)
             seg = Segment(path, header.first_seq, fmt.SEGMENT_HEADER_SIZE, header.prev_chain)
             self.list.append(seg)
@@ -285,7 +326,7 @@ class Segments:
         if found_at is None:
             return None
         header, data, after = found_at
-        self._check_version(path, header)
+        check_version(path, header)
         self._check_continues(path, header)
         result = fmt.scan(data, after, resume.chain)  # the records after it, from its chain
         if result.stop is fmt.Stop.CORRUPT:
@@ -297,14 +338,6 @@ class Segments:
         seg.unchecked = head
         self.list.append(seg)
         return seg, data, resume.offset, result
-
-    @staticmethod
-    def _check_version(path: Path, header: fmt.SegmentHeader) -> None:
-        if header.version > fmt.FORMAT_VERSION:
-            raise UnsupportedFormat(
-                f"{path} was written in log format {header.version}; this hmem reads up to "
-                f"format {fmt.FORMAT_VERSION}. Upgrade hmem (pip install -U hmem)"
-            )
 
     def _check_continues(self, path: Path, header: fmt.SegmentHeader) -> None:
         """The segment must start where the ones before it end."""
@@ -380,6 +413,9 @@ class Segments:
             return fmt.ZERO_CHAIN
         for seg in self.list:  # the end of a sealed segment not scanned yet: its next header's
             if seg.sealed is not None and seg.sealed[0] == seq >= seg.first_seq:
+                with self._scanning:
+                    if seg.unread:
+                        self._read_headers(seg)
                 return seg.sealed[1]
         seg = self.segment_of(seq)
         with open(seg.path, "rb") as f:

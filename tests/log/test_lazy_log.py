@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventlog import format as fmt
-from eventlog import segments
+from eventlog import segment, segments
 from eventlog.log import EventLog
 from eventlog.segment import Resume
 from hmem.errors import LogCorrupted
@@ -199,3 +199,53 @@ def test_threads_reading_a_lazy_log_at_once_scan_each_sealed_segment_once(tmp_pa
             for t in threads:
                 t.join()
             assert got == [written] * 4
+
+
+def test_a_lazy_open_reads_the_tail_header_alone_and_each_sealed_one_when_read(tmp_path,
+                                                                               monkeypatch):
+    """An open takes the sealed segments from their files' names: its cost does not grow with
+    the log's segments. Reading the log reads each header then."""
+    directory = tmp_path / "log"
+    written = write_events(directory, 60, seed=5, segment_bytes=500)
+    files = sorted(directory.glob("*.hlog"))
+    assert len(files) > 4
+    read: list[str] = []
+    real = segment.read_header
+
+    def spied(path):
+        read.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(segments, "read_header", spied)  # the open's reads
+    monkeypatch.setattr(segment, "read_header", spied)  # a sealed one's, when it is scanned
+    with EventLog(directory, read_only=True, lazy=True) as log:
+        assert read == [files[-1].name] and log.last_seq == len(written)
+        assert list(log.read()) == written
+        assert set(read) == {f.name for f in files}
+
+
+@pytest.mark.parametrize("change, why", [
+    ("renamed", "segment starts at seq {first} but its name says {named}"),
+    ("chain", "the first segment's chain does not start at zero"),
+    ("header", "checksum"),
+])
+def test_a_sealed_segment_whose_header_fails_is_corruption_when_read(tmp_path, change, why):
+    directory = tmp_path / "log"
+    write_events(directory, 60, seed=6, segment_bytes=500)
+    files = sorted(directory.glob("*.hlog"))
+    target = files[0] if change == "chain" else files[1]
+    first = int(target.name[:20])
+    named = first + 1  # still before the next segment's name
+    if change == "renamed":
+        target.rename(directory / f"{named:020d}.hlog")
+    elif change == "chain":
+        data = target.read_bytes()
+        target.write_bytes(fmt.pack_segment_header(first, b"\x01" * 16)
+                           + data[fmt.SEGMENT_HEADER_SIZE:])
+    else:
+        data = bytearray(target.read_bytes())
+        data[10] ^= 1
+        target.write_bytes(bytes(data))
+    with EventLog(directory, read_only=True, lazy=True) as log:  # the open does not read it
+        with pytest.raises(LogCorrupted, match=why.format(first=first, named=named)):
+            list(log.read())
