@@ -23,7 +23,8 @@ from eventlog import format as fmt
 from eventlog.errors import LogCorrupted, UnsupportedFormat
 
 __all__ = [
-    "Resume", "Segment", "SEGMENT_SUFFIX", "check_head", "check_version", "named_header",
+    "Resume", "Segment", "SEGMENT_SUFFIX", "check_head", "check_version", "file_size",
+    "named_header",
     "named_seq", "read_header", "resumed", "scan_sealed", "segment_name",
 ]
 
@@ -64,6 +65,14 @@ def named_header(seg: Segment) -> fmt.SegmentHeader:
                            f"name says {seg.first_seq} (a segment is missing, reordered or "
                            f"replaced)")
     return header
+
+
+def file_size(path: Path) -> int:
+    """A segment file's size (0 when it is gone: reading it says so)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def read_header(path: Path) -> tuple[fmt.SegmentHeader | str, bytes]:
@@ -125,8 +134,8 @@ class Resume(NamedTuple):
 
 
 def scan_sealed(seg: Segment) -> None:
-    """Scan a sealed segment taken from the headers: every record checked, ending with the
-    last seq and chain the next segment's header says."""
+    """Scan a sealed segment a lazy load took without reading it (its headers read by now):
+    every record checked, ending with the last seq and chain the next segment's header says."""
     assert seg.sealed is not None
     last_seq, chain = seg.sealed
     data = seg.path.read_bytes()

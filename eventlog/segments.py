@@ -44,6 +44,7 @@ from eventlog.segment import (
     Segment,
     check_head,
     check_version,
+    file_size,
     named_header,
     named_seq,
     read_header,
@@ -133,7 +134,7 @@ class Segments:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.path.stat().st_size if s.unread else s.end for s in self.list)
+        return sum(file_size(s.path) if s.unread else s.end for s in self.list)
 
     @property
     def paths(self) -> list[Path]:
@@ -165,8 +166,8 @@ class Segments:
 
     def load(self, *, lazy: bool = False, resume: Resume | None = None) -> None:
         """Scan every segment file (once, on open); with ``lazy``, scan only the last one and
-        take the sealed ones from the headers, and of the last one, with ``resume``, only the
-        records from the one it names on (see the module docstring)."""
+        take the sealed ones from the file names, and of the last one, with ``resume``, only
+        the records from the one it names on (see the module docstring)."""
         files = self.files()
         if lazy:
             files = self._load_sealed(files)
@@ -180,13 +181,9 @@ class Segments:
         first scanned (:meth:`_read_headers`); returns the files left to scan. A directory
         whose names are not segment names from seq 1 on, or whose last file is not a whole
         segment, is taken from every header (:meth:`_load_headers`), as before."""
-        seqs = [named_seq(path) for path in files]
-        if len(files) < 2 or seqs[0] != 1 or any(
-            a is None or b is None or a >= b for a, b in zip(seqs, seqs[1:], strict=False)
-        ):
-            return self._load_headers(files)
-        header, _ = read_header(files[-1])
-        if isinstance(header, str) or header.first_seq != seqs[-1]:
+        seqs = [named_seq(path) for path in files]  # ascending: the names sort as the seqs
+        header = read_header(files[-1])[0] if len(files) > 1 and seqs[0] == 1 else "odd"
+        if None in seqs or isinstance(header, str):  # the tail's name is checked as it loads
             return self._load_headers(files)
         for path, first, after in zip(files, seqs, seqs[1:], strict=False):
             assert first is not None and after is not None
@@ -195,8 +192,8 @@ class Segments:
         return files[-1:]
 
     def _read_headers(self, seg: Segment) -> None:
-        """Read an unread sealed segment's header and the next one's, checked as a load checks
-        them: each starts at the seq its name says, the first with the zero chain."""
+        """Read an unread sealed segment's header and the next one's, checked: each starts at
+        the seq its name says, the first with the zero chain."""
         at = self.list.index(seg)
         header = named_header(seg)
         if at == 0 and header.prev_chain != fmt.ZERO_CHAIN:
@@ -205,6 +202,7 @@ class Segments:
         after = named_header(self.list[at + 1])
         assert seg.sealed is not None
         seg.prev_chain, seg.sealed = header.prev_chain, (seg.sealed[0], after.prev_chain)
+        seg.end = file_size(seg.path)  # as a load from the headers had it, until it is scanned
         seg.unread = False
 
     def _load_headers(self, files: list[Path]) -> list[Path]:
@@ -340,7 +338,12 @@ class Segments:
         return seg, data, resume.offset, result
 
     def _check_continues(self, path: Path, header: fmt.SegmentHeader) -> None:
-        """The segment must start where the ones before it end."""
+        """The segment must start where the ones before it end, at the seq its name says (a
+        lazy load takes a sealed segment's seqs from its name)."""
+        named = named_seq(path)
+        if named is not None and named != header.first_seq:
+            raise LogCorrupted(str(path), 0, f"segment starts at seq {header.first_seq} but its "
+                               f"name says {named} (a segment is missing, reordered or replaced)")
         expected_first = self.last_seq + 1
         if header.first_seq != expected_first or header.prev_chain != self.chain:
             raise LogCorrupted(
@@ -413,10 +416,13 @@ class Segments:
             return fmt.ZERO_CHAIN
         for seg in self.list:  # the end of a sealed segment not scanned yet: its next header's
             if seg.sealed is not None and seg.sealed[0] == seq >= seg.first_seq:
-                with self._scanning:
+                with self._scanning:  # another thread may scan it meanwhile (sealed: None)
                     if seg.unread:
                         self._read_headers(seg)
-                return seg.sealed[1]
+                    sealed = seg.sealed
+                if sealed is not None:
+                    return sealed[1]
+                break
         seg = self.segment_of(seq)
         with open(seg.path, "rb") as f:
             f.seek(seg.offsets[seq - seg.first_seq])
@@ -491,3 +497,4 @@ def fsync_dir(io: FileIO, directory: Path) -> None:
         io.fsync(fd)
     finally:
         io.close(fd)
+

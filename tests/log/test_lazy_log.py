@@ -1,6 +1,7 @@
-"""A lazy log (a store's reader or writer): sealed segments taken from the headers at open,
-scanned when first read; the last segment, resumed at the record a checkpoint names, checked
-from it on at open and before it when first read.
+"""A lazy log (a store's reader or writer): sealed segments taken from the file names at open,
+their headers read and checked, and the segment scanned, when first read; the last segment,
+resumed at the record a checkpoint names, checked from it on at open and before it when first
+read.
 
 It must serve exactly what the eager log serves, and damage in a sealed segment it has not read
 must surface as ``LogCorrupted`` naming that segment when a record of it is read (never a wrong
@@ -49,6 +50,7 @@ def test_a_lazy_reader_serves_what_an_eager_one_does(n, seed, segment_bytes, dat
             assert [lazy.chain_at(s) for s in range(1, n + 1)] == [
                 eager.chain_at(s) for s in range(1, n + 1)
             ]
+            assert lazy.size_bytes == eager.size_bytes  # headers read, segments not scanned
             if n:
                 middle = n // 2 + 1
                 assert lazy.get(middle) == written[middle - 1]
@@ -83,7 +85,7 @@ def test_damage_in_a_sealed_segment_raises_when_it_is_read(seed, data):
         try:
             log = EventLog(directory, lazy=True) if writer else EventLog(
                 directory, read_only=True, lazy=True)
-        except LogCorrupted as e:  # a damaged header is seen at open
+        except LogCorrupted as e:  # a damaged header of the tail is seen at open
             assert offset < fmt.SEGMENT_HEADER_SIZE and e.segment == str(victim)
             return
         with log:
@@ -226,6 +228,7 @@ def test_a_lazy_open_reads_the_tail_header_alone_and_each_sealed_one_when_read(t
 
 @pytest.mark.parametrize("change, why", [
     ("renamed", "segment starts at seq {first} but its name says {named}"),
+    ("next renamed", "segment starts at seq {first} but its name says {named}"),
     ("chain", "the first segment's chain does not start at zero"),
     ("header", "checksum"),
 ])
@@ -233,9 +236,17 @@ def test_a_sealed_segment_whose_header_fails_is_corruption_when_read(tmp_path, c
     directory = tmp_path / "log"
     write_events(directory, 60, seed=6, segment_bytes=500)
     files = sorted(directory.glob("*.hlog"))
-    target = files[0] if change == "chain" else files[1]
+    target = {"chain": files[0], "next renamed": files[2]}.get(change, files[1])
     first = int(target.name[:20])
     named = first + 1  # still before the next segment's name
+    if change == "next renamed":  # found asking for the end chain of the segment before it
+        target.rename(directory / f"{named:020d}.hlog")
+        with EventLog(directory, read_only=True, lazy=True) as log:
+            with pytest.raises(LogCorrupted, match=why.format(first=first, named=named)):
+                log.chain_at(first - 1)
+        with pytest.raises(LogCorrupted, match=why.format(first=first, named=named)):
+            EventLog(directory, read_only=True)  # an eager open finds it too
+        return
     if change == "renamed":
         target.rename(directory / f"{named:020d}.hlog")
     elif change == "chain":
@@ -249,3 +260,30 @@ def test_a_sealed_segment_whose_header_fails_is_corruption_when_read(tmp_path, c
     with EventLog(directory, read_only=True, lazy=True) as log:  # the open does not read it
         with pytest.raises(LogCorrupted, match=why.format(first=first, named=named)):
             list(log.read())
+
+
+@pytest.mark.parametrize("tail", ["empty", "torn header", "missing first", "tail renamed"])
+def test_a_lazy_open_of_an_odd_directory_reads_every_header_as_before(tmp_path, tail):
+    """A last file that is not a whole segment (a writer died making it), or no segment at
+    seq 1: the lazy open reads every header at open, and serves or refuses as the eager does."""
+    directory = tmp_path / "log"
+    written = write_events(directory, 60, seed=7, segment_bytes=500)
+    files = sorted(directory.glob("*.hlog"))
+    if tail == "tail renamed":
+        named = int(files[-1].name[:20]) + 1
+        files[-1].rename(directory / f"{named:020d}.hlog")
+        for lazy in (True, False):
+            with pytest.raises(LogCorrupted, match=f"but its name says {named}"):
+                EventLog(directory, read_only=True, lazy=lazy)
+        return
+    if tail == "missing first":
+        files[0].unlink()
+        for lazy in (True, False):
+            with pytest.raises(LogCorrupted, match="but seq 1 was expected"):
+                EventLog(directory, read_only=True, lazy=lazy)
+        return
+    after = directory / f"{len(written) + 1:020d}.hlog"
+    after.write_bytes(b"" if tail == "empty" else fmt.pack_segment_header(len(written) + 1,
+                                                                            b"\0" * 16)[:20])
+    with EventLog(directory, read_only=True, lazy=True) as log:
+        assert log.last_seq == len(written) and list(log.read()) == written
