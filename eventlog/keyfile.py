@@ -223,15 +223,9 @@ class KeyFile:
         if not self._holds(high) or min(seqs) < 1:
             return [self.key(seq) for seq in seqs]  # raises, naming the seq without a key
         view = self._view(RECORD * (high + 1))
-        unpack, crc_of, crc32 = _REC.unpack_from, _CRC.unpack_from, zlib.crc32
         out: list[bytes | None] = []
-        for seq in seqs:
-            at = RECORD * seq
-            got_seq, state, _, key = unpack(view, at)
-            if crc_of(view, at + 56)[0] != crc32(view[at:at + 56]) or got_seq != seq or (
-                state not in (LIVE, ERASED)
-            ):  # read again by the one-by-one path, which names what fails
-                state, _, key = self._record(seq)
+        for seq in seqs:  # one failing is read again by the one-by-one path, which names it
+            state, _, key = _checked(view, seq) or self._record(seq)
             out.append(key if state == LIVE else None)
         return out
 
@@ -247,14 +241,10 @@ class KeyFile:
                 f"it holds no key for event {seq} (keys end at event {self.made_through}): "
                 f"it is older than the log, or another store's"
             )
-        view = self._view(at + RECORD)
-        raw = view[at:at + RECORD]
-        got_seq, state, receipt, key = _REC.unpack_from(raw)
-        if _CRC.unpack_from(raw, 56)[0] != zlib.crc32(raw[:56]) or got_seq != seq or (
-            state not in (LIVE, ERASED)
-        ):
+        record = _checked(self._view(at + RECORD), seq)
+        if record is None:
             raise self._damaged(f"the key record of event {seq} fails its checks")
-        return state, receipt, key
+        return record
 
     def _holds(self, seq: int) -> bool:
         """Whether the file has a record for ``seq`` (another writer's keys looked for)."""
@@ -374,3 +364,14 @@ def _pwrite_all(fd: int, data: bytes, at: int) -> None:
         n = os.pwrite(fd, view, at)
         view, at = view[n:], at + n
 
+
+def _checked(view: mmap.mmap, seq: int) -> tuple[int, int, bytes] | None:
+    """(state, receipt, key) of the record of ``seq`` in the map, or None when it fails its
+    checks (its checksum, its seq, a state neither live nor erased)."""
+    at = RECORD * seq
+    got_seq, state, receipt, key = _REC.unpack_from(view, at)
+    if _CRC.unpack_from(view, at + 56)[0] != zlib.crc32(view[at:at + 56]) or got_seq != seq or (
+        state not in (LIVE, ERASED)
+    ):
+        return None
+    return state, receipt, key

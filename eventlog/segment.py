@@ -4,10 +4,10 @@ first read of it.
 A :class:`Segment` holds where its records start and how far they are checked. An open that
 takes a sealed segment from the file names (:mod:`eventlog.segments`) reads its header and the
 next one's, and scans it whole, when one of its records is first read (:func:`scan_sealed`);
-an open that resumes the last segment at the
-record a checkpoint names (:class:`Resume`, :func:`resumed`) checks that record and the ones
-after it, and the ones before it when one of them is first read (:func:`check_head`). Each check
-raises :class:`LogCorrupted` naming the segment, never serves a record it has not checked.
+an open that resumes the last segment at the record a checkpoint names (:class:`Resume`,
+:func:`resumed`) checks that record and the ones after it, and the ones before it when one of
+them is first read (:func:`check_head`). Each check raises :class:`LogCorrupted` naming the
+segment, never serves a record it has not checked.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from eventlog import format as fmt
 from eventlog.errors import LogCorrupted, UnsupportedFormat
 
 __all__ = [
-    "Resume", "Segment", "SEGMENT_SUFFIX", "check_head", "check_version", "file_size",
-    "named_header",
-    "named_seq", "read_header", "resumed", "scan_sealed", "segment_name",
+    "Resume", "Segment", "SEGMENT_SUFFIX", "check_head", "check_named", "check_version",
+    "file_size", "named_header", "named_seq", "read_header", "resumed", "scan_sealed",
+    "segment_name",
 ]
 
 SEGMENT_SUFFIX = ".hlog"
@@ -53,17 +53,23 @@ def check_version(path: Path, header: fmt.SegmentHeader) -> None:
         )
 
 
+def check_named(path: Path, header: fmt.SegmentHeader) -> None:
+    """``LogCorrupted`` for a segment whose file name says another first seq than its header
+    (a name not of a segment's form says nothing)."""
+    named = named_seq(path)
+    if named is not None and named != header.first_seq:
+        raise LogCorrupted(str(path), 0, f"segment starts at seq {header.first_seq} but its "
+                           f"name says {named} (a segment is missing, reordered or replaced)")
+
+
 def named_header(seg: Segment) -> fmt.SegmentHeader:
-    """The header of ``seg``'s file, checked: whole, of a format this hmem reads, starting at
-    the seq the file's name says (``seg.first_seq``)."""
+    """The header of the file of ``seg`` (taken from its name), checked: whole, of a format
+    this hmem reads, starting at the seq the file's name says."""
     header, _ = read_header(seg.path)
     if isinstance(header, str):
         raise LogCorrupted(str(seg.path), 0, header)
     check_version(seg.path, header)
-    if header.first_seq != seg.first_seq:
-        raise LogCorrupted(str(seg.path), 0, f"segment starts at seq {header.first_seq} but its "
-                           f"name says {seg.first_seq} (a segment is missing, reordered or "
-                           f"replaced)")
+    check_named(seg.path, header)
     return header
 
 

@@ -43,6 +43,7 @@ from eventlog.segment import (
     Resume,
     Segment,
     check_head,
+    check_named,
     check_version,
     file_size,
     named_header,
@@ -182,8 +183,10 @@ class Segments:
         whose names are not segment names from seq 1 on, or whose last file is not a whole
         segment, is taken from every header (:meth:`_load_headers`), as before."""
         seqs = [named_seq(path) for path in files]  # ascending: the names sort as the seqs
-        header = read_header(files[-1])[0] if len(files) > 1 and seqs[0] == 1 else "odd"
-        if None in seqs or isinstance(header, str):  # the tail's name is checked as it loads
+        if len(files) < 2 or seqs[0] != 1 or None in seqs:
+            return self._load_headers(files)
+        header, _ = read_header(files[-1])
+        if isinstance(header, str):  # the tail's name is checked as it loads
             return self._load_headers(files)
         for path, first, after in zip(files, seqs, seqs[1:], strict=False):
             assert first is not None and after is not None
@@ -210,13 +213,8 @@ class Segments:
         headers: list[fmt.SegmentHeader] = []
         sizes: list[int] = []
         for i, path in enumerate(files):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                data = os.pread(fd, fmt.SEGMENT_HEADER_SIZE, 0)
-                sizes.append(os.fstat(fd).st_size)
-            finally:
-                os.close(fd)
-            header = fmt.unpack_segment_header(data)
+            header, data = read_header(path)
+            sizes.append(file_size(path))
             if isinstance(header, str):
                 if i == len(files) - 1 and (len(data) < fmt.SEGMENT_HEADER_SIZE or not any(data)):
                     break  # an unfinished new segment: a reader ignores it, as _load does
@@ -340,10 +338,7 @@ class Segments:
     def _check_continues(self, path: Path, header: fmt.SegmentHeader) -> None:
         """The segment must start where the ones before it end, at the seq its name says (a
         lazy load takes a sealed segment's seqs from its name)."""
-        named = named_seq(path)
-        if named is not None and named != header.first_seq:
-            raise LogCorrupted(str(path), 0, f"segment starts at seq {header.first_seq} but its "
-                               f"name says {named} (a segment is missing, reordered or replaced)")
+        check_named(path, header)
         expected_first = self.last_seq + 1
         if header.first_seq != expected_first or header.prev_chain != self.chain:
             raise LogCorrupted(
@@ -497,4 +492,3 @@ def fsync_dir(io: FileIO, directory: Path) -> None:
         io.fsync(fd)
     finally:
         io.close(fd)
-
